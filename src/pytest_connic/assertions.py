@@ -1,0 +1,132 @@
+"""The ``expected_*`` checks against a finished run (spec §2.6, §2.7, §7.3, §8.1).
+
+Every failed check is collected, in Connic's order, with its evaluated operands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .compiled import Checks, ChildCheck, ToolCallCheck
+from .expressions import MISSING, Expression
+from .records import RunRecord, ToolCallRecord, TriggerRecord
+from .runtime.payload import parse_json
+
+
+def _calls(record: RunRecord, tool: str) -> list[ToolCallRecord]:
+    return [c for c in record.tool_calls if tool in (c.ref, c.name)]
+
+
+def _result(call: ToolCallRecord) -> Any:
+    return call.result if call.has_result else MISSING
+
+
+def _tool_check(record: RunRecord, check: ToolCallCheck, context: dict[str, Any]) -> str | None:
+    calls = _calls(record, check.tool)
+    if check.source is None:
+        if calls:
+            return None
+        return f"expected tool call {check.tool} not satisfied (invocations=0)"
+    matched = [
+        c for c in calls
+        if all(f.evaluate({"params": c.params, "result": _result(c), "context": context}) for f in check.filters)
+    ]
+    count_bindings = {"invocations": len(matched), "params": MISSING, "result": MISSING, "context": context}
+    failed = [e for e in check.counts if not e.evaluate(count_bindings)]
+    ok = not failed and (bool(check.counts) or bool(check.mixed) or len(matched) >= 1)
+    for mixed in check.mixed:
+        if not _mixed_holds(mixed, matched, context):
+            ok, failed = False, [*failed, mixed]
+    if ok:
+        return None
+    detail = "; ".join(e.explain(count_bindings) for e in failed) if failed else ""
+    if not matched and calls and check.filters:
+        c = calls[0]
+        detail = "; ".join(
+            f.explain({"params": c.params, "result": _result(c), "context": context}) for f in check.filters
+        )
+        detail = f"no call matched, first call: {detail}"
+    message = f"expected tool call {check.label} not satisfied (invocations={len(matched)})"
+    return f"{message}: {detail}" if detail else message
+
+
+def _mixed_holds(expr: Expression, calls: list[ToolCallRecord], context: dict[str, Any]) -> bool:
+    if not calls:
+        return expr.evaluate({"params": MISSING, "result": MISSING, "invocations": 0, "context": context})
+    return any(
+        expr.evaluate({"params": c.params, "result": _result(c), "invocations": len(calls), "context": context})
+        for c in calls
+    )
+
+
+def _order_holds(record: RunRecord, order: list[str]) -> bool:
+    position = 0
+    for call in record.tool_calls:
+        if position < len(order) and order[position] in (call.ref, call.name):
+            position += 1
+    return position == len(order)
+
+
+def result_bindings(record: RunRecord, context: dict[str, Any]) -> dict[str, Any]:
+    """The ``expected_result`` bindings of a run."""
+    output = parse_json(record.output_raw) if record.status in ("completed", "blocked") else None
+    return {"output": output, "error": record.error, "status": record.status, "context": context}
+
+
+def evaluate_run(record: RunRecord, checks: Checks, context: dict[str, Any]) -> list[str]:
+    """Every failed check of ``checks`` for ``record``, in Connic's order."""
+    result = checks.result
+    decides_status = result is not None and (result.mentions("status") or result.mentions("error"))
+    if not decides_status and record.status != "completed":
+        return [f"agent error: {record.error or f'run ended {record.status}'}"]
+    failures = []
+    bindings = result_bindings(record, context)
+    if result is not None and not result.evaluate(bindings):
+        failures.append(f"expected_result not satisfied: {result.explain(bindings)}")
+    for check in checks.tool_calls:
+        failure = _tool_check(record, check, context)
+        if failure:
+            failures.append(failure)
+    if checks.order and not _order_holds(record, checks.order):
+        got = [c.ref for c in record.tool_calls]
+        failures.append(f"tool call order not satisfied: expected {checks.order}, got {got}")
+    for name in checks.no_calls:
+        if _calls(record, name):
+            failures.append(f"tool {name} was called")
+    for child in checks.children:
+        failure = _child_check(record, child, context)
+        if failure:
+            failures.append(failure)
+    return failures
+
+
+def _payload_holds(trigger: TriggerRecord, expr: Expression | None, context: dict[str, Any]) -> bool:
+    if expr is None:
+        return True
+    return expr.evaluate({"payload": trigger.payload, "payload_raw": trigger.payload_raw, "context": context})
+
+
+def _child_check(record: RunRecord, child: ChildCheck, context: dict[str, Any]) -> str | None:
+    triggers = [t for t in record.triggers if t.agent_name == child.name]
+    if len(triggers) < child.expected_triggered:
+        return f"child '{child.name}' triggered {len(triggers)} times, expected >= {child.expected_triggered}"
+    if not child.checks.needs_run:
+        if any(_payload_holds(t, child.payload, context) for t in triggers):
+            return None
+        assert child.payload is not None
+        first = triggers[0]
+        explained = child.payload.explain({"payload": first.payload, "payload_raw": first.payload_raw,
+                                           "context": context})
+        return f"child '{child.name}': no trigger satisfied expected_payload: {explained}"
+    waited = [t for t in triggers if t.wait_for_response and t.child_run is not None]
+    if not waited:
+        return f"child '{child.name}': assertions require wait_for_response=True"
+    first_failures: list[str] = []
+    for trigger in waited:
+        assert trigger.child_run is not None
+        failures = [] if _payload_holds(trigger, child.payload, context) else ["expected_payload not satisfied"]
+        failures += evaluate_run(trigger.child_run, child.checks, context)
+        if not failures:
+            return None
+        first_failures = first_failures or failures
+    return f"child '{child.name}': no waited trigger satisfied the expectations: {'; '.join(first_failures)}"

@@ -1,0 +1,75 @@
+"""Builders (spec §4.3): ``tests/builders/<name>.py`` with ``build`` and optional ``cleanup``."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from .mocks import ModuleLoadError, load_fresh
+
+Caller = Callable[..., Awaitable[Any]]
+
+
+class BuilderError(Exception):
+    """``build()`` failed: the run fails before the agent, cleanup still runs."""
+
+
+def builder_path(project_root: Path, name: str) -> Path:
+    return project_root / "tests" / "builders" / f"{name}.py"
+
+
+def mocks_path(project_root: Path, name: str) -> Path:
+    return project_root / "tests" / "mocks" / f"{name}.py"
+
+
+def load_builder(project_root: Path, name: str) -> types.ModuleType:
+    """A fresh builder module; raises ``ModuleLoadError`` when missing or without ``build``."""
+    module = load_fresh(builder_path(project_root, name), f"builder '{name}'")
+    if not callable(getattr(module, "build", None)):
+        raise ModuleLoadError(f"builder '{name}': tests/builders/{name}.py defines no build() function")
+    return module
+
+
+def merge_files(built: Any, fixtures: list[dict[str, str]]) -> tuple[Any, list[dict[str, str]]]:
+    """Attach YAML fixtures to what ``build()`` returned: builder's own ``files`` first."""
+    if isinstance(built, dict) and isinstance(built.get("files"), list):
+        merged = dict(built)
+        merged["files"] = [*built["files"], *fixtures]
+        return merged, []
+    return built, fixtures
+
+
+async def build(
+    call: Caller, module: types.ModuleType, context: dict[str, Any], case: dict[str, Any]
+) -> Any:
+    """Call ``build(context, builder_args, test_name, payload, files)``."""
+    try:
+        result = await call(
+            module.build, context, dict(case.get("builder_args") or {}), case["name"], case.get("payload"),
+            list(case.get("files") or []),
+        )
+    except Exception as exc:
+        raise BuilderError(f"builder build raised: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(result, (str, dict)):
+        raise BuilderError(f"builder build must return str or dict, got {type(result).__name__}")
+    return result
+
+
+async def cleanup(
+    call: Caller, module: types.ModuleType, run: dict[str, Any], context: dict[str, Any], case: dict[str, Any]
+) -> str | None:
+    """Call ``cleanup(run, context, builder_args)``; the failure it means, with Connic's messages."""
+    func = getattr(module, "cleanup", None)
+    if not callable(func):
+        return None
+    try:
+        verdict = await call(func, run, context, dict(case.get("builder_args") or {}))
+    except Exception as exc:
+        return f"builder cleanup raised: {exc}"
+    if verdict is None or verdict is True:
+        return None
+    if verdict is False:
+        return "builder cleanup returned False"
+    return f"builder cleanup must return bool or None, got {type(verdict).__name__}"

@@ -1,0 +1,109 @@
+"""Suite files and case items, and how their failures look."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .discovery import DiscoveryError, discover_suites
+from .project import ProjectError
+from .suite import CaseSpec, Suite, SuiteError, load_suite
+
+if TYPE_CHECKING:
+    from .records import CaseOutcome
+    from .state import ConnicSession
+
+
+class CaseFailed(Exception):
+    """A case missed its expectations. ``text`` is the whole plain-text report."""
+
+    def __init__(self, text: str, outcome: CaseOutcome | None = None) -> None:
+        super().__init__(text.splitlines()[0] if text else "")
+        self.text = text
+        self.outcome = outcome
+
+
+class CaseInfrastructureError(Exception):
+    """A provider was down or refusing: the case is an error, the session exits 2."""
+
+    def __init__(self, text: str, outcome: CaseOutcome | None = None) -> None:
+        super().__init__(text.splitlines()[0] if text else "")
+        self.text = text
+        self.outcome = outcome
+
+
+def _session(config: pytest.Config) -> ConnicSession:
+    from .state import SESSION_KEY
+
+    return config.stash[SESSION_KEY]
+
+
+class SuiteFile(pytest.File):
+    """A Connic suite (``tests/**/*.yaml``): one item per case."""
+
+    def __init__(self, *, project_root: Path, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.project_root = project_root
+
+    def collect(self) -> list[pytest.Item]:
+        state = _session(self.config)
+        try:
+            index = state.project_index(self.project_root)
+        except (ProjectError, DiscoveryError) as exc:
+            raise self.CollectError(f"Connic project {self.project_root}: {exc}") from None
+        if index.load_errors and self._is_first_suite():
+            raise self.CollectError(
+                "the Connic project failed to load (connic lint reports the same):\n"
+                + "\n".join(f"  {e}" for e in index.load_errors)
+            )
+        try:
+            suite = load_suite(self.path, self.project_root)
+        except SuiteError as exc:
+            raise self.CollectError(str(exc)) from None
+        if suite is None:
+            return []  # an empty document: Connic skips it
+        unknown = index.unknown_agent_message(suite.relpath, suite.agent_name, not suite.agent_explicit)
+        if unknown:
+            raise self.CollectError(unknown)
+        return [CaseItem.from_parent(self, name=case.name, suite=suite, spec=case) for case in suite.cases]
+
+    def _is_first_suite(self) -> bool:
+        try:
+            suites = discover_suites(self.project_root)
+        except DiscoveryError:
+            return True
+        return bool(suites) and suites[0] == self.path
+
+
+class CaseItem(pytest.Item):
+    """One case of a suite; it runs the agent ``runs`` times."""
+
+    def __init__(self, *, suite: Suite, spec: CaseSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.spec = spec
+        self.outcome: CaseOutcome | None = None
+        self.add_marker("connic")
+
+    @property
+    def project_root(self) -> Path:
+        parent = self.parent
+        assert isinstance(parent, SuiteFile)
+        return parent.project_root
+
+    def setup(self) -> None:
+        if self.spec.error is not None:
+            pytest.fail(self.spec.error, pytrace=False)
+
+    def runtest(self) -> None:
+        _session(self.config).run_item(self)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, (CaseFailed, CaseInfrastructureError)):
+            return excinfo.value.text
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, self.spec.line - 1, f"{self.suite.agent_name}::{self.spec.name}"

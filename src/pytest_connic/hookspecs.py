@@ -1,0 +1,48 @@
+"""Hooks a conftest.py can implement to extend pytest-connic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_connic_make_model(config: pytest.Config, agent: Any, model: str, case: Any, run_index: int) -> Any:
+    """Supply the model for one agent invocation.
+
+    Return any object with ``async complete(request: ModelRequest) -> ModelResponse``
+    (see ``pytest_connic.models.base``), or None to use the default (cassettes,
+    or LiteLLM with ``--connic-live``). ``agent`` is the SDK's ``Agent``, ``model``
+    its model string, ``case`` the resolved case record (a dict) or None for the
+    ``connic`` fixture, ``run_index`` the 0-based run of the case.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_connic_guardrail(
+    config: pytest.Config, rule: Any, direction: str, content: str, context: dict[str, Any]
+) -> Any:
+    """Evaluate a model-based built-in guardrail that cannot run offline.
+
+    ``rule`` is the SDK's ``GuardrailRule`` (``type`` is one of prompt_injection,
+    moderation, topic_restriction, relevance, system_prompt_leakage,
+    data_exfiltration), ``direction`` is ``input`` or ``output``. Return a
+    ``connic.GuardrailResult`` (or a bool: True = passed), or None to leave it
+    not evaluated (it then counts as passed and is reported once per session).
+    May be a coroutine function.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_connic_predefined_tool(
+    config: pytest.Config, name: str, params: dict[str, Any], context: dict[str, Any]
+) -> Any:
+    """Supply the implementation of a Connic predefined tool for one call.
+
+    Called for every predefined tool call before the local implementation. Return
+    None to use the local one (``web_*`` and ``web_browser_*`` have none: they
+    need the internet). Any other return value is the tool's result; a coroutine
+    is awaited. Raise an exception to make the call fail (the model sees the error).
+    """

@@ -1,0 +1,50 @@
+"""Models: the interface the runtime talks to, cassettes (replay and recording), LiteLLM.
+
+The runtime uses ``CaseModels(path, mode=..., live=..., masker=...)`` per case,
+``for_run(i)`` per run, ``model_for(agent, root=...)`` per agent invocation, then
+``finish(completed=...)`` per run and ``save()`` per case. LiteLLM is imported only
+when a live call happens.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    CassetteError,
+    Model,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    RunModels,
+    ToolCallRequest,
+    ToolSpec,
+)
+from .cassette import Cassette, cassette_path, load_cassette, parse_cassette, safe_name
+from .digest import first_difference, request_digest, request_fingerprint
+from .live import LiteLLMModel, RetryPolicy
+from .replay import MODES, CaseModels, RunModelsImpl
+
+__all__ = [
+    "MODES",
+    "CaseModels",
+    "Cassette",
+    "CassetteError",
+    "LiteLLMModel",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "ModelResponse",
+    "ProviderError",
+    "RetryPolicy",
+    "RunModels",
+    "RunModelsImpl",
+    "ToolCallRequest",
+    "ToolSpec",
+    "cassette_path",
+    "first_difference",
+    "load_cassette",
+    "parse_cassette",
+    "request_digest",
+    "request_fingerprint",
+    "safe_name",
+]

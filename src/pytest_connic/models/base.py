@@ -1,0 +1,115 @@
+"""The model interface the runtime talks to.
+
+A model is any object with ``async complete(request) -> ModelResponse``. The
+runtime builds one ``ModelRequest`` per model call (one agent-loop iteration);
+cassettes, LiteLLM and user-supplied fakes answer it.
+
+Messages use the OpenAI chat shape, which LiteLLM speaks natively:
+``{"role": "system"|"user"|"assistant"|"tool", "content": ..., "tool_calls": [...],
+"tool_call_id": ...}``. A user message with attached files has list content:
+``[{"type": "text", "text": ...}, {"type": "file", "mime_type": ..., "data": <base64>, "name": ...}]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+class ModelError(Exception):
+    """A model could not answer. Subclasses say whose fault it is."""
+
+
+class CassetteError(ModelError):
+    """The suite author's to fix: a missing cassette, a divergence, turns left over.
+
+    The case fails (exit code 1) with this message.
+    """
+
+
+class ProviderError(ModelError):
+    """Infrastructure: a provider is down, refusing or timing out.
+
+    The case is an error and the session exits with code 2.
+    """
+
+
+@dataclass
+class ToolSpec:
+    """A tool as the model sees it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass
+class ModelRequest:
+    """One model call."""
+
+    agent_name: str
+    model: str
+    system_prompt: str
+    messages: list[dict[str, Any]]
+    tools: list[ToolSpec] = field(default_factory=list)
+    fallback_model: str | None = None
+    temperature: float = 1.0
+    reasoning_effort: str | None = None
+    output_schema: dict[str, Any] | None = None
+    retry_options: dict[str, Any] | None = None
+    #: seconds this call may take at most (the run's remaining time)
+    timeout_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ToolCallRequest:
+    """The model asks for a tool. ``arguments`` is a string when the model sent malformed JSON."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | str
+
+
+@dataclass
+class ModelResponse:
+    """One model turn: either tool calls or a final answer (``content``)."""
+
+    content: str | None = None
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    #: the model string that actually answered (the fallback, when it was used)
+    model: str | None = None
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that answers model requests."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+class RunModels(Protocol):
+    """The models of one run of a case: one per agent invocation, in start order."""
+
+    #: divergence notes (a request that differs from the recorded one, with the first
+    #: differing part), for the run's trace and a once-per-case warning; not failures
+    notes: list[str]
+
+    def model_for(self, agent_name: str, *, root: bool) -> Model:
+        """The model for the next invocation of ``agent_name`` in this run.
+
+        ``root`` is true for the case's own agent (cassette ``turns``); other
+        invocations are children (cassette ``children[agent_name][i]``).
+        """
+        ...
+
+    def finish(self, *, completed: bool) -> list[str]:
+        """Close the run. Returns divergence messages (turns left unused) when
+        ``completed`` is true; a run that ended early for its own reason reports none."""
+        ...

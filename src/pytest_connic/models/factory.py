@@ -1,0 +1,70 @@
+"""Which models a case's runs talk to: the user's hook, cassettes, or live providers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .base import Model
+from .cassette import cassette_path
+from .replay import CaseModels
+
+if TYPE_CHECKING:
+    from ..runtime.services import ProjectServices
+    from ..state import ConnicSession
+    from ..suite import Suite
+
+
+class HookedRunModels:
+    """One run's models: ``pytest_connic_make_model`` first, then the case's cassette/live source."""
+
+    def __init__(self, base: Any, services: ProjectServices, case: dict[str, Any], index: int) -> None:
+        self.base = base
+        self.services = services
+        self.case = case
+        self.index = index
+
+    @property
+    def notes(self) -> list[str]:
+        return list(getattr(self.base, "notes", []))
+
+    def model_for(self, agent_name: str, *, root: bool) -> Model:
+        supplied = self.services.user_model(self.services.agent(agent_name), self.case, self.index)
+        if supplied is not None:
+            return supplied
+        return self.base.model_for(agent_name, root=root)  # type: ignore[no-any-return]
+
+    def finish(self, *, completed: bool) -> list[str]:
+        return self.base.finish(completed=completed)  # type: ignore[no-any-return]
+
+
+class HookedCaseModels:
+    """The model source of one case."""
+
+    def __init__(self, base: CaseModels, services: ProjectServices, case: dict[str, Any]) -> None:
+        self.base = base
+        self.services = services
+        self.case = case
+
+    def for_run(self, index: int) -> HookedRunModels:
+        return HookedRunModels(self.base.for_run(index), self.services, self.case, index)
+
+    def save(self) -> Path | None:
+        return self.base.save()
+
+
+def case_models(session: ConnicSession, services: ProjectServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
+    """Build the model source of a case from the session's settings."""
+    settings = session.settings
+    mode = "live" if settings.live else settings.record_mode
+    live = None
+    if mode != "none":
+        from .live import LiteLLMModel
+
+        shared = LiteLLMModel(aliases=settings.model_aliases(), masker=session.masker)
+
+        def live(_agent_name: str) -> Model:
+            return shared
+
+    path = cassette_path(services.root / settings.cassette_dir, suite.relpath, case["name"])
+    return HookedCaseModels(CaseModels(path, mode=mode, live=live, masker=session.masker), services, case)

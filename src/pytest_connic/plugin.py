@@ -1,0 +1,51 @@
+"""pytest entry point (``pytest11: connic``): hook implementations and options only.
+
+Everything heavy is imported lazily, so a session without a Connic project pays
+(almost) nothing for the plugin being installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import hookspecs
+from .discovery import suite_root
+from .settings import Settings, add_options
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
+    from .state import SESSION_KEY, ConnicSession
+
+    config.stash[SESSION_KEY] = ConnicSession(config, Settings(config))
+    from .session_hooks import register
+
+    register(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from .state import SESSION_KEY
+
+    state = config.stash.get(SESSION_KEY, None)
+    if state is not None:
+        state.close()
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
+    root = suite_root(file_path)
+    if root is None:
+        return None
+    from .collect import SuiteFile
+
+    return SuiteFile.from_parent(parent, path=file_path, project_root=root)

@@ -1,0 +1,276 @@
+"""One tool call, end to end (spec §9.6, §5):
+
+approval gate → before hook → the tool (mocked, strict, real or predefined) →
+after hook, recorded in the trace with params, result or error, and marks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from connic import AbortTool, StopProcessing
+from connic.core import Tool
+
+from ..mocks import signature_errors, tool_ladder
+from ..records import ToolCallRecord
+from .approvals import gate
+from .scope import AwaitingApproval, RunAborted, RunFailed, accepts_positional, takes_context
+from .services import predefined_description, predefined_schema
+
+if TYPE_CHECKING:
+    from .invocation import Invocation
+
+DISCOVERY = ("search_tools", "use_tool")
+
+
+@dataclass
+class CatalogEntry:
+    """A tool an agent can call, as the model names it."""
+
+    name: str
+    ref: str
+    description: str
+    parameters: dict[str, Any]
+    kind: str  #: custom | predefined | input | discovery
+    tool: Tool | None = None
+    condition: str | None = None
+    discoverable: bool = False
+
+
+def _entry(tool: Tool, *, discoverable: bool) -> CatalogEntry:
+    if tool.is_predefined or tool.func is None:
+        kind = "discovery" if tool.name in DISCOVERY else "predefined"
+        params = tool.parameters or predefined_schema(tool.name)
+        if tool.name == "search_tools":
+            params = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+        elif tool.name == "use_tool":
+            params = {
+                "type": "object",
+                "properties": {"tool_name": {"type": "string"}, "arguments": {"type": "object"}},
+                "required": ["tool_name"],
+            }
+        description = tool.description or predefined_description(tool.name)
+        return CatalogEntry(tool.name, tool.ref or tool.name, description, params, kind, tool,
+                            tool.condition, discoverable)
+    return CatalogEntry(tool.name, tool.ref or tool.name, tool.description, tool.parameters, "custom", tool,
+                        tool.condition, discoverable)
+
+
+def tool_catalog(inv: Invocation) -> dict[str, CatalogEntry]:
+    """Every tool of the agent by model-facing name (tools, discoverable tools, approval inputs)."""
+    cached: dict[str, CatalogEntry] | None = getattr(inv, "_catalog", None)
+    if cached is not None:
+        return cached
+    catalog: dict[str, CatalogEntry] = {}
+    for tool in inv.agent.tools:
+        catalog[tool.name] = _entry(tool, discoverable=False)
+    for tool in inv.agent.discoverable_tools:
+        catalog[tool.name] = _entry(tool, discoverable=True)
+    approval = inv.config.approval
+    for item in approval.inputs if approval else []:
+        ((name, spec),) = item.items()
+        catalog[name] = CatalogEntry(name, name, spec.prompt, spec.parameters_schema(), "input")
+    inv._catalog = catalog  # type: ignore[attr-defined]
+    return catalog
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value, default=_default))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def to_model_text(value: Any) -> str:
+    """A tool result as the model reads it."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=lambda v: _jsonable(v) if not isinstance(v, bytes) else f"<{len(v)} bytes>")
+
+
+async def call_tool(inv: Invocation, name: str, arguments: Any, *, body: bool = False,
+                    via_discovery: bool = False) -> str:
+    """Dispatch one call; returns what the model reads back (a result or an error text).
+
+    ``StopProcessing``, ``RunAborted``, ``RunFailed`` and ``AwaitingApproval`` propagate.
+    With ``body`` (a tool agent's body) a tool error fails the run instead.
+    """
+    catalog = tool_catalog(inv)
+    entry = catalog.get(name) or next((e for e in catalog.values() if e.ref == name), None)
+    record = ToolCallRecord(seq=len(inv.record.tool_calls), name=name, ref=entry.ref if entry else name,
+                            params=arguments if isinstance(arguments, dict) else {}, agent=inv.config.name,
+                            via_discovery=via_discovery)
+    if entry is not None and entry.name == "use_tool" and not body:
+        return await _use_tool(inv, arguments)
+    inv.record.tool_calls.append(record)
+    started = time.perf_counter()
+    try:
+        if entry is None:
+            offered = ", ".join(sorted(catalog)) or "none"
+            raise _ToolError(f"unknown tool '{name}'; this agent's tools: {offered}")
+        if not isinstance(arguments, dict):
+            raise _ToolError(f"invalid arguments for {entry.ref}: expected a JSON object, got {str(arguments)[:200]!r}")
+        result = await _pipeline(inv, entry, record, dict(arguments))
+    except _ToolError as exc:
+        record.error = exc.message
+        if body:
+            raise RunFailed(exc.message) from None
+        return f"Error: {exc.message}"
+    except (StopProcessing, RunAborted, RunFailed, AwaitingApproval):
+        raise
+    except Exception as exc:
+        record.error = f"{type(exc).__name__}: {exc}"
+        if body:
+            raise RunFailed(record.error) from None
+        return f"Error: {record.error}"
+    finally:
+        record.duration_ms = (time.perf_counter() - started) * 1000
+    if body:
+        return result  # type: ignore[no-any-return]
+    return to_model_text(result)
+
+
+class _ToolError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+async def _pipeline(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+    decided = await gate(inv, entry, record, params)
+    if decided is not None:  # rejected with on_rejection: continue, or an input tool's answer
+        kind, value = decided
+        if kind == "result":
+            record.has_result, record.result = True, _jsonable(value)
+        return value
+    hooks = inv.services.project.hooks(inv.config.name) if entry.kind != "input" else None
+    try:
+        params = await _before_hook(inv, entry, hooks, params)
+    except AbortTool as abort:
+        record.aborted = True
+        record.error = f"aborted by before hook: {abort.result}"
+        return abort.result
+    record.params = params
+    result = await _execute(inv, entry, record, params)
+    result = await _after_hook(inv, entry, hooks, params, result)
+    record.has_result, record.result = True, _jsonable(result)
+    return result
+
+
+def _hook_func(inv: Invocation, entry: CatalogEntry, hooks: Any, phase: str) -> tuple[Any, str | None]:
+    real = getattr(hooks, phase, None) if hooks is not None else None
+    if real is None:
+        return None, None
+    mock = inv.scope.mocks.hook(entry.ref, phase)
+    if mock is not None:
+        return mock.func, mock.name
+    if inv.scope.mocks.flags.get("strict_hook_mocks"):
+        tried = ", ".join(tool_ladder(entry.ref, f"_hook_{phase}"))
+        raise RunAborted(f"strict_hook_mocks: hook {phase} for {entry.ref} has no mock (tried {tried})")
+    return real, None
+
+
+async def _before_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params: dict[str, Any]) -> dict[str, Any]:
+    func, mock = _hook_func(inv, entry, hooks, "before")
+    if func is None:
+        return params
+    args: tuple[Any, ...] = (entry.name, params, inv.context) if accepts_positional(func, 3) else (entry.name, params)
+    try:
+        changed = await inv.scope.call(func, *args)
+    except (AbortTool, StopProcessing):
+        raise
+    except Exception as exc:
+        raise _ToolError(f"before hook failed: {type(exc).__name__}: {exc}") from None
+    inv.record.events.append({"type": "hook", "phase": "before", "tool": entry.ref, "mock": mock})
+    if changed is None:
+        return params
+    if not isinstance(changed, dict):
+        raise _ToolError(f"before hook returned {type(changed).__name__}; expected a dict of params or None")
+    return {**params, **changed}
+
+
+async def _after_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params: dict[str, Any], result: Any) -> Any:
+    func, mock = _hook_func(inv, entry, hooks, "after")
+    if func is None:
+        return result
+    args: tuple[Any, ...] = (entry.name, params, result)
+    if accepts_positional(func, 4):
+        args = (*args, inv.context)
+    try:
+        changed = await inv.scope.call(func, *args)
+    except StopProcessing:
+        raise
+    except Exception as exc:
+        raise _ToolError(f"after hook failed: {type(exc).__name__}: {exc}") from None
+    inv.record.events.append({"type": "hook", "phase": "after", "tool": entry.ref, "mock": mock})
+    return result if changed is None else changed
+
+
+async def _execute(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+    if entry.kind == "custom":
+        return await _custom(inv, entry, record, params)
+    if entry.kind == "discovery":
+        return _search_tools(inv, params)
+    from .predefined_dispatch import run_predefined
+
+    return await run_predefined(inv, entry.name, params)
+
+
+async def _custom(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+    mock = inv.scope.mocks.tool(entry.ref)
+    if mock is not None:
+        errors = signature_errors(params, entry.parameters)
+        if errors:
+            raise RunAborted(f"mocked call to {entry.ref} does not match the tool's signature: {'; '.join(errors)}")
+        record.mocked, record.mock_function = True, mock.name
+        return await inv.scope.call(mock.func, entry.ref, params, inv.context)
+    if inv.scope.mocks.flags.get("strict_mocks"):
+        tried = ", ".join(tool_ladder(entry.ref))
+        raise RunAborted(f"strict_mocks: {entry.ref} has no mock (tried {tried})")
+    assert entry.tool is not None and entry.tool.func is not None
+    func = entry.tool.func
+    kwargs = dict(params)
+    if takes_context(func):
+        kwargs["context"] = inv.context
+    try:
+        return await inv.scope.call(func, **kwargs)
+    except TypeError as exc:
+        if "argument" in str(exc):
+            raise _ToolError(f"{entry.ref}: {exc}") from None
+        raise
+
+
+def _search_tools(inv: Invocation, params: dict[str, Any]) -> dict[str, Any]:
+    query = str(params.get("query", "")).lower()
+    words = [w for w in query.replace("_", " ").split() if w]
+    found = []
+    for entry in tool_catalog(inv).values():
+        if not entry.discoverable:
+            continue
+        haystack = f"{entry.name} {entry.ref} {entry.description}".lower().replace("_", " ")
+        score = sum(haystack.count(w) for w in words) if words else 1
+        if score:
+            found.append((score, entry))
+    found.sort(key=lambda item: (-item[0], item[1].name))
+    return {"tools": [{"name": e.name, "description": e.description, "parameters": e.parameters} for _, e in found]}
+
+
+async def _use_tool(inv: Invocation, arguments: Any) -> str:
+    args = arguments if isinstance(arguments, dict) else {}
+    target = str(args.get("tool_name", ""))
+    entry = tool_catalog(inv).get(target)
+    if entry is None or not entry.discoverable:
+        return f"Error: '{target}' is not a discoverable tool of this agent; call search_tools first"
+    inner = args.get("arguments") or {}
+    return await call_tool(inv, target, inner, via_discovery=True)

@@ -1,0 +1,99 @@
+"""Payloads as Connic delivers them (spec §4.1, §4.2)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+from pathlib import Path
+from typing import Any
+
+
+class FixtureError(Exception):
+    """A ``files:`` fixture is missing or unreadable: the case fails before any run."""
+
+
+def parse_json(text: Any) -> Any:
+    """The JSON value of ``text`` when it is a string holding valid JSON, else ``text`` itself."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            return text
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def load_fixtures(project_root: Path, names: list[str]) -> list[dict[str, str]]:
+    """Read ``tests/files/<name>`` for each name: ``{data: base64, mime_type, name}``."""
+    files_dir = (project_root / "tests" / "files").resolve()
+    out = []
+    for name in names:
+        path = (files_dir / name).resolve()
+        hidden = name.startswith(".")
+        if hidden or not path.is_relative_to(files_dir) or not path.is_file():
+            why = " (hidden files are never uploaded to Connic)" if hidden and path.is_file() else ""
+            raise FixtureError(f"missing fixture: tests/files/{name} does not exist{why}")
+        if path.is_symlink() or (files_dir / name).is_symlink():
+            raise FixtureError(f"fixture tests/files/{name} is a symbolic link; Connic refuses links")
+        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        out.append({"data": base64.b64encode(path.read_bytes()).decode("ascii"), "mime_type": mime, "name": name})
+    return out
+
+
+def deliver(payload: Any, files: list[dict[str, str]]) -> dict[str, Any]:
+    """The delivered payload (``context["payload"]``): a JSON object's keys, else
+    ``{message: <string>}``; attached files sit next to them under ``files``."""
+    value = parse_json(payload) if isinstance(payload, str) else payload
+    if isinstance(value, dict):
+        delivered = dict(value)
+    elif isinstance(payload, str):
+        delivered = {"message": payload}
+    elif payload is None:
+        delivered = {"message": ""}
+    else:
+        delivered = {"message": json.dumps(payload, default=str)}
+    if files:
+        existing = delivered.get("files")
+        delivered["files"] = [*(existing if isinstance(existing, list) else []), *files]
+    return delivered
+
+
+def message_text(delivered: dict[str, Any]) -> str:
+    """What the model reads: a ``{message[, files]}`` payload is its message text;
+    anything richer is JSON text without ``files``."""
+    rest = {k: v for k, v in delivered.items() if k != "files"}
+    if set(rest) == {"message"} and isinstance(rest["message"], str):
+        return rest["message"]
+    return json.dumps(rest, ensure_ascii=False, default=str)
+
+
+def content_parts(delivered: dict[str, Any]) -> dict[str, Any]:
+    """The user content middleware ``before`` receives: ``{role, parts}`` with text and binary parts."""
+    parts: list[dict[str, Any]] = [{"text": message_text(delivered)}]
+    for entry in delivered.get("files") or []:
+        if isinstance(entry, dict) and "data" in entry:
+            try:
+                data = base64.b64decode(entry["data"])
+            except (ValueError, TypeError):
+                data = str(entry["data"]).encode()
+            parts.append({"data": data, "mime_type": entry.get("mime_type", "application/octet-stream")})
+    return {"role": "user", "parts": parts}
+
+
+def tool_agent_payload(delivered: dict[str, Any], original: Any) -> dict[str, Any]:
+    """The ``payload=`` argument of a tool agent's body: a JSON object as-is, other
+    decoded JSON values as ``{"input": value}``, plain text as ``{"message": text}``."""
+    value = parse_json(original) if isinstance(original, str) else original
+    if isinstance(value, dict):
+        return delivered
+    if isinstance(original, str) and value is original:
+        return delivered
+    wrapped: dict[str, Any] = {"input": value}
+    if delivered.get("files"):
+        wrapped["files"] = delivered["files"]
+    return wrapped

@@ -1,0 +1,96 @@
+"""What one run of a case shares across the agent invocations it makes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..compiled import ApprovalDecision
+    from ..mocks import MockSet
+    from ..models.base import RunModels
+    from .services import ProjectServices
+
+
+class RunAborted(Exception):
+    """Ends the run at once and fails it with ``message`` as a check failure
+    (strict mocks, a mocked call that misses the signature, a cassette problem)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class RunFailed(Exception):
+    """Ends the run with status ``failed`` and ``message`` as its error."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class AwaitingApproval(Exception):
+    """A gated call has no scripted decision: the run ends ``awaiting_approval``."""
+
+
+class InfrastructureFailure(Exception):
+    """A provider failed: the case is an error, the session exits 2."""
+
+
+@dataclass
+class RunScope:
+    """Shared by the root invocation of a run and every child it triggers."""
+
+    services: ProjectServices
+    case: dict[str, Any]  #: the resolved case record ({} for the connic fixture without one)
+    run_index: int
+    builder_context: dict[str, Any]
+    mocks: MockSet
+    models: RunModels
+    executor: ThreadPoolExecutor
+    approvals: list[ApprovalDecision] = field(default_factory=list)
+    approvals_used: set[int] = field(default_factory=set)
+    strict_approvals: bool = False
+    notes: list[str] = field(default_factory=list)
+    #: the invocation currently running (for connic.tools placeholders)
+    invocations: int = 0
+
+    async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call user code: coroutines awaited, sync functions in a worker thread
+        (so a slow sync tool does not hold up the other runs)."""
+        if inspect.iscoroutinefunction(func):
+            return await func(*args, **kwargs)
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.copy_context()
+        result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, func, *args, **kwargs))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def accepts_positional(func: Callable[..., Any], count: int) -> bool:
+    """Whether ``func`` can take ``count`` positional arguments."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return True
+    positional = [
+        p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    return len(positional) >= count
+
+
+def takes_context(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` declares a parameter named ``context``."""
+    try:
+        return "context" in inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,170 @@
+"""One table of settings feeds ``addoption`` and ``addini``; one resolver applies
+CLI > ini > default and remembers where each value came from, so a bad value's
+error names its source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+RECORD_MODES = ("none", "once", "new_runs", "all")
+AB_MODES = ("exploratory", "confidence")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One user-facing setting."""
+
+    name: str  #: attribute name, ``--connic-<name>`` and ini ``connic_<name>``
+    help: str
+    kind: str = "str"  #: str | int | float | bool | list | choice | path
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    cli: bool = True
+    ini: bool = True
+    ini_name: str | None = None
+    metavar: str | None = None
+
+    @property
+    def option(self) -> str:
+        return "--connic-" + self.name.replace("_", "-")
+
+    @property
+    def ini_key(self) -> str:
+        return self.ini_name or f"connic_{self.name}"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("record_mode", "cassette mode: none (replay only, default), once, new_runs, all",
+            kind="choice", default="none", choices=RECORD_MODES),
+    Setting("live", "call the real model providers (LiteLLM) and ignore cassettes", kind="bool",
+            default=False, ini=False),
+    Setting("cassette_dir", "where cassettes live, relative to the project root", default="cassettes",
+            cli=True, metavar="DIR"),
+    Setting("model_alias", "map a Connic-hosted model to a LiteLLM model: connic/x=openai/y (repeatable)",
+            kind="list", default=(), ini_name="connic_model_aliases", metavar="FROM=TO"),
+    Setting("concurrency", "runs of one case executing at once (1 = sequential)", kind="int", default=8,
+            metavar="N"),
+    Setting("early_stop", "stop starting runs of a case once its verdict is decided", kind="bool",
+            default=False),
+    Setting("json", "write the machine-readable report (connic test --json shape) to PATH", kind="path",
+            ini=False, metavar="PATH"),
+    Setting("html", "write a self-contained HTML report to PATH", kind="path", ini=False, metavar="PATH"),
+    Setting("traces", "write one JSON trace file per run into DIR", kind="path", ini=False, metavar="DIR"),
+    Setting("coverage", "print Connic's static coverage report (no agent runs)", kind="bool", default=False,
+            ini=False),
+    Setting("coverage_json", "write the coverage report as JSON to PATH", kind="path", ini=False,
+            metavar="PATH"),
+    Setting("coverage_fail_under", "fail when overall coverage is below PCT", kind="float", metavar="PCT"),
+    Setting("env", "load <project>/.env.NAME into the environment of user code", metavar="NAME"),
+    Setting("junit_properties", "add per-case properties to JUnit XML", kind="bool", default=True, cli=False),
+    Setting("ab", "compare the base agent with a variant ({base}-test-{name}), or 'all'", ini=False,
+            metavar="VARIANT"),
+    Setting("ab_mode", "A/B mode: exploratory (default) or confidence", kind="choice", default="exploratory",
+            choices=AB_MODES),
+)
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Declare every setting as an option in group ``connic`` and as an ini key."""
+    group = parser.getgroup("connic", "Connic agent test suites")
+    for s in SETTINGS:
+        if s.cli:
+            if s.kind == "bool":
+                group.addoption(s.option, action="store_true", default=None, dest=f"connic_{s.name}", help=s.help)
+            elif s.kind == "list":
+                group.addoption(s.option, action="append", default=None, dest=f"connic_{s.name}",
+                                metavar=s.metavar, help=s.help)
+            else:
+                group.addoption(s.option, default=None, dest=f"connic_{s.name}", metavar=s.metavar, help=s.help)
+        if s.ini:
+            ini_type = {"bool": "bool", "list": "linelist"}.get(s.kind, "string")
+            parser.addini(s.ini_key, s.help, type=ini_type, default=None)  # type: ignore[arg-type]
+
+
+def _convert(s: Setting, value: Any, source: str) -> Any:
+    if value is None:
+        return None
+    try:
+        if s.kind == "int":
+            result = int(value)
+            if result < 1:
+                raise ValueError("must be at least 1")
+            return result
+        if s.kind == "float":
+            fvalue = float(value)
+            if not 0 <= fvalue <= 100:
+                raise ValueError("must be a percentage from 0 to 100")
+            return fvalue
+        if s.kind == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected true or false")
+        if s.kind == "choice":
+            if value not in s.choices:
+                raise ValueError(f"expected one of {', '.join(s.choices)}")
+            return value
+        if s.kind == "list":
+            return tuple(str(v).strip() for v in value if str(v).strip())
+        return str(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"invalid value {value!r} from {source}: {exc}") from None
+
+
+class Settings:
+    """Resolved settings: attribute access by name, ``source(name)`` says where it came from."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._values: dict[str, Any] = {}
+        self._sources: dict[str, str] = {}
+        for s in SETTINGS:
+            self._resolve(config, s)
+
+    def _resolve(self, config: pytest.Config, s: Setting) -> None:
+        if s.cli:
+            value = config.getoption(f"connic_{s.name}")
+            if value is not None:
+                self._set(s, _convert(s, value, s.option), s.option)
+                return
+        if s.ini:
+            raw = config.getini(s.ini_key)
+            if raw not in (None, "", []):
+                self._set(s, _convert(s, raw, f"ini {s.ini_key}"), f"ini {s.ini_key}")
+                return
+        self._set(s, s.default, "default")
+
+    def _set(self, s: Setting, value: Any, source: str) -> None:
+        self._values[s.name] = value
+        self._sources[s.name] = source
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def source(self, name: str) -> str:
+        return self._sources[name]
+
+    def model_aliases(self) -> dict[str, str]:
+        """``--connic-model-alias`` entries as a mapping, validated."""
+        aliases = {}
+        for entry in self.model_alias or ():
+            left, sep, right = entry.partition("=")
+            if not sep or not left.strip() or not right.strip():
+                raise pytest.UsageError(
+                    f"invalid value {entry!r} from {self.source('model_alias')}: expected FROM=TO, "
+                    "for example connic/gpt-5.6-terra=openai/gpt-4.1-mini"
+                )
+            aliases[left.strip()] = right.strip()
+        return aliases
+

@@ -1,0 +1,75 @@
+"""Per-session state, kept under a ``pytest.StashKey`` (never in module globals)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .project import ProjectIndex, RuntimeProject, index_project
+from .secrets import Masker, secret_values_from_env
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .collect import CaseItem
+    from .records import CaseOutcome
+
+
+class ConnicSession:
+    """What one pytest session (or one xdist worker) knows and has produced."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.masker = Masker(secret_values_from_env())
+        self.outcomes: list[CaseOutcome] = []
+        self.infrastructure_errors = 0
+        self.warned: set[str] = set()
+        self.coverage_roots: set[Path] = set()
+        self._indexes: dict[Path, ProjectIndex] = {}
+        self._runtimes: dict[Path, Any] = {}
+        self._lock = threading.RLock()
+
+    def project_index(self, root: Path) -> ProjectIndex:
+        """The project's agents as collection sees them (no user code executed)."""
+        with self._lock:
+            if root not in self._indexes:
+                self._indexes[root] = index_project(root)
+            return self._indexes[root]
+
+    def runtime(self, root: Path) -> Any:
+        """The project's runtime (real modules, local services), built on first use."""
+        with self._lock:
+            if root not in self._runtimes:
+                from .runner import ProjectRuntime
+
+                self._runtimes[root] = ProjectRuntime(self, RuntimeProject(root))
+            return self._runtimes[root]
+
+    def run_item(self, item: CaseItem) -> None:
+        """Run one case item; raises ``CaseFailed`` / ``CaseInfrastructureError`` on a bad verdict."""
+        from .runner import run_case_item
+
+        run_case_item(self, item)
+
+    def warn_once(self, key: str, message: str) -> None:
+        """Emit a ``ConnicWarning`` once per session for ``key``."""
+        from .warnings import ConnicWarning
+
+        with self._lock:
+            if key in self.warned:
+                return
+            self.warned.add(key)
+        import warnings
+
+        warnings.warn(ConnicWarning(message), stacklevel=2)
+
+    def close(self) -> None:
+        for runtime in self._runtimes.values():
+            runtime.close()
+        self._runtimes.clear()
+
+
+SESSION_KEY = pytest.StashKey[ConnicSession]()
