@@ -95,6 +95,7 @@ class CaseItem(pytest.Item):
 
     def setup(self) -> None:
         if self.spec.error is not None:
+            _session(self.config).record_invalid(self)
             pytest.fail(self.spec.error, pytrace=False)
 
     def runtest(self) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
 
+from . import sdk  # noqa: F401  (imports the SDK quietly)
 from connic import ProjectLoader
 from connic.core import Agent
 

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .project import ProjectIndex, RuntimeProject, index_project
 from .secrets import Masker, secret_values_from_env
 from .settings import Settings
 
 if TYPE_CHECKING:
     from .collect import CaseItem
+    from .project import ProjectIndex
     from .records import CaseOutcome
 
 
@@ -36,6 +36,8 @@ class ConnicSession:
         """The project's agents as collection sees them (no user code executed)."""
         with self._lock:
             if root not in self._indexes:
+                from .project import index_project
+
                 self._indexes[root] = index_project(root)
             return self._indexes[root]
 
@@ -43,6 +45,7 @@ class ConnicSession:
         """The project's runtime (real modules, local services), built on first use."""
         with self._lock:
             if root not in self._runtimes:
+                from .project import RuntimeProject
                 from .runner import ProjectRuntime
 
                 self._runtimes[root] = ProjectRuntime(self, RuntimeProject(root))
@@ -53,6 +56,21 @@ class ConnicSession:
         from .runner import run_case_item
 
         run_case_item(self, item)
+
+    def record_invalid(self, item: CaseItem) -> None:
+        """Count an invalid case in the reports (it fails in setup, no run happens)."""
+        from .records import CaseOutcome
+
+        spec, suite = item.spec, item.suite
+        resolved = spec.resolved or {}
+        outcome = CaseOutcome(
+            nodeid=item.nodeid, suite_path=suite.relpath, line=spec.line, agent_name=suite.agent_name,
+            case_name=spec.name, runs=int(resolved.get("runs", suite.defaults.runs)),
+            success_threshold=int(resolved.get("success_threshold", suite.defaults.success_threshold)),
+            setup_error=spec.error,
+        )
+        item.outcome = outcome
+        self.outcomes.append(outcome)
 
     def warn_once(self, key: str, message: str) -> None:
         """Emit a ``ConnicWarning`` once per session for ``key``."""
@@ -69,6 +87,10 @@ class ConnicSession:
     def close(self) -> None:
         for runtime in self._runtimes.values():
             runtime.close()
+        if self._runtimes:
+            from .runtime import placeholders
+
+            placeholders.uninstall()
         self._runtimes.clear()
 
 
