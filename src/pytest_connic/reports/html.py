@@ -1,0 +1,105 @@
+"""``--connic-html PATH``: one self-contained HTML file to browse cases, runs and traces.
+
+The page is built from the JSON report (so it shows exactly what ``--connic-json`` holds, already
+masked). Styles and script are inlined from ``report.css`` and ``report.js`` beside this module;
+the data travels as JSON in a ``<script type="application/json">`` element with ``<``, ``>`` and
+``&`` escaped, and the script builds the DOM with ``textContent`` only, so no user string is ever
+parsed as HTML. A Content-Security-Policy forbids every network request.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from importlib.resources import files
+from typing import Any
+
+from pytest_connic.reports.jsonsafe import to_jsonable
+
+#: no fetches, no external images, styles or scripts: only what is inline
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="{csp}">
+<meta name="generator" content="pytest-connic">
+<title>{title}</title>
+<style>
+{css}
+</style>
+</head>
+<body>
+<header>
+<h1>Connic test report</h1>
+<p class="summary" id="summary">{summary}</p>
+<div class="controls">
+<label><input type="checkbox" id="failing-only"> Failing only</label>
+<input type="search" id="search" placeholder="Search cases, run ids, outputs, errors, tools" aria-label="Search">
+<button type="button" id="expand-all">Expand all</button>
+<button type="button" id="collapse-all">Collapse all</button>
+<span id="shown-count"></span>
+</div>
+</header>
+<main id="cases"></main>
+<p class="empty" id="no-match" hidden>No case matches the filter.</p>
+<noscript><p class="empty">The case list needs JavaScript; the data is in the JSON below.</p></noscript>
+<script type="application/json" id="connic-report">{data}</script>
+<script>
+{js}
+</script>
+</body>
+</html>
+"""
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """The HTML page for a report built by :func:`build_json_report`."""
+    status = str(report.get("status") or "unknown")
+    return _PAGE.format(
+        csp=CSP,
+        title=html.escape(f"Connic test report: {status}"),
+        summary=summary_html(report),
+        css=_asset("report.css"),
+        data=embed_json(report),
+        js=_asset("report.js"),
+    )
+
+
+def embed_json(value: Any) -> str:
+    """``value`` as JSON that is inert inside ``<script>``: ``<``, ``>``, ``&`` and the JS line
+    separators as ``\\uXXXX`` escapes, so neither ``</script>`` nor ``<!--`` can appear."""
+    text = json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+    for char in ("<", ">", "&", "\u2028", "\u2029"):
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return text
+
+
+def summary_html(report: dict[str, Any]) -> str:
+    """The header line, escaped: run status badge, counts, environment (visible without JS)."""
+    status = str(report.get("status") or "unknown")
+    counts = report.get("summary") or {}
+    text = (f"{_plural(counts.get('cases', 0), 'case')}: {counts.get('passed', 0)} passed, "
+            f"{counts.get('failed', 0)} failed, {_plural(counts.get('errors', 0), 'error')}")
+    if report.get("environment_id"):
+        text += f" · environment {report['environment_id']}"
+    if report.get("test_run_id"):
+        text += f" · test run {report['test_run_id']}"
+    return f'<span class="badge {html.escape(_css_class(status))}">{html.escape(status.upper())}</span> {html.escape(text)}'
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _css_class(status: str) -> str:
+    return status if status in ("passed", "failed", "error") else "error"
+
+
+def _asset(name: str) -> str:
+    text = files("pytest_connic.reports").joinpath(name).read_text(encoding="utf-8")
+    if "</script" in text.lower() or "</style" in text.lower():  # would end the inline element early
+        raise RuntimeError(f"{name} must not contain a closing script or style tag")
+    return text

@@ -1,0 +1,140 @@
+"""``--connic-json PATH``: the report of ``connic test --json``, plus what a local run knows more.
+
+Connic's keys keep their names, order and meaning, so a script written against ``connic test
+--json`` reads this report unchanged. The extras (per case ``nodeid``, ``suite``, ``line``,
+``status``, ``pass_rate``, ``wilson_95``, ``median_latency_ms``, ``tokens``, ``cost``,
+``skipped_runs``, ``early_stop_reason``, ``setup_error``, ``infrastructure_error``,
+``runs_detail``; top-level ``summary``) follow Connic's keys. Every string passes through the
+masker, and every value is plain JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pytest_connic.records import CaseOutcome, RunRecord
+from pytest_connic.reports import stats
+from pytest_connic.reports.jsonsafe import dumps, masked, to_jsonable
+from pytest_connic.reports.spans import build_spans
+from pytest_connic.reports.stats import case_status, case_wilson, pass_rate, sorted_outcomes
+from pytest_connic.secrets import Masker
+
+#: ``connic test`` fetches the details of at most this many failed runs per case
+MAX_FAILED_RUNS_SHOWN = 3
+
+
+def build_json_report(
+    outcomes: Iterable[CaseOutcome],
+    *,
+    masker: Masker,
+    session_status: str | None = None,
+    environment_id: str | None = None,
+    test_run_id: str | None = None,
+) -> dict[str, Any]:
+    """The whole report as a JSON-ready dict.
+
+    ``session_status`` overrides the status derived from the outcomes (``passed``, ``failed``,
+    ``error`` when an infrastructure error kept a case from running). ``environment_id`` is the
+    ``--connic-env`` name; ``test_run_id`` an id of the caller's choosing (None keeps two reports
+    of the same results byte-identical). Cases are ordered by suite, line and node id.
+    """
+    ordered = sorted_outcomes(outcomes)
+    status = session_status if session_status is not None else stats.session_status(ordered)
+    return {
+        "status": status,
+        "test_run_id": test_run_id,
+        "deployment_id": None,
+        "environment_id": environment_id,
+        "cases": [case_entry(o, masker=masker) for o in ordered],
+        "summary": summary_counts(ordered),
+    }
+
+
+def report_text(report: dict[str, Any]) -> str:
+    """The report as the file ``--connic-json`` writes: indented like ``connic test --json``."""
+    return dumps(report, indent=2) + "\n"
+
+
+def summary_counts(outcomes: Iterable[CaseOutcome]) -> dict[str, int]:
+    """``{cases, passed, failed, errors}``; a setup or infrastructure error counts as an error."""
+    statuses = [case_status(o) for o in outcomes]
+    return {
+        "cases": len(statuses),
+        "passed": statuses.count("passed"),
+        "failed": statuses.count("failed"),
+        "errors": statuses.count("error"),
+    }
+
+
+def case_entry(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
+    """One case: Connic's keys first, exactly as ``connic test --json`` has them, then extras."""
+    executed = outcome.executed
+    entry: dict[str, Any] = {
+        "agent_name": outcome.agent_name,
+        "test_name": outcome.case_name,
+        "passed": outcome.passed,
+        "successes": outcome.successes,
+        "runs": outcome.runs,
+        "success_threshold": outcome.success_threshold,
+        "failure_reason": outcome.failure_reason,
+        "agent_run_ids": [r.run_id for r in executed],
+        "agent_run_passed": [r.passed for r in executed],
+    }
+    if not outcome.passed and executed:
+        entry["failed_runs"] = failed_runs(outcome, masker=masker)
+    entry.update(_extras(outcome, masker=masker))
+    result: dict[str, Any] = masked(entry, masker)
+    return result
+
+
+def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
+    wilson = case_wilson(outcome)
+    return {
+        "nodeid": outcome.nodeid,
+        "suite": outcome.suite_path,
+        "line": outcome.line,
+        "status": case_status(outcome),
+        "pass_rate": pass_rate(outcome),
+        "wilson_95": list(wilson) if wilson else None,
+        "median_latency_ms": outcome.median_latency_ms,
+        "tokens": {"input": outcome.input_tokens, "output": outcome.output_tokens},
+        "cost": outcome.cost,
+        "skipped_runs": outcome.skipped_runs,
+        "early_stop_reason": outcome.early_stop_reason,
+        "setup_error": outcome.setup_error,
+        "infrastructure_error": outcome.infrastructure_error,
+        "runs_detail": [run_detail(r, masker=masker) for r in outcome.records],
+    }
+
+
+def failed_runs(outcome: CaseOutcome, *, masker: Masker, limit: int = MAX_FAILED_RUNS_SHOWN) -> dict[str, Any]:
+    """``{"total_failed": n, "shown": [...]}`` with the first ``limit`` failed runs, as Connic."""
+    failed = [r for r in outcome.executed if not r.passed]
+    return {"total_failed": len(failed), "shown": [shown_run(r, masker=masker) for r in failed[:limit]]}
+
+
+def shown_run(record: RunRecord, *, masker: Masker) -> dict[str, Any]:
+    """One failed run as Connic's run API returns it: text fields, context and spans."""
+    return {
+        "run_id": record.run_id,
+        "input": as_text(record.input),
+        "output": as_text(record.output_raw),
+        "error": record.error or record.infrastructure_error,
+        "run_context": masked(record.run_context, masker),
+        "traces": build_spans(record, masker=masker),
+    }
+
+
+def run_detail(record: RunRecord, *, masker: Masker) -> dict[str, Any]:
+    """A run's full record (``RunRecord.to_dict()``) and its spans under ``traces``."""
+    detail: dict[str, Any] = masked(record.to_dict(), masker)
+    detail["traces"] = build_spans(record, masker=masker)
+    return detail
+
+
+def as_text(value: Any) -> str | None:
+    """A payload or output as Connic shows it: strings as they are, anything else as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    return dumps(to_jsonable(value))

@@ -1,0 +1,74 @@
+"""Turn whatever a run produced into JSON, with every secret masked.
+
+Payloads, outputs and tool results are user data: they may hold bytes, sets, custom objects,
+NaN, or even reference themselves. Reports must never fail on them, so each value becomes
+plain JSON first (bytes as ``base64:<data>``, anything else as its ``repr``), and only then is
+masked, so that a secret inside a ``repr`` is masked too.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_connic.secrets import Masker
+
+#: prefix of a string that stands for bytes
+BYTES_MARKER = "base64:"
+_MAX_DEPTH = 64
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-serialisable copy of ``value`` (insertion order of mappings kept)."""
+    return _convert(value, frozenset(), 0)
+
+
+def masked(value: Any, masker: Masker) -> Any:
+    """``value`` made JSON-serialisable, then with every secret replaced by ``***``."""
+    return masker.data(to_jsonable(value))
+
+
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    """Compact or indented JSON text, non-ASCII kept readable."""
+    separators = (",", ":") if indent is None else (",", ": ")
+    return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, allow_nan=False)
+
+
+def _convert(value: Any, path: frozenset[int], depth: int) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return BYTES_MARKER + base64.b64encode(bytes(value)).decode("ascii")
+    if depth >= _MAX_DEPTH:
+        return "<too deep>"
+    if id(value) in path:
+        return "<cycle>"
+    inner = path | {id(value)}
+    if isinstance(value, Mapping):
+        return {_key(k): _convert(v, inner, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_convert(v, inner, depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [_convert(v, inner, depth + 1) for v in value]
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    return _repr(value)
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, (bool, int, float)):
+        return str(key)
+    return _repr(key)
+
+
+def _repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception as exc:  # noqa: BLE001 - a broken __repr__ may raise anything; the report must not
+        return f"<unrepresentable {type(value).__name__}: {type(exc).__name__}>"

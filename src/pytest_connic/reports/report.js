@@ -1,0 +1,229 @@
+// Renders the embedded report. Builds the DOM with textContent only: no user string is ever
+// parsed as HTML. Honours "#failing" and "#q=<text>" (or "?failing=1&q=<text>") on load.
+(() => {
+  "use strict";
+  const report = JSON.parse(document.getElementById("connic-report").textContent);
+  const $ = (id) => document.getElementById(id);
+  const items = [];
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function add(parent, ...kids) {
+    for (const kid of kids) if (kid) parent.appendChild(kid);
+    return parent;
+  }
+
+  function pretty(value) {
+    if (value === null || value === undefined) return "";
+    if (typeof value === "string") {
+      const text = value.trim();
+      if (text.startsWith("{") || text.startsWith("[")) {
+        try { return JSON.stringify(JSON.parse(text), null, 2); } catch (e) { /* not JSON: as is */ }
+      }
+      return value;
+    }
+    return JSON.stringify(value, null, 2);
+  }
+
+  function isEmpty(value) {
+    return value === null || value === undefined || value === "" ||
+      (typeof value === "object" && Object.keys(value).length === 0);
+  }
+
+  function field(label, value) {
+    if (isEmpty(value)) return null;
+    return add(el("div", "field"), el("div", "label", label), el("pre", null, pretty(value)));
+  }
+
+  function pct(x) { return x === null || x === undefined ? "—" : (x * 100).toFixed(1).replace(/\.0$/, "") + "%"; }
+  function ms(x) {
+    if (x === null || x === undefined) return "—";
+    return x >= 1000 ? (x / 1000).toFixed(2) + "s" : Math.round(x) + "ms";
+  }
+
+  function badge(status) {
+    const text = { passed: "PASS", failed: "FAIL", error: "ERROR", skipped: "SKIPPED" }[status] || status;
+    return el("span", "badge " + status, text);
+  }
+
+  function caseStatus(c) { return c.status || (c.passed ? "passed" : "failed"); }
+
+  // --- trace ---------------------------------------------------------------------------------
+
+  function meta(span) {
+    try { return JSON.parse(span.metadata_json || "{}") || {}; } catch (e) { return {}; }
+  }
+
+  function spanLabel(span, m) {
+    const base = m.tool_name || m.name || span.name || "span";
+    if (m.kind === "model") return base + " · " + (m.input_tokens || 0) + " in / " + (m.output_tokens || 0) + " out tokens";
+    if (m.kind === "run") return (m.child ? "child run " : "run ") + base + (m.status === "completed" ? "" : " [" + m.status + "]");
+    if (m.kind === "guardrail") return base + ": " + m.status;
+    if (m.kind === "agent") return "agent " + base + (m.status && m.status !== "completed" ? " [" + m.status + "]" : "");
+    return base;
+  }
+
+  function marks(m) {
+    const out = [];
+    if (m.mocked) out.push(m.mock_function ? "mocked by " + m.mock_function : "mocked");
+    if (m.aborted) out.push("aborted");
+    if (m.approval) out.push("approval: " + m.approval);
+    if (m.via_discovery) out.push("via use_tool");
+    for (const hook of m.hooks || []) if (hook && hook.mock) out.push(hook.phase + " hook mocked by " + hook.mock);
+    return out.map((text) => el("span", "mark", text));
+  }
+
+  function spanDetails(m) {
+    const io = el("div", "io");
+    const pair = (label, value) => add(io, add(el("div"), el("div", "label", label), el("pre", null, pretty(value))));
+    if (m.kind === "tool") {
+      pair("params", m.params || {});
+      if (m.has_result) pair("result", m.result);
+    } else if (m.kind === "run" && m.child) {
+      pair("input", m.input);
+      pair("output", m.output);
+    } else if (m.kind === "model" && !isEmpty(m.content)) {
+      pair("content", m.content);
+    } else if (m.kind === "guardrail" && m.message && m.status !== "blocked") {  // a block shows it as the error
+      pair("message", m.message);
+    }
+    return io.childNodes.length ? io : null;
+  }
+
+  function spanNode(span, children) {
+    const m = meta(span);
+    const ok = span.status === "ok";
+    const head = add(el("div", "span-head"), el("span", "glyph " + (ok ? "ok" : "error"), ok ? "✓" : "✗"),
+      el("span", "span-label", spanLabel(span, m)), el("span", "kind", m.kind || span.name));
+    if (span.duration_ms !== null && span.duration_ms !== undefined) add(head, el("span", "dur", ms(span.duration_ms)));
+    add(head, ...marks(m));
+    const error = m.error || m.message;
+    if (!ok && error) add(head, el("span", "span-error", "— " + error));
+    const li = add(el("li", "span span-" + (m.kind || "other")), head, spanDetails(m));
+    const kids = children.get(span.span_id) || [];
+    if (kids.length) add(li, add(el("ul"), ...kids.map((kid) => spanNode(kid, children))));
+    return li;
+  }
+
+  function traceTree(spans) {
+    if (!spans || !spans.length) return null;
+    const ids = new Set(spans.map((s) => s.span_id));
+    const ordered = spans.slice().sort((a, b) => (a.span_order || 0) - (b.span_order || 0));
+    const children = new Map();
+    const roots = [];
+    for (const span of ordered) {
+      if (span.parent_span_id && ids.has(span.parent_span_id) && span.parent_span_id !== span.span_id) {
+        if (!children.has(span.parent_span_id)) children.set(span.parent_span_id, []);
+        children.get(span.parent_span_id).push(span);
+      } else {
+        roots.push(span);
+      }
+    }
+    return add(el("div", "field"), el("div", "label", "Trace"), add(el("ul", "trace"), ...roots.map((s) => spanNode(s, children))));
+  }
+
+  // --- runs and cases ------------------------------------------------------------------------
+
+  function runNode(run) {
+    const status = run.skipped ? "skipped" : run.passed ? "passed" : "failed";
+    const tokens = run.tokens || {};
+    const summary = add(el("summary"), badge(status), el("strong", null, "Run " + ((run.index || 0) + 1)),
+      el("span", "run-id", run.run_id), el("span", "facts", [run.status, ms(run.duration_ms),
+        (tokens.input || 0) + " in / " + (tokens.output || 0) + " out tokens"].join(" · ")));
+    const body = el("div", "run-body");
+    if (run.failures && run.failures.length) {
+      add(body, add(el("div", "field"), el("div", "label", "Failed checks"),
+        add(el("ul", "failures"), ...run.failures.map((f) => el("li", null, f)))));
+    }
+    add(body, field("Infrastructure error", run.infrastructure_error), field("Error", run.error),
+      field("Input", run.input), field("Output", run.output), field("Context", run.run_context), traceTree(run.traces));
+    const details = add(el("details", "run"), summary, body);
+    details.open = status === "failed";
+    return details;
+  }
+
+  function caseFacts(c) {
+    const tokens = c.tokens || {};
+    const wilson = c.wilson_95 ? "95% CI " + pct(c.wilson_95[0]) + "–" + pct(c.wilson_95[1]) : null;
+    const facts = [c.successes + "/" + c.runs + " runs", "threshold " + c.success_threshold + "%",
+      "pass rate " + pct(c.pass_rate), wilson, "median " + ms(c.median_latency_ms),
+      (tokens.input || 0) + " in / " + (tokens.output || 0) + " out tokens"];
+    return el("span", "facts", facts.filter(Boolean).join(" · "));
+  }
+
+  function searchText(c) {
+    const parts = [c.agent_name, c.test_name, c.nodeid, c.failure_reason, c.setup_error];
+    for (const run of c.runs_detail || []) {
+      parts.push(run.run_id, pretty(run.output), run.error, ...(run.failures || []));
+      for (const span of run.traces || []) { const m = meta(span); parts.push(m.tool_name, m.name); }
+    }
+    return parts.filter((p) => p !== null && p !== undefined).join("\n").toLowerCase();
+  }
+
+  function caseNode(c) {
+    const status = caseStatus(c);
+    const summary = add(el("summary"), badge(status), el("span", "case-name", c.agent_name + "::" + c.test_name), caseFacts(c));
+    const body = add(el("div", "case-body"), el("div", "where", c.nodeid + "  (" + c.suite + ":" + c.line + ")"));
+    if (c.failure_reason) add(body, el("div", "reason", c.failure_reason));
+    if (c.skipped_runs) add(body, el("div", "note", c.skipped_runs + " run(s) not started" + (c.early_stop_reason ? ": " + c.early_stop_reason : "")));
+    add(body, ...(c.runs_detail || []).map(runNode));
+    const details = add(el("details"), summary, body);
+    details.open = status !== "passed";
+    const section = add(el("section", "case"), details);
+    section.dataset.status = status;
+    items.push({ node: section, status: status, text: searchText(c) });
+    return section;
+  }
+
+  // --- filter --------------------------------------------------------------------------------
+
+  function apply() {
+    const failingOnly = $("failing-only").checked;
+    const query = $("search").value.trim().toLowerCase();
+    let shown = 0;
+    for (const item of items) {
+      const visible = (!failingOnly || item.status !== "passed") && (!query || item.text.includes(query));
+      item.node.hidden = !visible;
+      if (visible) shown += 1;
+    }
+    $("shown-count").textContent = shown + " of " + items.length + " cases shown";
+    $("no-match").hidden = shown !== 0;
+  }
+
+  function readLocation() {
+    const params = new URLSearchParams(location.search);
+    const hash = new URLSearchParams(location.hash.replace(/^#/, ""));
+    const failing = hash.has("failing") || ["1", "true", "yes"].includes(params.get("failing") || "");
+    $("failing-only").checked = failing;
+    $("search").value = hash.get("q") || params.get("q") || "";
+  }
+
+  function writeLocation() {
+    const hash = new URLSearchParams();
+    if ($("failing-only").checked) hash.set("failing", "");
+    if ($("search").value) hash.set("q", $("search").value);
+    const text = hash.toString().replace(/^failing=(&|$)/, "failing$1");
+    try { history.replaceState(null, "", text ? "#" + text : location.pathname + location.search); } catch (e) { /* file: URLs in some browsers */ }
+  }
+
+  function setAll(open) {
+    for (const node of document.querySelectorAll("#cases details")) node.open = open;
+  }
+
+  const main = $("cases");
+  add(main, ...(report.cases || []).map(caseNode));
+  if (!items.length) add(main, el("div", "empty", "No cases were run."));
+  readLocation();
+  apply();
+  $("failing-only").addEventListener("change", () => { writeLocation(); apply(); });
+  $("search").addEventListener("input", () => { writeLocation(); apply(); });
+  $("expand-all").addEventListener("click", () => setAll(true));
+  $("collapse-all").addEventListener("click", () => setAll(false));
+  window.addEventListener("hashchange", () => { readLocation(); apply(); });
+  document.body.dataset.ready = "true";
+})();

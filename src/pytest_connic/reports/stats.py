@@ -1,0 +1,70 @@
+"""Numbers the reports share: pass rate, Wilson interval, runs needed, ordering."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from pytest_connic.records import CaseOutcome
+
+#: two-sided 95 % normal quantile
+Z_95 = 1.959963984540054
+
+
+def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float] | None:
+    """The Wilson score interval for ``successes`` out of ``trials``; None without trials.
+
+    Unlike the naive ``p ± z·sqrt(p(1-p)/n)``, it stays inside [0, 1] and is not degenerate at
+    0/n or n/n, which is exactly where small agent test suites live (5/5 runs passed).
+    """
+    if trials <= 0:
+        return None
+    p = successes / trials
+    z2 = z * z
+    denom = 1 + z2 / trials
+    centre = (p + z2 / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / denom
+    return max(0.0, round(centre - half, 6)), min(1.0, round(centre + half, 6))
+
+
+def pass_rate(outcome: CaseOutcome) -> float | None:
+    """Passed runs over executed runs (runs never started by an early stop do not count)."""
+    executed = len(outcome.executed)
+    return round(outcome.successes / executed, 6) if executed else None
+
+
+def case_wilson(outcome: CaseOutcome) -> tuple[float, float] | None:
+    """The 95 % Wilson interval of a case's pass rate over its executed runs."""
+    return wilson_interval(outcome.successes, len(outcome.executed))
+
+
+def runs_needed(outcome: CaseOutcome) -> int:
+    """How many passing runs the threshold asks for (``successes * 100 >= threshold * runs``)."""
+    return math.ceil(outcome.success_threshold * outcome.runs / 100)
+
+
+def case_status(outcome: CaseOutcome) -> str:
+    """``passed``, ``failed``, or ``error``: a setup or infrastructure error kept runs from running.
+
+    This is pytest's view (a setup failure is an error); the session status below is Connic's.
+    """
+    if outcome.infrastructure_error is not None or outcome.setup_error is not None:
+        return "error"
+    return "passed" if outcome.passed else "failed"
+
+
+def session_status(outcomes: Iterable[CaseOutcome]) -> str:
+    """The run's status as ``connic test`` reports it.
+
+    ``error`` only for an infrastructure error (exit code 2); a case that could not be set up is
+    the suite author's to fix, so it makes the run ``failed`` (exit code 1).
+    """
+    outcomes = list(outcomes)
+    if any(o.infrastructure_error is not None for o in outcomes):
+        return "error"
+    return "passed" if all(o.passed for o in outcomes) else "failed"
+
+
+def sorted_outcomes(outcomes: Iterable[CaseOutcome]) -> list[CaseOutcome]:
+    """Outcomes in a stable order (suite, line, node id) whatever order xdist workers finished in."""
+    return sorted(outcomes, key=lambda o: (o.suite_path, o.line, o.nodeid))
