@@ -1,0 +1,51 @@
+"""Statistics for comparing a control agent and a variant on pass/fail runs.
+
+Importing this package imports neither NumPy nor SciPy (the ``stats`` extra);
+they load on the first call that needs them. See ``docs/ab-testing.md``.
+"""
+
+from __future__ import annotations
+
+from .arms import ArmStats, ArmSummary, newcombe_interval, wilson_interval
+from .boundaries import inflation_factor, obf_boundaries, obf_spending
+from .plan import Objective, Plan, fixed_sample_size, make_plan
+from .safety import SafetyMonitor
+from .score import restricted_variant_rate, score_z
+from .sequential import (
+    LookResult,
+    Recommendation,
+    analyze_look,
+    conditional_power,
+    run_sequential,
+)
+from .simulate import Simulation, simulate
+from .stats import McNemarResult, exploratory_summary, mcnemar, sign_test, two_proportion_test
+
+__all__ = [
+    "ArmStats",
+    "ArmSummary",
+    "LookResult",
+    "McNemarResult",
+    "Objective",
+    "Plan",
+    "Recommendation",
+    "SafetyMonitor",
+    "Simulation",
+    "analyze_look",
+    "conditional_power",
+    "exploratory_summary",
+    "fixed_sample_size",
+    "inflation_factor",
+    "make_plan",
+    "mcnemar",
+    "newcombe_interval",
+    "obf_boundaries",
+    "obf_spending",
+    "run_sequential",
+    "restricted_variant_rate",
+    "score_z",
+    "sign_test",
+    "simulate",
+    "two_proportion_test",
+    "wilson_interval",
+]
