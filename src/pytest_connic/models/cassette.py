@@ -1,0 +1,372 @@
+"""Cassette files, format version 1: load, validate, save, and where they live.
+
+A cassette is a list of runs; each run lists the model turns of the case's own
+agent (``turns``) and of every other agent it invoked (``children``, per agent
+name, one entry per invocation). See docs/models.md for the format.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..yamlpos import Positions, YamlError, format_path, load_with_positions
+from .base import CassetteError
+
+VERSION = 1
+#: a file name longer than this (UTF-8 bytes, without ``.yaml``) is cut and gets a hash suffix
+MAX_NAME_BYTES = 120
+
+_RUN_KEYS = ("turns", "children")
+_TURN_KEYS = ("content", "tool_calls", "usage", "cost", "model", "request")
+_CALL_KEYS = ("name", "arguments", "id")
+_USAGE_KEYS = ("input_tokens", "output_tokens")
+_TOP_KEYS = ("version", "runs")
+#: names Windows refuses as files (cassettes are committed and checked out everywhere)
+_WINDOWS_RESERVED = {
+    "CON",
+    "PRN",
+    "AUX",
+    "NUL",
+    *(f"COM{i}" for i in range(10)),
+    *(f"LPT{i}" for i in range(10)),
+}
+_UNSAFE = re.compile(r'[\x00-\x1f\x7f/\\<>:"|?*]')
+
+
+@dataclass
+class RecordedToolCall:
+    """A tool call of a cassette turn. ``arguments`` is a string when the model sent malformed JSON."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+
+
+@dataclass
+class Turn:
+    """One model turn: tool calls, or a final answer, or both."""
+
+    content: str | None = None
+    tool_calls: list[RecordedToolCall] = field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    #: the model that answered, when it was not the agent's model (the fallback)
+    model: str | None = None
+    #: the digests of the request that produced this turn (recorded cassettes)
+    request: dict[str, Any] | None = None
+    #: the key path of this turn in its file (``runs[0].turns[1]``), for messages
+    where: str = ""
+
+
+@dataclass
+class Tape:
+    """The turns of one agent invocation."""
+
+    turns: list[Turn] = field(default_factory=list)
+    where: str = ""
+
+
+@dataclass
+class CassetteRun:
+    """One run: the case's own agent (``turns``; None when left out) and its children."""
+
+    turns: Tape | None = None
+    children: dict[str, list[Tape]] = field(default_factory=dict)
+
+
+@dataclass
+class Cassette:
+    """A whole cassette file."""
+
+    runs: list[CassetteRun] = field(default_factory=list)
+    path: Path | None = None
+
+
+# -- where cassettes live ----------------------------------------------------
+
+
+def safe_name(name: str) -> str:
+    """``name`` as one portable file name: no separators, control or reserved characters,
+    no leading dot, no trailing dot or space, not longer than ``MAX_NAME_BYTES``."""
+    safe = _UNSAFE.sub("_", name).replace("..", "_")
+    safe = re.sub(r"^\.", "_", safe)
+    safe = re.sub(r"[. ]$", "_", safe) or "_"
+    if safe.split(".")[0].upper() in _WINDOWS_RESERVED:
+        safe = "_" + safe
+    if len(safe.encode("utf-8")) > MAX_NAME_BYTES:
+        suffix = "-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
+        budget = MAX_NAME_BYTES - len(suffix)
+        safe = safe.encode("utf-8")[:budget].decode("utf-8", "ignore") + suffix
+    return safe
+
+
+def cassette_path(cassette_dir: Path, suite_rel: str, case_name: str) -> Path:
+    """``<cassette_dir>/<suite path under tests/, without .yaml>/<safe case name>.yaml``.
+
+    ``suite_rel`` is the suite's path from the project root (``tests/sub/math.yaml``, as in
+    node ids); a leading ``tests/`` is dropped. The result always lies inside ``cassette_dir``.
+    """
+    parts = [p for p in re.split(r"[/\\]+", suite_rel) if p not in ("", ".")]
+    if parts and parts[0] == "tests":
+        parts = parts[1:]
+    if parts:
+        parts[-1] = re.sub(r"\.ya?ml$", "", parts[-1])
+    folder = [safe_name(p) for p in parts if p]
+    base = Path(os.path.abspath(cassette_dir))
+    path = base.joinpath(*folder, safe_name(case_name) + ".yaml")
+    if os.path.commonpath([base, os.path.abspath(path)]) != str(base):
+        raise CassetteError(f"cassette path for case {case_name!r} would leave {base}")
+    return path
+
+
+# -- loading -----------------------------------------------------------------
+
+
+class _Checker:
+    """Validates the loaded data and turns it into a ``Cassette``; errors carry ``path:line:col``."""
+
+    def __init__(self, path: Path | str, positions: Positions) -> None:
+        self.path = path
+        self.positions = positions
+
+    def fail(self, key_path: tuple[Any, ...], message: str, *, key: bool = False) -> CassetteError:
+        line, column = self.positions.of(key_path, key=key)
+        return CassetteError(f"{self.path}:{line}:{column}: {format_path(key_path)}: {message}")
+
+    def mapping(self, value: Any, kp: tuple[Any, ...], known: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(kp, f"expected a mapping with {', '.join(known)}, found {_kind(value)}")
+        for name in value:
+            if isinstance(name, str) and name.startswith("x-"):
+                continue
+            if name not in known:
+                close = difflib.get_close_matches(str(name), known, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+                raise self.fail((*kp, name), f"unknown key {name!r}{hint}", key=True)
+        return dict(value)
+
+    def sequence(self, value: Any, kp: tuple[Any, ...], what: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(kp, f"expected a list of {what}, found {_kind(value)}")
+        return value
+
+    def cassette(self, data: Any) -> Cassette:
+        top = self.mapping(data, (), _TOP_KEYS)
+        version = top.get("version", VERSION)
+        if version != VERSION:
+            raise self.fail(("version",), f"unsupported cassette version {version!r} (this version reads 1)")
+        if "runs" not in top:
+            raise self.fail((), "missing key 'runs' (a list of runs, each with 'turns')")
+        runs = self.sequence(top["runs"], ("runs",), "runs")
+        if not runs:
+            raise self.fail(("runs",), "expected at least one run")
+        return Cassette(runs=[self.run(r, ("runs", i)) for i, r in enumerate(runs)])
+
+    def run(self, value: Any, kp: tuple[Any, ...]) -> CassetteRun:
+        raw = self.mapping({} if value is None else value, kp, _RUN_KEYS)
+        run = CassetteRun()
+        if raw.get("turns") is not None:
+            run.turns = self.tape(raw["turns"], (*kp, "turns"))
+        children = raw.get("children") or {}
+        if not isinstance(children, Mapping):
+            raise self.fail((*kp, "children"), f"expected a mapping of agent names, found {_kind(children)}")
+        for agent, entries in children.items():
+            ckp = (*kp, "children", agent)
+            items = self.sequence(entries, ckp, "invocations (each with 'turns')")
+            run.children[str(agent)] = [self.invocation(e, (*ckp, i)) for i, e in enumerate(items)]
+        return run
+
+    def invocation(self, value: Any, kp: tuple[Any, ...]) -> Tape:
+        raw = self.mapping(value, kp, ("turns",))
+        return self.tape(raw.get("turns") or [], (*kp, "turns"))
+
+    def tape(self, value: Any, kp: tuple[Any, ...]) -> Tape:
+        items = self.sequence(value, kp, "turns")
+        return Tape([self.turn(t, (*kp, i)) for i, t in enumerate(items)], format_path(kp))
+
+    def turn(self, value: Any, kp: tuple[Any, ...]) -> Turn:
+        raw = self.mapping(value, kp, _TURN_KEYS)
+        turn = Turn(where=format_path(kp))
+        if raw.get("content") is not None:
+            content = raw["content"]
+            # a hand-written mapping or list is sent as the JSON the model would have written
+            turn.content = content if isinstance(content, str) else json.dumps(content)
+        calls = self.sequence(raw.get("tool_calls") or [], (*kp, "tool_calls"), "tool calls")
+        turn.tool_calls = [self.tool_call(c, (*kp, "tool_calls", i)) for i, c in enumerate(calls)]
+        if turn.content is None and not turn.tool_calls:
+            raise self.fail(kp, "a turn needs 'content' (the answer) or 'tool_calls'")
+        self.usage(raw.get("usage"), (*kp, "usage"), turn)
+        turn.cost = self.number(raw.get("cost"), (*kp, "cost"))
+        turn.model = self.text(raw.get("model"), (*kp, "model"))
+        if raw.get("request") is not None:
+            turn.request = self.mapping(raw["request"], (*kp, "request"), _REQUEST_KEYS)
+        return turn
+
+    def tool_call(self, value: Any, kp: tuple[Any, ...]) -> RecordedToolCall:
+        raw = self.mapping(value, kp, _CALL_KEYS)
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise self.fail((*kp, "name"), f"expected a tool name, found {_kind(name)}")
+        arguments = raw.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, (Mapping, str)):
+            raise self.fail((*kp, "arguments"), f"expected a mapping of arguments, found {_kind(arguments)}")
+        call_id = self.text(raw.get("id"), (*kp, "id"))
+        return RecordedToolCall(
+            name, dict(arguments) if isinstance(arguments, Mapping) else arguments, call_id
+        )
+
+    def usage(self, value: Any, kp: tuple[Any, ...], turn: Turn) -> None:
+        if value is None:
+            return
+        raw = self.mapping(value, kp, _USAGE_KEYS)
+        for name in _USAGE_KEYS:
+            count = raw.get(name)
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
+                raise self.fail((*kp, name), f"expected a token count (an integer >= 0), found {count!r}")
+            setattr(turn, name, count)
+
+    def number(self, value: Any, kp: tuple[Any, ...]) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise self.fail(kp, f"expected a number >= 0, found {value!r}")
+        return float(value)
+
+    def text(self, value: Any, kp: tuple[Any, ...]) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        raise self.fail(kp, f"expected a string, found {_kind(value)}")
+
+
+_REQUEST_KEYS = ("model", "digest", "system", "messages", "tools")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
+
+
+def parse_cassette(text: str, path: Path | str = "<cassette>") -> Cassette:
+    """Validate cassette YAML text; errors are ``CassetteError("path:line:col: key.path: ...")``."""
+    try:
+        data, positions = load_with_positions(text)
+    except YamlError as exc:
+        where = f"{path}:{exc.line}:{exc.column}" if exc.line else str(path)
+        raise CassetteError(f"{where}: {exc.message}") from None
+    if data is None:
+        raise CassetteError(f"{path}:1:1: the cassette is empty; it needs 'version: 1' and 'runs'")
+    cassette = _Checker(path, positions).cassette(data)
+    cassette.path = Path(path)
+    return cassette
+
+
+def load_cassette(path: Path) -> Cassette:
+    """Read and validate the cassette at ``path`` (``FileNotFoundError`` when there is none)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CassetteError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    return parse_cassette(text, path)
+
+
+# -- saving ------------------------------------------------------------------
+
+
+def turn_to_data(turn: Turn) -> dict[str, Any]:
+    """A turn as the plain data written to a file (keys in the documented order)."""
+    out: dict[str, Any] = {}
+    if turn.tool_calls:
+        out["tool_calls"] = [_call_to_data(c) for c in turn.tool_calls]
+    if turn.content is not None:
+        out["content"] = turn.content
+    if turn.input_tokens is not None or turn.output_tokens is not None:
+        out["usage"] = {"input_tokens": turn.input_tokens or 0, "output_tokens": turn.output_tokens or 0}
+    if turn.cost:
+        out["cost"] = turn.cost
+    if turn.model:
+        out["model"] = turn.model
+    if turn.request:
+        out["request"] = turn.request
+    return out
+
+
+def _call_to_data(call: RecordedToolCall) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
+    if call.id:
+        out["id"] = call.id
+    return out
+
+
+def cassette_to_data(cassette: Cassette) -> dict[str, Any]:
+    """The whole cassette as plain data."""
+    runs = []
+    for run in cassette.runs:
+        entry: dict[str, Any] = {}
+        if run.turns is not None:
+            entry["turns"] = [turn_to_data(t) for t in run.turns.turns]
+        if run.children:
+            entry["children"] = {
+                agent: [{"turns": [turn_to_data(t) for t in tape.turns]} for tape in tapes]
+                for agent, tapes in run.children.items()
+            }
+        runs.append(entry)
+    return {"version": VERSION, "runs": runs}
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style; multi-line strings as literal blocks; lists indented under their key."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+HEADER = (
+    "# pytest-connic cassette (format: docs/models.md). Replayed by default; re-record with\n"
+    "# --connic-record-mode=all. Safe to edit by hand.\n"
+)
+
+
+def dump_cassette_data(data: Mapping[str, Any]) -> str:
+    """YAML text for cassette data (readable: block style, keys in order)."""
+    body = yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return HEADER + body
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

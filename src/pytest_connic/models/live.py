@@ -1,0 +1,328 @@
+"""Live model calls through LiteLLM (the ``[live]`` extra).
+
+LiteLLM is imported on the first live call, never before, and is told to stay
+offline by itself (its model-cost map and other catalogues come from its bundled
+copies). Providers are configured the LiteLLM way: ``OPENAI_API_KEY``,
+``OPENAI_API_BASE``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ``AZURE_API_KEY`` ...
+
+Retries follow the agent's ``retry_options`` (Connic's defaults: 3 attempts,
+120 s per attempt, delays from 10 s doubling up to 30 s). A failure that remains
+is a ``ProviderError`` (infrastructure), with the provider's message, masked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..secrets import Masker
+from .base import ModelRequest, ModelResponse, ProviderError, ToolCallRequest, ToolSpec
+
+#: environment LiteLLM reads at import: use bundled catalogues, fetch nothing by itself
+OFFLINE_ENV = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS": "True",
+    "LITELLM_OFFLINE_MODE": "true",
+}
+_RETRYABLE_NAMES = (
+    "Timeout",
+    "RateLimit",
+    "APIConnection",
+    "ServiceUnavailable",
+    "InternalServer",
+    "BadGateway",
+)
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+@functools.lru_cache(maxsize=1)
+def import_litellm() -> Any:
+    """Import LiteLLM quietly and offline, once; ProviderError when the extra is missing."""
+    for name, value in OFFLINE_ENV.items():
+        os.environ.setdefault(name, value)
+    try:
+        import litellm
+    except ImportError as exc:
+        raise ProviderError(
+            f"live model calls need LiteLLM: pip install 'pytest-connic[live]' ({exc})"
+        ) from None
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    # nothing about prompts leaves the process except the provider call itself
+    litellm.turn_off_message_logging = True
+    litellm.success_callback = []
+    litellm.failure_callback = []
+    litellm.callbacks = []
+    return litellm
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """The agent's ``retry_options`` for model calls."""
+
+    attempts: int = 3
+    attempt_timeout: float = 120.0
+    initial_delay: float = 10.0
+    max_delay: float = 30.0
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None, timeout_s: float | None) -> RetryPolicy:
+        """From ``retry_options`` (Connic's bounds), the attempt bounded by the run's remaining time."""
+        # unset (None) options take Connic's defaults
+        opts = {k: v for k, v in (options or {}).items() if v is not None}
+        attempts = max(1, min(10, int(opts.get("attempts", cls.attempts))))
+        timeout = float(opts.get("attempt_timeout", cls.attempt_timeout))
+        if timeout_s is not None:
+            timeout = min(timeout, max(timeout_s, 0.001))
+        return cls(
+            attempts=attempts,
+            attempt_timeout=timeout,
+            initial_delay=max(0.0, float(opts.get("initial_delay", cls.initial_delay))),
+            max_delay=max(0.0, float(opts.get("max_delay", cls.max_delay))),
+        )
+
+    def delay(self, retry: int, cap: float | None = None) -> float:
+        """Seconds before retry number ``retry`` (0-based): exponential, capped."""
+        value: float = min(self.initial_delay * 2.0**retry, self.max_delay)
+        return min(value, cap) if cap is not None else value
+
+
+class LiteLLMModel:
+    """A model that calls the provider named by the agent's model string, through LiteLLM.
+
+    ``model`` overrides the request's model (None: use ``request.model``). ``aliases``
+    maps Connic-hosted ``connic/...`` models to provider models. ``api_base`` /
+    ``api_key`` override LiteLLM's environment lookup. ``max_retry_delay`` caps every
+    backoff delay (tests use a tiny value). One instance may serve concurrent runs.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        aliases: Mapping[str, str] | None = None,
+        masker: Masker | None = None,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        max_retry_delay: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.aliases = dict(aliases or {})
+        secrets = set(masker.values) if masker else set()
+        if api_key:
+            secrets.add(api_key)
+        self.masker = Masker(secrets)
+        self.api_base = api_base
+        self.api_key = api_key
+        self.max_retry_delay = max_retry_delay
+        self.extra = dict(extra or {})
+
+    def resolve(self, model: str) -> str:
+        """The LiteLLM model string for an agent's model: an alias when one is given (required
+        for Connic-hosted ``connic/...`` models), else the string itself."""
+        if model in self.aliases:
+            return self.aliases[model]
+        if not model.startswith("connic/"):
+            return model
+        known = ", ".join(sorted(self.aliases)) or "none"
+        raise ProviderError(
+            f"{model} is a Connic-hosted model; map it to a provider model to call it locally, e.g. "
+            f"--connic-model-alias {model}=openai/gpt-4.1-mini (ini connic_model_aliases); "
+            f"aliases known: {known}"
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Call the provider (retrying, then the fallback model once); ProviderError on failure."""
+        primary = self.model or request.model
+        policy = RetryPolicy.from_options(request.retry_options, request.timeout_s)
+        try:
+            return await self._call(primary, request, policy)
+        except ProviderError as first:
+            fallback = request.fallback_model
+            if not fallback or fallback == primary:
+                raise
+            try:
+                return await self._call(fallback, request, policy)
+            except ProviderError as second:
+                raise ProviderError(f"{first}; fallback {second}") from None
+
+    async def _call(self, model: str, request: ModelRequest, policy: RetryPolicy) -> ModelResponse:
+        litellm = import_litellm()
+        kwargs = self._kwargs(self.resolve(model), request, policy)
+        failure: BaseException | None = None
+        for attempt in range(policy.attempts):
+            if attempt:
+                await asyncio.sleep(policy.delay(attempt - 1, self.max_retry_delay))
+            try:
+                raw = await asyncio.wait_for(litellm.acompletion(**kwargs), policy.attempt_timeout + 5)
+            except Exception as exc:  # noqa: BLE001 -- every failure of the provider call is classified
+                failure = exc
+                if not is_retryable(exc):
+                    break
+                continue
+            return to_response(raw, model, litellm)
+        assert failure is not None
+        tries = attempt + 1
+        raise ProviderError(self.masker.text(f"{model}: {describe(failure)} (after {tries} attempt(s))"))
+
+    def _kwargs(self, model: str, request: ModelRequest, policy: RetryPolicy) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": to_messages(request),
+            "temperature": request.temperature,
+            "timeout": policy.attempt_timeout,
+            # retries are ours (retry_options), not LiteLLM's nor the provider SDK's
+            "num_retries": 0,
+            "max_retries": 0,
+            "drop_params": True,
+        }
+        if request.tools:
+            kwargs["tools"] = [to_tool(t) for t in request.tools]
+        if request.reasoning_effort not in (None, "", "auto"):
+            kwargs["reasoning_effort"] = request.reasoning_effort
+        if request.output_schema:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": request.output_schema, "strict": False},
+            }
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self.api_key:
+            kwargs["api_key"] = self.api_key
+        kwargs.update(self.extra)
+        return kwargs
+
+
+# -- failures ----------------------------------------------------------------
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries (``status_code``, or its ``response``'s)."""
+    for candidate in (exc, getattr(exc, "response", None)):
+        status = getattr(candidate, "status_code", None)
+        if isinstance(status, int):
+            return status
+    return None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Rate limits, 5xx, timeouts and connection errors are worth another attempt."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True
+    if any(part in type(exc).__name__ for part in _RETRYABLE_NAMES):
+        return True
+    status = status_of(exc)
+    return status is not None and (status in (408, 429) or status >= 500)
+
+
+def describe(exc: BaseException) -> str:
+    """The provider's message, with the root cause when it adds something (connection refused)."""
+    message = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not str(exc):
+        message = "timed out"
+    cause = exc.__cause__ or exc.__context__
+    seen = 0
+    while cause is not None and seen < 5:
+        text = str(cause).strip()
+        if text and text not in message:
+            message = f"{message} ({text})"
+            break
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return message
+
+
+# -- request and response shapes ---------------------------------------------
+
+
+def to_tool(tool: ToolSpec) -> dict[str, Any]:
+    """A tool in the OpenAI ``tools`` shape."""
+    parameters = tool.parameters or {"type": "object", "properties": {}}
+    function = {"name": tool.name, "description": tool.description, "parameters": parameters}
+    return {"type": "function", "function": function}
+
+
+def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The request's messages as LiteLLM takes them, the system prompt first."""
+    messages = [_message(m) for m in request.messages]
+    if request.system_prompt and not (messages and messages[0].get("role") == "system"):
+        messages.insert(0, {"role": "system", "content": request.system_prompt})
+    return messages
+
+
+def _message(message: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(message)
+    content = out.get("content")
+    if isinstance(content, list):
+        out["content"] = [_part(p) for p in content]
+    elif out.get("role") == "tool" and content is not None and not isinstance(content, str):
+        out["content"] = json.dumps(content, default=str)
+    if out.get("tool_calls"):
+        out["tool_calls"] = [_tool_call(c) for c in out["tool_calls"]]
+    return out
+
+
+def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    function = dict(call.get("function") or {"name": call.get("name"), "arguments": call.get("arguments")})
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        function["arguments"] = json.dumps(arguments if arguments is not None else {})
+    return {"id": call.get("id"), "type": "function", "function": function}
+
+
+def _part(part: Any) -> Any:
+    if not isinstance(part, Mapping) or part.get("type") != "file":
+        return part
+    mime = part.get("mime_type") or "application/octet-stream"
+    url = f"data:{mime};base64,{part.get('data', '')}"
+    if mime in _IMAGE_TYPES:
+        return {"type": "image_url", "image_url": {"url": url}}
+    file: dict[str, Any] = {"file_data": url}
+    if part.get("name"):
+        file["filename"] = part["name"]
+    return {"type": "file", "file": file}
+
+
+def to_response(raw: Any, model: str, litellm: Any) -> ModelResponse:
+    """A LiteLLM response as a ``ModelResponse`` (``model``: the agent-level string that answered)."""
+    message = raw.choices[0].message
+    calls = [_parse_call(c, n) for n, c in enumerate(getattr(message, "tool_calls", None) or [])]
+    content = message.content
+    if content is None and not calls:
+        content = ""
+    usage = getattr(raw, "usage", None)
+    return ModelResponse(
+        content=content,
+        tool_calls=calls,
+        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cost=cost_of(raw, litellm),
+        model=model,
+    )
+
+
+def _parse_call(call: Any, n: int) -> ToolCallRequest:
+    function = call.function
+    raw_arguments = function.arguments or "{}"
+    arguments: dict[str, Any] | str
+    try:
+        parsed = json.loads(raw_arguments) if isinstance(raw_arguments, str) else raw_arguments
+        arguments = parsed if isinstance(parsed, dict) else raw_arguments
+    except ValueError:
+        arguments = raw_arguments  # malformed JSON from the model: the runtime reports it
+    return ToolCallRequest(id=call.id or f"call_{n + 1}", name=function.name, arguments=arguments)
+
+
+def cost_of(raw: Any, litellm: Any) -> float:
+    """The call's USD cost from LiteLLM's cost data; 0.0 when unknown (never raises)."""
+    try:
+        return float(litellm.completion_cost(completion_response=raw) or 0.0)
+    except Exception:  # noqa: BLE001 -- unknown prices are normal (local servers): cost 0
+        hidden = getattr(raw, "_hidden_params", None) or {}
+        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        return float(cost) if isinstance(cost, (int, float)) else 0.0

@@ -1,0 +1,356 @@
+"""The models of one case: replay its cassette, record it, or call providers live.
+
+One ``CaseModels`` per case; ``for_run(i)`` gives run ``i`` its own ``RunModels``.
+Runs share nothing but the configuration (and, for recording, the file they end
+up in): they may execute concurrently, in different threads of one process.
+
+The cassette is read on the first model call of any run, never before: a case
+whose runs never call a model needs no cassette.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..secrets import Masker, secret_values_from_env
+from .base import CassetteError, Model, ModelRequest, ModelResponse, ToolCallRequest
+from .cassette import (
+    Cassette,
+    CassetteRun,
+    RecordedToolCall,
+    Tape,
+    Turn,
+    cassette_to_data,
+    dump_cassette_data,
+    load_cassette,
+    write_text_atomic,
+)
+from .digest import first_difference, request_fingerprint
+
+MODES = ("none", "once", "new_runs", "all", "live")
+LiveFactory = Callable[[str], Model]
+#: the key of one invocation's turns in a cassette run: ("turns",) or ("children", agent, k)
+TapeKey = tuple[Any, ...]
+
+
+@dataclass
+class _Plan:
+    kind: str  #: replay | record
+    run: CassetteRun | None = None
+    position: int = 0  #: which cassette run is replayed (``runs[position]``)
+
+
+class CaseModels:
+    """Model source for every run of one case (see the module docstring)."""
+
+    def __init__(self, path: Path, *, mode: str, live: LiveFactory | None, masker: Masker) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown record mode {mode!r}; expected one of {', '.join(MODES)}")
+        if mode == "live" and live is None:
+            raise ValueError("mode 'live' needs a live model factory")
+        self.path = Path(path)
+        self.mode = mode
+        self.masker = masker
+        self._live = live
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._cassette: Cassette | None = None
+        self._load_error: CassetteError | None = None
+        self._runs: dict[int, RunModelsImpl] = {}
+
+    def for_run(self, run_index: int) -> RunModelsImpl:
+        """The models of run ``run_index`` (0-based). No file access happens here."""
+        run = RunModelsImpl(self, run_index)
+        with self._lock:
+            self._runs[run_index] = run
+        return run
+
+    @property
+    def notes(self) -> list[str]:
+        """Divergence notes of every run so far, without duplicates, in run order."""
+        with self._lock:
+            runs = [self._runs[i] for i in sorted(self._runs)]
+        return list(dict.fromkeys(note for run in runs for note in run.notes))
+
+    def live_model(self, agent_name: str) -> Model:
+        """A provider-backed model for ``agent_name`` (recording and live mode)."""
+        if self._live is None:
+            raise CassetteError(
+                f"{self.path}: record mode {self.mode!r} needs to call a model provider to record this "
+                "cassette, but no live model is available (install pytest-connic[live])"
+            )
+        return self._live(agent_name)
+
+    def plan(self, run_index: int) -> _Plan:
+        """Replay or record run ``run_index``, as the mode and the cassette on disk say."""
+        if self.mode == "all":
+            return _Plan("record")
+        cassette = self._load()
+        if cassette is None:
+            if self.mode == "none":
+                raise CassetteError(
+                    f"no cassette for this case: expected {self.path}; record one with "
+                    "--connic-record-mode=once (needs provider credentials) or write it by hand "
+                    "(docs/models.md)"
+                )
+            return _Plan("record")
+        count = len(cassette.runs)
+        if self.mode == "new_runs" and run_index >= count:
+            return _Plan("record")
+        position = run_index % count
+        return _Plan("replay", cassette.runs[position], position)
+
+    def _load(self) -> Cassette | None:
+        with self._lock:
+            if not self._loaded:
+                try:
+                    self._cassette = load_cassette(self.path)
+                except FileNotFoundError:
+                    self._cassette = None
+                except CassetteError as exc:
+                    self._load_error = exc
+                except OSError as exc:  # a directory, no permission, ...
+                    self._load_error = CassetteError(f"{self.path}: cannot read the cassette: {exc.strerror}")
+                self._loaded = True
+            if self._load_error is not None:
+                raise CassetteError(str(self._load_error))
+            return self._cassette
+
+    def save(self) -> Path | None:
+        """Write the recorded runs (ordered by run index); None when nothing was recorded.
+
+        ``new_runs`` appends to the runs the file had; ``once`` and ``all`` write only
+        the recorded runs. Runs whose model call failed are left out (a partial run would
+        not replay). Secrets are masked with the masker plus the secret-looking
+        environment values of this moment.
+        """
+        with self._lock:
+            recorded = [r for i, r in sorted(self._runs.items()) if r.recording and not r.broken]
+            if not recorded:
+                return None
+            runs = list(self._cassette.runs) if self.mode == "new_runs" and self._cassette else []
+            runs += [r.to_cassette_run() for r in recorded]
+            masker = Masker(self.masker.values | secret_values_from_env())
+            data = masker.data(cassette_to_data(Cassette(runs)))
+            write_text_atomic(self.path, dump_cassette_data(data))
+            return self.path
+
+
+class RunModelsImpl:
+    """The models of one run (implements ``base.RunModels``)."""
+
+    def __init__(self, case: CaseModels, index: int) -> None:
+        self.case = case
+        self.index = index
+        #: divergence notes (a request that differs from the recorded one), for traces and warnings
+        self.notes: list[str] = []
+        self.broken = False
+        self._plan: _Plan | None = None
+        self._counts: dict[str, int] = {}
+        self._cursors: dict[TapeKey, int] = {}
+        self._recorded: dict[TapeKey, list[Turn]] = {}
+        self._noted: set[TapeKey] = set()
+
+    @property
+    def recording(self) -> bool:
+        return self._plan is not None and self._plan.kind == "record"
+
+    def model_for(self, agent_name: str, *, root: bool) -> Model:
+        """The model for the next invocation of ``agent_name`` (call it in start order)."""
+        if self.case.mode == "live":
+            return self.case.live_model(agent_name)
+        if root:
+            key: TapeKey = ("turns",)
+        else:
+            k = self._counts.get(agent_name, 0)
+            self._counts[agent_name] = k + 1
+            key = ("children", agent_name, k)
+        return InvocationModel(self, agent_name, key)
+
+    def plan(self) -> _Plan:
+        """Resolved on the first model call of the run (this is when the cassette is read)."""
+        if self._plan is None:
+            self._plan = self.case.plan(self.index)
+        return self._plan
+
+    def finish(self, *, completed: bool) -> list[str]:
+        """Divergence messages for recorded turns this run left unused (only when it completed)."""
+        plan = self._plan
+        if not completed or plan is None or plan.kind != "replay" or plan.run is None:
+            return []
+        messages = []
+        run = plan.run
+        if run.turns is not None:
+            messages += self._unused(("turns",), run.turns, f"the agent completed run {self.index + 1}")
+        for agent, tapes in run.children.items():
+            for k, tape in enumerate(tapes):
+                if k >= self._counts.get(agent, 0):
+                    if not tape.turns:
+                        continue
+                    messages.append(
+                        f"{self._where(tape)}: agent {agent!r} was recorded with {len(tape.turns)} turn(s) "
+                        f"but run {self.index + 1} never invoked it (invocation {k + 1}); the run took "
+                        "fewer steps than recorded"
+                    )
+                else:
+                    messages += self._unused(("children", agent, k), tape, f"agent {agent!r} completed")
+        return messages
+
+    def _unused(self, key: TapeKey, tape: Tape, who: str) -> list[str]:
+        used = self._cursors.get(key, 0)
+        if used >= len(tape.turns):
+            return []
+        message = (
+            f"{self._where(tape)}: {who} after {used} of {len(tape.turns)} recorded model turn(s); "
+            "it took fewer steps than recorded"
+        )
+        return [message]
+
+    def _where(self, tape: Tape) -> str:
+        return f"{self.case.path}: {tape.where}"
+
+    # -- used by InvocationModel ---------------------------------------------
+
+    def tape(self, key: TapeKey, agent_name: str) -> Tape:
+        """The recorded turns for invocation ``key`` of the replayed run."""
+        plan = self.plan()
+        assert plan.run is not None
+        run, pos = plan.run, plan.position
+        if key == ("turns",):
+            if run.turns is None:
+                raise CassetteError(
+                    f"{self.case.path}: runs[{pos}]: the case's agent {agent_name!r} asked for a model "
+                    f"in run {self.index + 1} but the cassette run has no 'turns'"
+                )
+            return run.turns
+        _, agent, k = key
+        tapes = run.children.get(agent, [])
+        if k >= len(tapes):
+            raise CassetteError(
+                f"{self.case.path}: runs[{pos}]: no entry children.{agent}[{k}]: agent {agent!r} asked "
+                f"for a model in its invocation {k + 1} of run {self.index + 1}, but the cassette "
+                f"records {len(tapes)} invocation(s) of it"
+            )
+        return tapes[k]
+
+    def next_turn(self, key: TapeKey, tape: Tape, agent_name: str) -> tuple[int, Turn]:
+        """Advance the cursor of ``key``; raises when the tape is used up."""
+        used = self._cursors.get(key, 0)
+        if used >= len(tape.turns):
+            who = "the agent" if key == ("turns",) else f"agent {agent_name!r}"
+            raise CassetteError(
+                f"{self._where(tape)}: {who} asked for model turn {used + 1} of run {self.index + 1} "
+                f"but the cassette has {len(tape.turns)}; the agent took more steps than recorded"
+            )
+        self._cursors[key] = used + 1
+        return used, tape.turns[used]
+
+    def note_divergence(self, key: TapeKey, turn: Turn, request: ModelRequest) -> None:
+        """Remember (once per invocation) that a request differs from the recorded one."""
+        if turn.request is None or key in self._noted:
+            return
+        difference = first_difference(turn.request, request)
+        if difference:
+            self._noted.add(key)
+            self.notes.append(
+                f"{self.case.path}: {turn.where}: the request of {request.agent_name!r} in run "
+                f"{self.index + 1} differs from the recorded one: {difference}"
+            )
+
+    def add_recorded(self, key: TapeKey, turn: Turn) -> None:
+        with self.case._lock:
+            self._recorded.setdefault(key, []).append(turn)
+
+    def to_cassette_run(self) -> CassetteRun:
+        """The turns this run recorded, as a cassette run."""
+        run = CassetteRun()
+        root = self._recorded.get(("turns",))
+        if root:
+            run.turns = Tape(list(root))
+        for agent, count in self._counts.items():
+            tapes = [Tape(list(self._recorded.get(("children", agent, k), []))) for k in range(count)]
+            while tapes and not tapes[-1].turns:
+                tapes.pop()
+            if tapes:
+                run.children[agent] = tapes
+        return run
+
+
+class InvocationModel:
+    """The model of one agent invocation within a run (replays or records)."""
+
+    def __init__(self, run: RunModelsImpl, agent_name: str, key: TapeKey) -> None:
+        self.run = run
+        self.agent_name = agent_name
+        self.key = key
+        self._live: Model | None = None
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer from the cassette, or from the provider while recording."""
+        plan = self.run.plan()
+        if plan.kind == "record":
+            return await self._record(request)
+        tape = self.run.tape(self.key, self.agent_name)
+        index, turn = self.run.next_turn(self.key, tape, self.agent_name)
+        self.run.note_divergence(self.key, turn, request)
+        _check_tools(turn, request, self.run.case.path)
+        return response_from_turn(turn, index, request)
+
+    async def _record(self, request: ModelRequest) -> ModelResponse:
+        try:
+            if self._live is None:
+                self._live = self.run.case.live_model(self.agent_name)
+            response = await self._live.complete(request)
+        except BaseException:
+            self.run.broken = True
+            raise
+        self.run.add_recorded(self.key, turn_from_response(response, request))
+        return response
+
+
+def _check_tools(turn: Turn, request: ModelRequest, path: Path) -> None:
+    offered = [t.name for t in request.tools]
+    for n, call in enumerate(turn.tool_calls):
+        if call.name not in offered:
+            available = ", ".join(offered) if offered else "no tools"
+            raise CassetteError(
+                f"{path}: {turn.where}.tool_calls[{n}]: the cassette calls tool {call.name!r}, "
+                f"but the request of {request.agent_name!r} offers: {available}"
+            )
+
+
+def response_from_turn(turn: Turn, index: int, request: ModelRequest) -> ModelResponse:
+    """The response a recorded turn replays (ids are deterministic when not recorded)."""
+    calls = [
+        ToolCallRequest(call.id or f"call_{index + 1}_{n + 1}", call.name, copy.deepcopy(call.arguments))
+        for n, call in enumerate(turn.tool_calls)
+    ]
+    return ModelResponse(
+        content=turn.content,
+        tool_calls=calls,
+        input_tokens=turn.input_tokens or 0,
+        output_tokens=turn.output_tokens or 0,
+        cost=turn.cost or 0.0,
+        model=turn.model or request.model,
+    )
+
+
+def turn_from_response(response: ModelResponse, request: ModelRequest) -> Turn:
+    """What a live response records (provider tool-call ids are left out: replay makes its own)."""
+    content = response.content
+    if content is None and not response.tool_calls:
+        content = ""  # an empty final answer; a turn needs content or tool calls
+    return Turn(
+        content=content,
+        tool_calls=[RecordedToolCall(c.name, copy.deepcopy(c.arguments)) for c in response.tool_calls],
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+        cost=response.cost or None,
+        model=response.model if response.model and response.model != request.model else None,
+        request=request_fingerprint(request),
+    )
