@@ -49,3 +49,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
     from .collect import SuiteFile
 
     return SuiteFile.from_parent(parent, path=file_path, project_root=root)
+
+
+@pytest.fixture
+def connic(request: pytest.FixtureRequest) -> Any:
+    """Drive the Connic runtime from Python tests: ``connic.run(agent, payload, ...)``.
+
+    Returns run records (status, output, error, tool calls, trace) to assert on.
+    See ``pytest_connic.fixture.ConnicRunner``.
+    """
+    from .fixture import make_runner
+
+    return make_runner(request)

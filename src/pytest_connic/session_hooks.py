@@ -35,9 +35,11 @@ class ConnicReporting:
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         state = _state(config)
-        if not state.settings.coverage:
-            return
         from .collect import CaseItem
+
+        if not state.settings.coverage:
+            _set_timeouts(config, [i for i in items if isinstance(i, CaseItem)], state.settings.concurrency)
+            return
 
         keep = [i for i in items if not isinstance(i, CaseItem)]
         dropped = [i for i in items if isinstance(i, CaseItem)]
@@ -91,6 +93,21 @@ class ConnicXdist:
         if raw:
             state.outcomes.extend(outcome_from_dict(d) for d in json.loads(raw))
         state.infrastructure_errors += int(output.get("connic_infra", 0) or 0)
+
+
+def _set_timeouts(config: pytest.Config, items: list[Any], concurrency: int) -> None:
+    """With pytest-timeout installed and no explicit timeout, give each case one derived from
+    its runs, the concurrency and ``timeout_s``, so a hung tool cannot hang CI."""
+    if not items or not config.pluginmanager.hasplugin("timeout"):
+        return
+    if config.getoption("timeout", None) or config.getini("timeout"):
+        return
+    for item in items:
+        if item.get_closest_marker("timeout") is not None or item.spec.resolved is None:
+            continue
+        resolved = item.spec.resolved
+        waves = -(-int(resolved["runs"]) // max(1, concurrency))
+        item.add_marker(pytest.mark.timeout(waves * int(resolved["timeout_s"]) + 30))
 
 
 def register(config: pytest.Config) -> None:

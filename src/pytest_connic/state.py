@@ -28,8 +28,11 @@ class ConnicSession:
         self.infrastructure_errors = 0
         self.warned: set[str] = set()
         self.coverage_roots: set[Path] = set()
+        self.coverage_texts: list[tuple[str, str, str]] = []
+        self.coverage_gate_message: str | None = None
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, Any] = {}
+        self._envs: dict[Path, Any] = {}
         self._lock = threading.RLock()
 
     def project_index(self, root: Path) -> ProjectIndex:
@@ -48,14 +51,41 @@ class ConnicSession:
                 from .project import RuntimeProject
                 from .runner import ProjectRuntime
 
+                self._apply_env(root)
                 self._runtimes[root] = ProjectRuntime(self, RuntimeProject(root))
             return self._runtimes[root]
 
+    def _apply_env(self, root: Path) -> None:
+        """``--connic-env``: load the project's ``.env.NAME`` before any user code imports."""
+        name = self.settings.env
+        if not name or root in self._envs:
+            return
+        from .envfile import EnvFileError, apply_env
+        from .project import ProjectError
+
+        try:
+            applied = apply_env(root, name)
+        except (EnvFileError, OSError) as exc:
+            raise ProjectError(f"{exc} (from {self.settings.source('env')})") from None
+        self._envs[root] = applied
+        self.masker.add(applied.values.values())
+
     def run_item(self, item: CaseItem) -> None:
         """Run one case item; raises ``CaseFailed`` / ``CaseInfrastructureError`` on a bad verdict."""
+        from .collect import CaseFailed
+        from .project import ProjectError
         from .runner import run_case_item
 
-        run_case_item(self, item)
+        self.coverage_roots.add(item.project_root)
+        try:
+            run_case_item(self, item)
+        except ProjectError as exc:
+            raise CaseFailed(f"{item.suite.relpath}:{item.spec.line}: {exc}") from None
+        finally:
+            if item.outcome is not None and self.settings.junit_properties:
+                from .reports.junit import junit_properties
+
+                item.user_properties.extend(junit_properties(item.outcome))
 
     def record_invalid(self, item: CaseItem) -> None:
         """Count an invalid case in the reports (it fails in setup, no run happens)."""
@@ -92,6 +122,9 @@ class ConnicSession:
 
             placeholders.uninstall()
         self._runtimes.clear()
+        for applied in self._envs.values():
+            applied.restore()
+        self._envs.clear()
 
 
 SESSION_KEY = pytest.StashKey[ConnicSession]()

@@ -39,7 +39,10 @@ def write_outputs(state: ConnicSession) -> None:
 
 
 def terminal_summary(state: ConnicSession, reporter: Any) -> None:
-    """The results table and ``N/M cases passed.`` after the run."""
+    """The results table and ``N/M cases passed.`` after the run, and the coverage report."""
+    from .coverage_output import coverage_summary
+
+    coverage_summary(state, reporter)
     if not state.outcomes:
         return
     from .terminal import results_table, summary_line
