@@ -69,7 +69,33 @@ def index_project(root: Path) -> ProjectIndex:
     for agent in agents:
         index.agents.setdefault(agent.config.name, agent)
     index.load_errors = list(loader._load_errors)
+    upload_error = upload_check(root)
+    if upload_error:
+        index.load_errors.append(f"the project cannot be uploaded to Connic: {upload_error}")
     return index
+
+
+_CWD_LOCK = threading.Lock()
+
+
+def upload_check(root: Path) -> str | None:
+    """Connic's own packaging check (file types, links, the 5 MB code and 25 MB total limits),
+    with Connic's message; None when the project would upload."""
+    import os
+
+    from connic import cli
+
+    validate = getattr(cli, "_validate_project_files", None)
+    if validate is None:  # the SDK moved it: nothing to compare against
+        return None
+    with _CWD_LOCK:
+        previous = os.getcwd()
+        os.chdir(root)
+        try:
+            valid, message, _ = validate()
+        finally:
+            os.chdir(previous)
+    return None if valid else str(message)
 
 
 class RuntimeProject:
