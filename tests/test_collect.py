@@ -16,7 +16,6 @@ tests:
 def test_collects_node_ids_with_connic_discovery(calc: ConnicProject) -> None:
     calc.suite("echo", SIMPLE.format(name="first"))
     calc.write("tests/nested/deep/echo_more.YAML", "agent: echo\n" + SIMPLE.format(name="upper case suffix"))
-    calc.write("tests/old.yml", SIMPLE.format(name="yml is not a suite"))
     calc.write("tests/.hidden/echo.yaml", SIMPLE.format(name="hidden dir"))
     calc.write("tests/.echo.yaml", "agent: echo\n" + SIMPLE.format(name="hidden file"))
     calc.write("tests/empty.yaml", "# only a comment\n")
@@ -29,9 +28,16 @@ def test_collects_node_ids_with_connic_discovery(calc: ConnicProject) -> None:
             "*2 tests collected*",
         ]
     )
-    result.stdout.no_fnmatch_line("*yml is not a suite*")
     result.stdout.no_fnmatch_line("*hidden*")
     assert result.ret == 0
+
+
+def test_yml_is_not_a_suite_and_connic_refuses_the_upload(calc: ConnicProject) -> None:
+    calc.suite("echo", SIMPLE.format(name="real suite"))
+    calc.write("tests/old.yml", SIMPLE.format(name="yml is not a suite"))
+    result = calc.run("--collect-only", "-q")
+    result.stdout.no_fnmatch_line("*yml is not a suite*")
+    result.stdout.fnmatch_lines(["*cannot be uploaded to Connic: tests/old.yml: File type '.yml' not allowed*"])
 
 
 def test_yaml_outside_a_connic_project_is_never_collected(pytester: pytest.Pytester) -> None:
@@ -116,7 +122,7 @@ def test_x_keys_are_allowed_everywhere(calc: ConnicProject) -> None:
         ("tests:\n  - name: a\n",
          "*tests/echo.yaml:2:5: tests[0]: test 'a': must specify either `payload` or `builder`.*"),
         ("tests:\n  - name: a\n    payload: p\n    files: [../secret.pdf]\n",
-         "*tests[0].files: files entry '../secret.pdf' must be a bare filename (no path separators)*"),
+         "*tests[0].files[0]: files entry '../secret.pdf' must be a bare filename (no path separators)*"),
         ("tests:\n  - name: a\n    payload: p\n    expected_result: len(output) > 0\n",
          "*tests/echo.yaml:4:22: tests[0].expected_result: *call*"),
         ("tests:\n  - name: a\n    payload: p\n    expected_result: outptu.x == 1\n",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import sdk  # noqa: F401  (imports the SDK quietly)
-from connic.test_schema import TestCase, TestDefaults, TestFile
+from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 from pydantic import TypeAdapter, ValidationError
 
 from .compiled import CompiledCase, compile_case
@@ -104,29 +104,91 @@ def _unknown_keys(
     return errors
 
 
-def _strip_x(value: Any) -> Any:
-    """Drop ``x-`` keys everywhere (local extensions Connic never sees)."""
-    if isinstance(value, dict):
-        return {k: _strip_x(v) for k, v in value.items() if not (isinstance(k, str) and k.startswith("x-"))}
-    if isinstance(value, list):
-        return [_strip_x(v) for v in value]
-    return value
+_STR: TypeAdapter[str] = TypeAdapter(str)
+#: lists that Connic validates as a whole; an error is pointed at the failing entry
+_LIST_FIELDS = ("expected_tool_calls", "expected_tool_call_order", "files")
+_ENTRY_SHAPE = "expected_tool_calls entries must be a string or a single-key mapping."
 
 
 def _pydantic_errors(
-    exc: ValidationError, path: tuple[Any, ...], relpath: str, positions: Positions
+    exc: ValidationError, path: tuple[Any, ...], relpath: str, positions: Positions, raw: Any = None
 ) -> list[str]:
     out = []
     for err in exc.errors():
-        loc = (*path, *err["loc"])
+        loc, tag, entry, key = _data_loc(raw, tuple(err["loc"]))
         msg = str(err["msg"])
+        if tag is not None:  # a ToolCallExpectation union member: report the branch that fits the entry
+            if isinstance(entry, dict) == (tag == "str"):
+                continue
+            msg = msg if isinstance(entry, dict) else _ENTRY_SHAPE
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
+            loc = _entry_loc(raw, loc)
+        if key:
+            msg = f"invalid key: {msg}"
         found = ""
         if err["type"] not in ("missing", "value_error") and "input" in err:
             found = f" (found {_short(err['input'])})"
-        out.append(f"{_loc(relpath, positions, loc)}: {format_path(loc)}: {msg}{found}")
+        full = (*path, *loc)
+        line = f"{_loc(relpath, positions, full, key=key)}: {format_path(full)}: {msg}{found}"
+        if line not in out:
+            out.append(line)
     return out
+
+
+def _data_loc(raw: Any, loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], str | None, Any, bool]:
+    """Pydantic's error location as a key path into the data: a union member tag (``str``,
+    ``dict[str,str]``) dropped and returned with the entry it is about, ``[key]`` (the key
+    itself is invalid) flagged."""
+    out: list[Any] = []
+    node, tag, entry = raw, None, None
+    for part in loc:
+        if part == "[key]":
+            return tuple(out), tag, entry, True
+        if (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        ):
+            node = node[part]
+        elif isinstance(part, str) and (part == "str" or part.startswith("dict[")) and tag is None:
+            tag, entry = part, node
+            continue
+        else:
+            node = None
+        out.append(part)
+    return tuple(out), tag, entry, False
+
+
+def _entry_loc(raw: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Connic checks ``files`` and the expectation lists as a whole; find the entry that fails."""
+    if not loc or loc[-1] not in _LIST_FIELDS or not isinstance(raw, dict):
+        return loc
+    owner: Any = raw
+    for part in loc[:-1]:
+        owner = owner.get(part) if isinstance(owner, dict) else None
+    entries = owner.get(loc[-1]) if isinstance(owner, dict) else None
+    if not isinstance(entries, list):
+        return loc
+    model: Any = TestCase if len(loc) == 1 else ChildAgentExpectation
+    base = {"name": "x", "payload": ""} if model is TestCase else {}
+    seen: list[Any] = []
+    for index, entry in enumerate(entries):
+        try:
+            model.model_validate({**base, loc[-1]: [entry]})
+        except ValidationError:
+            return (*loc, index)
+        if entry in seen:  # files: the repeated entry
+            return (*loc, index)
+        seen.append(entry)
+    return loc
+
+
+#: every character at which ``str.splitlines`` breaks, shown as its escape
+_LINE_BREAKS = {c: repr(chr(c))[1:-1] for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
+
+
+def _one_line(error: str) -> str:
+    """One error, one line: a key or value quoted in a message (``'a.pdf\\n'``) shows its escapes."""
+    return error.translate(_LINE_BREAKS)
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -147,14 +209,20 @@ def load_suite(path: Path, project_root: Path) -> Suite | None:
     """Parse and validate one suite file; None for an empty document (Connic skips it)."""
     relpath = path.relative_to(project_root).as_posix()
     try:
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"{relpath}: cannot read suite: {exc}") from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SuiteError(f"{relpath}:1:1: cannot read suite: {exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, column = raw.count(b"\n", 0, exc.start) + 1, exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise SuiteError(f"{relpath}:{line}:{column}: not UTF-8 text: {exc.reason} (byte {exc.start})") from None
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as Connic's open() reads it
     try:
         data, positions = load_with_positions(text)
     except YamlError as exc:
-        where = f"{relpath}:{exc.line}:{exc.column}" if exc.line else relpath
-        raise SuiteError(f"{where}: {exc.message}{_files_hint(relpath)}") from None
+        where = f"{relpath}:{exc.line or 1}:{exc.column or 1}"
+        raise SuiteError(f"{where}: {_one_line(exc.message)}{_files_hint(relpath)}") from None
     if data is None:
         return None
     if not isinstance(data, dict):
@@ -167,7 +235,7 @@ def load_suite(path: Path, project_root: Path) -> Suite | None:
 
 def _build_suite(data: dict[Any, Any], positions: Positions, path: Path, relpath: str) -> Suite:
     errors = _unknown_keys(data, "top", (), relpath, positions)
-    clean = _strip_x(data)
+    clean = data  # unknown and x- keys: reported above, ignored by Connic's models
     defaults_raw = clean.get("defaults", {})
     defaults = TestDefaults()
     if defaults_raw is None or isinstance(defaults_raw, dict):
@@ -176,19 +244,19 @@ def _build_suite(data: dict[Any, Any], positions: Positions, path: Path, relpath
         try:
             defaults = TestDefaults.model_validate(defaults_raw)
         except ValidationError as exc:
-            errors += _pydantic_errors(exc, ("defaults",), relpath, positions)
+            errors += _pydantic_errors(exc, ("defaults",), relpath, positions, defaults_raw)
     else:
         errors.append(f"{_loc(relpath, positions, ('defaults',))}: defaults: must be a mapping")
     version, agent = "1.0", None
     for key in ("version", "agent"):
         if key in clean and not (key == "agent" and clean[key] is None):
             try:
-                value = TypeAdapter(str).validate_python(clean[key])
+                value = _STR.validate_python(clean[key])
             except ValidationError as exc:
                 errors += _pydantic_errors(exc, (key,), relpath, positions)
                 continue
             version, agent = (value, agent) if key == "version" else (version, value)
-    tests = clean.get("tests")
+    tests: Any = clean.get("tests")
     if "tests" not in clean:
         errors.append(f"{relpath}:1:1: tests: Field required (a suite needs a `tests:` list of cases)")
     elif not isinstance(tests, list):
@@ -198,7 +266,7 @@ def _build_suite(data: dict[Any, Any], positions: Positions, path: Path, relpath
     if not errors:
         errors += _duplicate_names(tests, relpath, positions)
     if errors:
-        raise SuiteError("\n".join(errors) + _files_hint(relpath))
+        raise SuiteError("\n".join(map(_one_line, errors)) + _files_hint(relpath))
     suite = Suite(
         path=path,
         relpath=relpath,
@@ -217,9 +285,9 @@ def _duplicate_names(tests: list[Any], relpath: str, positions: Positions) -> li
     seen: dict[str, int] = {}
     errors = []
     for index, case in enumerate(tests):
-        if not isinstance(case, dict) or not isinstance(case.get("name"), str):
+        name = _name_of(case)
+        if name is None:
             continue
-        name = case["name"]
         if name in seen:
             first = positions.of(("tests", seen[name], "name"))[0]
             errors.append(
@@ -229,6 +297,16 @@ def _duplicate_names(tests: list[Any], relpath: str, positions: Positions) -> li
         else:
             seen[name] = index
     return errors
+
+
+def _name_of(case: Any) -> str | None:
+    """A case's name as Connic compares it (after coercion: ``!!binary`` is a string), else None."""
+    if not isinstance(case, dict) or "name" not in case:
+        return None
+    try:
+        return _STR.validate_python(case["name"])
+    except ValidationError:
+        return None
 
 
 def _case_name(raw: Any, index: int) -> str:
@@ -248,12 +326,11 @@ def _build_case(suite: Suite, index: int, raw: Any, positions: Positions) -> Cas
         )
         return spec
     errors = _nested_unknown_keys(raw, path, suite.relpath, positions)
-    clean = _strip_x(raw)
     model: TestCase | None = None
     try:
-        model = TestCase.model_validate(clean)
+        model = TestCase.model_validate(raw)  # unknown and x- keys: reported above, ignored here
     except ValidationError as exc:
-        errors += _pydantic_errors(exc, path, suite.relpath, positions)
+        errors += _pydantic_errors(exc, path, suite.relpath, positions, raw)
     if model is not None and not errors:
         spec.resolved = TestFile.model_construct(
             version=suite.version, agent=suite.agent_name, defaults=suite.defaults, tests=[model]
@@ -263,7 +340,7 @@ def _build_case(suite: Suite, index: int, raw: Any, positions: Positions) -> Cas
         except ExpressionError as exc:
             errors.append(_expression_error(exc, path, suite.relpath, positions))
     if errors:
-        spec.error = "\n".join(errors)
+        spec.error = "\n".join(map(_one_line, errors))
         spec.resolved = None
     return spec
 

@@ -10,6 +10,7 @@ alias bomb or a pathological document is refused quickly with a clear error.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,16 @@ MAX_DEPTH = 64
 MAX_BYTES = 10 * 1024 * 1024
 
 Path = tuple[Any, ...]
+
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_MERGE = "tag:yaml.org,2002:merge"
+
+#: libyaml's parser when PyYAML has it (the composer runs in C), else the pure-Python one
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
+_C_MAX_STRUCTURE = 5_000
+#: text that libyaml reads differently from PyYAML (a leading BOM is fine)
+_C_DIFFERS = re.compile(r"[\t\x85\u2028\u2029\ufeff]|!(?:\s|$)|[|>][-+0-9]*#")
 
 
 class YamlError(Exception):
@@ -58,69 +69,143 @@ class _Builder:
         self.positions = Positions()
         self.count = 0
 
-    def build(self, node: yaml.Node, path: Path, depth: int) -> Any:
+    def _bound(self, node: yaml.Node, depth: int) -> None:
         self.count += 1
         if self.count > MAX_NODES:
-            raise YamlError(
-                f"document too large: more than {MAX_NODES} values (after alias expansion)",
-                node.start_mark.line + 1,
-                node.start_mark.column + 1,
-            )
+            raise YamlError(f"document too large: more than {MAX_NODES} values (after alias expansion)", *_mark(node))
         if depth > MAX_DEPTH:
-            raise YamlError(
-                f"document nested too deeply (more than {MAX_DEPTH} levels)",
-                node.start_mark.line + 1,
-                node.start_mark.column + 1,
-            )
-        self.positions.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.MappingNode):
+            raise YamlError(f"document nested too deeply (more than {MAX_DEPTH} levels)", *_mark(node))
+
+    def build(self, node: yaml.Node, path: Path, depth: int) -> Any:
+        self._bound(node, depth)
+        self.positions.values[path] = _mark(node)
+        if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
             return self._mapping(node, path, depth)
-        if isinstance(node, yaml.SequenceNode):
+        if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
             return [self.build(child, (*path, i), depth + 1) for i, child in enumerate(node.value)]
+        if not isinstance(node, yaml.ScalarNode):
+            # !!set, !!omap, !!pairs, or a tag that safe_load refuses: PyYAML constructs them
+            # exactly as safe_load does, once the bounds have been applied to what it will build
+            self._count(node, depth)
         return self.loader.construct_object(node, deep=True)
 
+    def _count(self, node: yaml.Node, depth: int) -> None:
+        for child in node.value:
+            for sub in child if isinstance(child, tuple) else (child,):
+                self._bound(sub, depth + 1)
+                if isinstance(sub, yaml.MappingNode) and any(k.tag == _MERGE for k, _ in sub.value):
+                    _check_merge_size(sub)
+                if not isinstance(sub, yaml.ScalarNode):
+                    self._count(sub, depth + 1)
+
     def _mapping(self, node: yaml.MappingNode, path: Path, depth: int) -> dict[Any, Any]:
+        if any(key.tag == _MERGE for key, _ in node.value):
+            _check_merge_size(node)
         self.loader.flatten_mapping(node)  # YAML merge keys (<<)
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # safe_load refuses these too
+                raise YamlError("unhashable mapping key (a mapping or list used as a key)", *_mark(key_node))
             key = self.loader.construct_object(key_node, deep=True)
-            try:
-                hash(key)
-            except TypeError:
-                raise YamlError(
-                    "unhashable mapping key", key_node.start_mark.line + 1, key_node.start_mark.column + 1
-                ) from None
-            self.positions.keys[(*path, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            self.positions.keys[(*path, key)] = _mark(key_node)
             result[key] = self.build(value_node, (*path, key), depth + 1)
         return result
 
 
+def _check_merge_size(node: yaml.MappingNode) -> None:
+    """Refuse merge keys (``<<: [*a, *a]``, nested) that would expand past ``MAX_NODES``.
+
+    PyYAML flattens merges by copying key/value pairs before any value is built, so doubling
+    merges grow exponentially; this counts the pairs first, without copying.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(mapping: yaml.MappingNode, depth: int) -> int:
+        if id(mapping) in sizes:
+            return sizes[id(mapping)]
+        if depth > MAX_DEPTH:
+            raise YamlError(f"merge keys (<<) nested too deeply (more than {MAX_DEPTH} levels)", *_mark(mapping))
+        sizes[id(mapping)] = MAX_NODES + 1  # a mapping that merges itself never ends
+        total = 0
+        for key, value in mapping.value:
+            if key.tag != _MERGE:
+                total += 1
+                continue
+            sources = value.value if isinstance(value, yaml.SequenceNode) else [value]
+            total += sum(size(src, depth + 1) for src in sources if isinstance(src, yaml.MappingNode))
+            if total > MAX_NODES:
+                raise YamlError(f"document too large: merge keys (<<) expand to more than {MAX_NODES} values", *_mark(key))
+        sizes[id(mapping)] = total
+        return total
+
+    size(node, 0)
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _loader_for(text: str) -> yaml.SafeLoader:
+    """The parser for ``text``: libyaml's when it reads ``text`` exactly as PyYAML's ``safe_load``
+    (what Connic uses) does, else PyYAML's own.
+
+    libyaml accepts tabs where PyYAML refuses them (``runs: 5<TAB>``) and a comment glued to a
+    block scalar header (``>#``), reads a bare ``!`` tag as ``''`` instead of ``None``, and treats
+    stray BOMs and Unicode line breaks differently (found by ``tests/test_loader_fuzz.py``); and its
+    composer recurses in C once per nesting level, so a deep enough document crashes the process
+    (SIGSEGV) where PyYAML raises ``RecursionError``. Every nesting level needs one of the
+    characters counted in ``structure``; 5,000 levels fit in 2 MB of C stack.
+    """
+    structure = sum(text.count(c) for c in "[{-?:")
+    body = text.removeprefix("\ufeff")
+    if structure > _C_MAX_STRUCTURE or _C_DIFFERS.search(body):
+        return yaml.SafeLoader(text)
+    return _Loader(text)
+
+
+def _reader_error(text: str, exc: yaml.reader.ReaderError) -> YamlError:
+    """A character YAML does not allow; located by the character (libyaml reports byte offsets)."""
+    index = text.find(chr(exc.character)) if isinstance(exc.character, int) else -1
+    index = max(index, 0)
+    line = text.count("\n", 0, index) + 1
+    column = index - (text.rfind("\n", 0, index) + 1) + 1
+    what = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
+    return YamlError(f"invalid YAML: unacceptable character {what}: {exc.reason}", line, column)
+
+
 def load_with_positions(text: str) -> tuple[Any, Positions]:
     """Parse one YAML document safely; ``(None, ...)`` for an empty document."""
-    if len(text) > MAX_BYTES:
-        raise YamlError(f"file too large: {len(text)} bytes (at most {MAX_BYTES})")
-    loader = yaml.SafeLoader(text)
+    size = len(text) if len(text) > MAX_BYTES else len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_BYTES:
+        raise YamlError(f"file too large: {size} bytes (at most {MAX_BYTES})", 1, 1)
+    loader = None
     try:
+        loader = _loader_for(text)  # the pure-Python reader checks characters here already
         node = loader.get_single_node()
         if node is None:
             return None, Positions()
         builder = _Builder(loader)
         data = builder.build(node, (), 0)
         return data, builder.positions
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(text, exc) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or str(exc)
         if exc.context:
             problem = f"{problem} ({exc.context})"
         if mark is None:
-            raise YamlError(f"invalid YAML: {problem}") from None
+            raise YamlError(f"invalid YAML: {problem}", 1, 1) from None
         raise YamlError(f"invalid YAML: {problem}", mark.line + 1, mark.column + 1) from None
     except yaml.YAMLError as exc:
-        raise YamlError(f"invalid YAML: {exc}") from None
-    except RecursionError:
-        raise YamlError(f"document nested too deeply (more than {MAX_DEPTH} levels)") from None
+        raise YamlError(f"invalid YAML: {exc}", 1, 1) from None
+    except RecursionError:  # the pure-Python composer recurses once per level, before the builder's bound
+        mark = getattr(loader, "get_mark", lambda: None)()
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        raise YamlError(f"document nested too deeply (more than {MAX_DEPTH} levels)", line, column) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def format_path(path: Path) -> str:
