@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import hypothesis  # noqa: F401  (imported once here: in-process pytester runs then reuse it)
 import pytest
 import yaml
 

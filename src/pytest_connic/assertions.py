@@ -26,7 +26,7 @@ def _tool_check(record: RunRecord, check: ToolCallCheck, context: dict[str, Any]
     if check.source is None:
         if calls:
             return None
-        return f"expected tool call {check.tool} not satisfied (invocations=0)"
+        return f"expected tool call {check.tool} not satisfied (invocations=0): {_never_called(record, check.tool)}"
     matched = [
         c for c in calls
         if all(f.evaluate({"params": c.params, "result": _result(c), "context": context}) for f in check.filters)
@@ -39,15 +39,27 @@ def _tool_check(record: RunRecord, check: ToolCallCheck, context: dict[str, Any]
             ok, failed = False, [*failed, mixed]
     if ok:
         return None
-    detail = "; ".join(e.explain(count_bindings) for e in failed) if failed else ""
-    if not matched and calls and check.filters:
-        c = calls[0]
-        detail = "; ".join(
-            f.explain({"params": c.params, "result": _result(c), "context": context}) for f in check.filters
-        )
-        detail = f"no call matched, first call: {detail}"
     message = f"expected tool call {check.label} not satisfied (invocations={len(matched)})"
-    return f"{message}: {detail}" if detail else message
+    return f"{message}: {_tool_detail(record, check, calls, matched, failed, count_bindings, context)}"
+
+
+def _never_called(record: RunRecord, tool: str) -> str:
+    made = list(dict.fromkeys(c.ref for c in record.tool_calls))
+    return f"no call of {tool}; calls in this run: {', '.join(made)}" if made else f"no call of {tool}; no tool was called"
+
+
+def _tool_detail(record: RunRecord, check: ToolCallCheck, calls: list[ToolCallRecord], matched: list[ToolCallRecord],
+                 failed: list[Expression], count_bindings: dict[str, Any], context: dict[str, Any]) -> str:
+    """Why an entry failed: the evaluated count predicates, or how the first call missed the filters."""
+    if not calls:
+        return _never_called(record, check.tool)
+    if not matched and check.filters:
+        first = calls[0]
+        bindings = {"params": first.params, "result": _result(first), "context": context}
+        missed = "; ".join(f.explain(bindings) for f in check.filters if not f.evaluate(bindings))
+        why = f" (it raised: {first.error})" if first.error and not first.has_result else ""
+        return f"none of {len(calls)} call(s) matched; first call{why}: {missed}"
+    return "; ".join(e.explain(count_bindings) for e in failed)
 
 
 def _mixed_holds(expr: Expression, calls: list[ToolCallRecord], context: dict[str, Any]) -> bool:

@@ -81,6 +81,7 @@ class TriggerRecord:
     payload: Any  #: JSON-parsed when the parent passed a JSON string
     payload_raw: str  #: the string form when applicable, else ""
     child_run: RunRecord | None = None
+    scheduled_at: str | None = None  #: ``trigger_agent_at``: when the child would start (ISO 8601 UTC)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +90,7 @@ class TriggerRecord:
             "wait_for_response": self.wait_for_response,
             "payload": self.payload,
             "payload_raw": self.payload_raw,
+            "scheduled_at": self.scheduled_at,
             "child_run": self.child_run.to_dict() if self.child_run else None,
         }
 
@@ -137,6 +139,24 @@ class RunRecord:
     @property
     def passed(self) -> bool:
         return not self.failures and not self.skipped and self.infrastructure_error is None
+
+    @property
+    def output(self) -> Any:
+        """The output as expressions see it (spec §2.5): JSON-parsed when it is a JSON
+        string, else as is; None for a run that ended neither completed nor blocked."""
+        if self.status not in ("completed", "blocked"):
+            return None
+        from .runtime.payload import parse_json
+
+        return parse_json(self.output_raw)
+
+    @property
+    def trace(self) -> list[dict[str, Any]]:
+        """The run's spans (Connic's trace shape, children included), as reports show them."""
+        from .reports.spans import build_spans
+        from .secrets import Masker
+
+        return build_spans(self, masker=Masker())
 
     @property
     def input_tokens(self) -> int:

@@ -1,19 +1,26 @@
 """Running a case: ``runs`` invocations (concurrent, bounded), builders, mocks,
-assertions, and the threshold verdict → ``CaseOutcome``."""
+assertions, and the threshold verdict → ``CaseOutcome``.
+
+A case comes from a suite (``CaseItem``) or from Python (the ``connic`` fixture);
+both become a ``CaseTarget`` (the resolved record Connic's SDK produces, compiled
+expressions, the models) and run through the same ``CaseRun``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import math
 import tempfile
+import threading
 import types
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import builders
 from .assertions import evaluate_run
-from .compiled import CompiledCase
+from .compiled import CompiledCase, compile_case
+from .expressions import ExpressionError
 from .mocks import MockSet, ModuleLoadError, load_fresh
 from .project import RuntimeProject
 from .records import CaseOutcome, RunRecord
@@ -21,15 +28,94 @@ from .reports.failure import failure_text, infrastructure_text
 from .runtime import placeholders
 from .runtime.invocation import Invocation, output_text
 from .runtime.payload import FixtureError, load_fixtures
-from .runtime.scope import RunScope
+from .runtime.scope import DaemonExecutor, RunScope
 from .runtime.services import ProjectServices
 
 if TYPE_CHECKING:
     from .collect import CaseItem
     from .state import ConnicSession
-    from .suite import CaseSpec, Suite  # noqa: F401
+    from .suite import CaseSpec, Suite
 
 STRICT_FLAGS = ("strict_mocks", "strict_hook_mocks", "strict_middleware_mocks", "strict_guardrail_mocks")
+
+
+class CaseDefinitionError(Exception):
+    """A case built from Python arguments that Connic's schema refuses (the message lists why)."""
+
+
+def resolve_case(fields: dict[str, Any], agent_name: str) -> tuple[dict[str, Any], CompiledCase]:
+    """Validate one case with the SDK's own models and resolve it exactly as a suite case is
+    (``TestFile.resolved``), then compile its expressions.
+
+    ``fields`` are the keys of a suite case (``name``, ``payload``, ``runs``, ...), no defaults.
+    Raises ``CaseDefinitionError`` with Connic's messages.
+    """
+    from connic.test_schema import TestCase, TestDefaults, TestFile
+    from pydantic import ValidationError
+
+    from . import sdk  # noqa: F401  (imports the SDK quietly)
+
+    try:
+        model = TestCase.model_validate(fields)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "case"
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            problems.append(f"{where}: {msg}")
+        raise CaseDefinitionError("; ".join(problems)) from None
+    resolved = TestFile.model_construct(
+        version="1.0", agent=agent_name, defaults=TestDefaults(), tests=[model]
+    ).resolved(model)
+    try:
+        compiled = compile_case(resolved)
+    except ExpressionError as exc:
+        where = ".".join(str(p) for p in getattr(exc, "key_path", ()))
+        raise CaseDefinitionError(f"{where}: {exc}" if where else str(exc)) from None
+    return resolved, compiled
+
+
+@dataclass
+class CaseTarget:
+    """Everything one case needs to run, wherever it was defined."""
+
+    agent_name: str
+    case: dict[str, Any]  #: the resolved record (``TestFile.resolved``)
+    compiled: CompiledCase
+    models: Any  #: ``for_run(i) -> RunModels``, optionally ``save()``
+    outcome: CaseOutcome
+    #: evaluate the ``expected_*`` checks (and the implicit ``status == "completed"``);
+    #: the connic fixture without expectations leaves the verdict to the Python test
+    evaluate: bool = True
+
+
+def _run_coroutine(coro: Coroutine[Any, Any, None]) -> None:
+    """``asyncio.run``, or in a helper thread when this thread already runs a loop
+    (the ``connic`` fixture used from an async test)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        running = False
+    else:
+        running = True
+    if not running:
+        # not inside the except block: every exception of the runs would get this
+        # RuntimeError as its __context__ (and a provider's message "(no running event loop)")
+        asyncio.run(coro)
+        return
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the caller's thread)
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="connic-case")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
 
 
 class ProjectRuntime:
@@ -63,39 +149,38 @@ class ProjectRuntime:
         return case_models(self.session, self.services, suite, case)
 
     def run_case(self, suite: Suite, spec: CaseSpec, nodeid: str) -> CaseOutcome:
+        """Run a suite case."""
         assert spec.resolved is not None and spec.compiled is not None
         outcome = CaseOutcome(
             nodeid=nodeid, suite_path=suite.relpath, line=spec.line, agent_name=suite.agent_name,
             case_name=spec.name, runs=spec.resolved["runs"], success_threshold=spec.resolved["success_threshold"],
         )
-        executor = ThreadPoolExecutor(max_workers=max(4, self.session.settings.concurrency * 2),
-                                      thread_name_prefix="connic-run")
-        try:
-            asyncio.run(CaseRun(self, suite, spec, outcome, executor).run())
-        finally:
-            executor.shutdown(wait=False, cancel_futures=True)
-        return outcome
+        target = CaseTarget(suite.agent_name, spec.resolved, spec.compiled,
+                            self.models_for(suite, spec.resolved), outcome)
+        return self.execute(target)
+
+    def execute(self, target: CaseTarget) -> CaseOutcome:
+        """Run every run of ``target`` and fill its outcome."""
+        _run_coroutine(CaseRun(self, target, DaemonExecutor()).run())
+        return target.outcome
 
 
 class CaseRun:
     """The runs of one case."""
 
-    def __init__(self, runtime: ProjectRuntime, suite: Suite, spec: CaseSpec, outcome: CaseOutcome,
-                 executor: ThreadPoolExecutor) -> None:
+    def __init__(self, runtime: ProjectRuntime, target: CaseTarget, executor: DaemonExecutor) -> None:
         self.runtime = runtime
         self.services = runtime.services
-        self.suite = suite
-        self.case: dict[str, Any] = spec.resolved or {}
-        self.compiled: CompiledCase = spec.compiled  # type: ignore[assignment]
-        self.outcome = outcome
+        self.target = target
+        self.agent_name = target.agent_name
+        self.case: dict[str, Any] = target.case
+        self.compiled: CompiledCase = target.compiled
+        self.outcome = target.outcome
         self.executor = executor
         self.settings = runtime.session.settings
         self.root = runtime.project.root
         self.fixtures: list[dict[str, str]] = []
-        self.models: Any = None
-        agent = self.services.agent(suite.agent_name)
-        limits = [float(self.case["timeout_s"])] + ([float(agent.config.timeout)] if agent.config.timeout else [])
-        self.timeout_s = min(limits)
+        self.models: Any = target.models
 
     async def run(self) -> None:
         try:
@@ -104,7 +189,6 @@ class CaseRun:
         except (FixtureError, ModuleLoadError) as exc:
             self.outcome.setup_error = str(exc)
             return
-        self.models = self.runtime.models_for(self.suite, self.case)
         semaphore = asyncio.Semaphore(self.settings.concurrency)
         records: list[RunRecord | None] = [None] * self.outcome.runs
         tasks = []
@@ -135,26 +219,24 @@ class CaseRun:
     def _decided(self, records: list[RunRecord | None]) -> str | None:
         if not self.settings.early_stop:
             return None
+        from .earlystop import decision
+
         done = [r for r in records if r is not None]
-        needed = math.ceil(self.outcome.success_threshold * self.outcome.runs / 100)
         passed = sum(1 for r in done if r.passed)
-        failed = len(done) - passed
-        if passed >= needed:
-            return f"threshold reached ({passed} of {needed} needed runs passed)"
-        if failed > self.outcome.runs - needed:
-            return f"threshold out of reach ({failed} runs failed, at most {self.outcome.runs - needed} may)"
-        return None
+        return decision(passed, len(done) - passed, self.outcome.runs, self.outcome.success_threshold)
 
     def _skip_rest(self, records: list[RunRecord | None], start: int, reason: str) -> None:
         self.outcome.early_stop_reason = reason
         self.outcome.skipped_runs = self.outcome.runs - start
         for index in range(start, self.outcome.runs):
-            records[index] = RunRecord(run_id=f"skipped-{index}", agent_name=self.suite.agent_name, index=index,
+            records[index] = RunRecord(run_id=f"skipped-{index}", agent_name=self.agent_name, index=index,
                                        status="cancelled", skipped=True)
 
     async def _guarded(self, index: int, records: list[RunRecord | None], semaphore: asyncio.Semaphore) -> None:
         try:
-            records[index] = await self.run_one(index)
+            record = records[index] = await self.run_one(index)
+            for listener in getattr(self.runtime.session, "run_listeners", ()):
+                listener(self.outcome, record)
         finally:
             semaphore.release()
 
@@ -178,9 +260,12 @@ class CaseRun:
         completed = record.status == "completed" and not record.failures
         divergences = run_models.finish(completed=completed)
         record.failures.extend(divergences)
-        record.events.extend({"type": "note", "text": n} for n in getattr(run_models, "notes", []))
+        # ``name`` is the label of the event's line in the trace tree of a failure report
+        record.events.extend({"type": "note", "name": f"note: {n}", "text": n}
+                             for n in getattr(run_models, "notes", []))
         if not record.failures and record.infrastructure_error is None:
-            record.failures.extend(evaluate_run(record, self.compiled.checks, context))
+            if self.target.evaluate:
+                record.failures.extend(evaluate_run(record, self.compiled.checks, context))
             record.failures.extend(self._unused_approvals(scope))
         if cleanup_failure:
             record.failures.append(cleanup_failure)
@@ -195,7 +280,7 @@ class CaseRun:
                 return builders.load_builder(self.root, name)
             return load_fresh(builders.mocks_path(self.root, name), f"mocks '{name}'")
         except ModuleLoadError as exc:
-            record = RunRecord(run_id=f"setup-{index}", agent_name=self.suite.agent_name, index=index,
+            record = RunRecord(run_id=f"setup-{index}", agent_name=self.agent_name, index=index,
                                status="failed", error=str(exc))
             record.failures.append(str(exc))
             return record
@@ -209,14 +294,15 @@ class CaseRun:
                 try:
                     built = await builders.build(scope.call, builder_module, context, self.case)
                 except builders.BuilderError as exc:
-                    record = RunRecord(run_id=f"build-{scope.run_index}", agent_name=self.suite.agent_name,
+                    record = RunRecord(run_id=f"build-{scope.run_index}", agent_name=self.agent_name,
                                        index=scope.run_index, status="failed", error=str(exc))
                     record.failures.append(str(exc))
                     failure = await builders.cleanup(scope.call, builder_module,
                                                      {"input": None, "output": None, "context": {}}, context, self.case)
                     return record, failure
                 payload, files = builders.merge_files(built, files)
-            invocation = Invocation(scope, self.suite.agent_name, payload, files, root=True, timeout_s=self.timeout_s)
+            invocation = Invocation(scope, self.agent_name, payload, files, root=True,
+                                    timeout_s=float(self.case["timeout_s"]), timeout_label="timeout_s")
             record = await invocation.run()
             failure = None
             if builder_module is not None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..warnings import CassetteDivergenceWarning
 from .base import Model
 from .cassette import cassette_path
 from .replay import CaseModels
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
 class HookedRunModels:
     """One run's models: ``pytest_connic_make_model`` first, then the case's cassette/live source."""
 
-    def __init__(self, base: Any, services: ProjectServices, case: dict[str, Any], index: int) -> None:
+    def __init__(self, base: Any, services: ProjectServices, case: dict[str, Any] | None, index: int) -> None:
         self.base = base
         self.services = services
         self.case = case
@@ -41,7 +43,7 @@ class HookedRunModels:
 class HookedCaseModels:
     """The model source of one case."""
 
-    def __init__(self, base: CaseModels, services: ProjectServices, case: dict[str, Any]) -> None:
+    def __init__(self, base: CaseModels, services: ProjectServices, case: dict[str, Any] | None) -> None:
         self.base = base
         self.services = services
         self.case = case
@@ -50,11 +52,38 @@ class HookedCaseModels:
         return HookedRunModels(self.base.for_run(index), self.services, self.case, index)
 
     def save(self) -> Path | None:
-        return self.base.save()
+        """Write what was recorded; then report the case's divergence notes in one
+        ``CassetteDivergenceWarning`` (once per case, however many runs diverged)."""
+        path = self.base.save()
+        warn_divergence(self.base.notes)
+        return path
+
+
+def warn_divergence(notes: list[str]) -> None:
+    """One warning naming the first request that differs from its recording, and how many more do."""
+    if not notes:
+        return
+    more = f" (and {len(notes) - 1} more difference(s))" if len(notes) > 1 else ""
+    warnings.warn(
+        CassetteDivergenceWarning(
+            f"{notes[0]}{more}; the replayed answers were recorded for another request: "
+            "re-record the cassette with --connic-record-mode=all"
+        ),
+        stacklevel=2,
+    )
 
 
 def case_models(session: ConnicSession, services: ProjectServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
     """Build the model source of a case from the session's settings."""
+    path = cassette_path(services.root / session.settings.cassette_dir, suite.relpath, case["name"])
+    return models_at(session, services, path, case)
+
+
+def models_at(
+    session: ConnicSession, services: ProjectServices, path: Path, case: dict[str, Any] | None
+) -> HookedCaseModels:
+    """The model source replaying (or recording) the cassette at ``path``; ``case`` is what
+    ``pytest_connic_make_model`` receives (None for the ``connic`` fixture)."""
     settings = session.settings
     mode = "live" if settings.live else settings.record_mode
     live = None
@@ -66,5 +95,4 @@ def case_models(session: ConnicSession, services: ProjectServices, suite: Suite,
         def live(_agent_name: str) -> Model:
             return shared
 
-    path = cassette_path(services.root / settings.cassette_dir, suite.relpath, case["name"])
     return HookedCaseModels(CaseModels(path, mode=mode, live=live, masker=session.masker), services, case)

@@ -85,6 +85,7 @@ def _request(inv: Invocation, messages: list[dict[str, Any]], tools: list[ToolSp
         reasoning_effort=config.reasoning_effort,
         output_schema=config.output_schema_dict,
         retry_options=retry,
+        timeout_s=inv.remaining_s(),
     )
 
 
@@ -107,7 +108,8 @@ def _record_turn(inv: Invocation, index: int, response: ModelResponse, started: 
 
 async def run_llm(inv: Invocation, content: dict[str, Any]) -> Any:
     """The agent loop: one model call per iteration, tool calls dispatched in order."""
-    model = inv.scope.models.model_for(inv.config.name, root=inv.root)
+    # a triggered child took its model when it was triggered (runtime/children.py)
+    model = getattr(inv, "reserved_model", None) or inv.scope.models.model_for(inv.config.name, root=inv.root)
     messages: list[dict[str, Any]] = [user_message(content)]
     for iteration in range(inv.config.max_iterations):
         started = time.perf_counter()
@@ -167,7 +169,9 @@ async def run_tool_agent(inv: Invocation, content: dict[str, Any]) -> Any:
         if text != message_text(inv.delivered):  # before middleware rewrote the input
             value = parse_json(text)
             payload = value if isinstance(value, dict) else {"input": value}
-    return await call_tool(inv, ref, {"payload": payload}, body=True)
+    # recorded under the function's name, so assertions match it by ref or bare name (spec §3)
+    name = next((e.name for e in tool_catalog(inv).values() if e.ref == ref), ref)
+    return await call_tool(inv, name, {"payload": payload}, body=True)
 
 
 async def run_sequential(inv: Invocation) -> Any:

@@ -20,6 +20,7 @@ from connic.core import AgentType
 from ..models.base import CassetteError, ProviderError
 from ..records import RunRecord
 from . import guardrails
+from .dispatch import call_middleware
 from .payload import content_parts, deliver, message_text, parse_json
 from .scope import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed, RunScope
 
@@ -48,6 +49,7 @@ class Invocation:
         root: bool,
         depth: int = 0,
         timeout_s: float | None = None,
+        timeout_label: str | None = None,
     ) -> None:
         self.scope = scope
         self.services = scope.services
@@ -57,13 +59,17 @@ class Invocation:
         self.depth = depth
         self.original_payload = payload
         self.delivered = deliver(payload, files or [])
+        # the agent's own `timeout` applies too, whichever is shorter (spec §11.15)
+        if self.config.timeout and (timeout_s is None or float(self.config.timeout) < timeout_s):
+            timeout_s, timeout_label = float(self.config.timeout), f"timeout of agent '{agent_name}'"
         self.timeout_s = timeout_s
+        self.timeout_label = timeout_label
+        self.deadline: float | None = None
         self.record = RunRecord(run_id=str(uuid.uuid4()), agent_name=agent_name, index=scope.run_index)
         self.record.input = self.delivered
         self.context: dict[str, Any] = {
             "run_id": self.record.run_id,
             "agent_name": agent_name,
-            "connector_id": None,
             "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(),
             "payload": self.delivered,
         }
@@ -76,13 +82,18 @@ class Invocation:
         """Run the whole lifecycle; never raises (except cancellation from outside)."""
         token = CURRENT.set(self)
         self._started = time.perf_counter()
+        if self.timeout_s is not None:
+            self.deadline = self._started + self.timeout_s
+            if self.root:
+                self.scope.deadline = self.deadline
         try:
             if self.timeout_s is not None:
                 await asyncio.wait_for(self._body(), self.timeout_s)
             else:
                 await self._body()
         except asyncio.TimeoutError:
-            self._end("failed", error=f"run timed out after {self.timeout_s:g}s")
+            label = f" ({self.timeout_label})" if self.timeout_label else ""
+            self._end("failed", error=f"run timed out after {self.timeout_s:g}s{label}")
         except asyncio.CancelledError:
             self._end("cancelled", error="run cancelled")
             await self._finish()
@@ -92,8 +103,18 @@ class Invocation:
         CURRENT.reset(token)
         return self.record
 
+    def remaining_s(self) -> float | None:
+        """Seconds left before this invocation or its run times out (None: no limit)."""
+        deadlines = [d for d in (self.deadline, self.scope.deadline) if d is not None]
+        if not deadlines:
+            return None
+        return max(min(deadlines) - time.perf_counter(), 0.001)
+
     async def _finish(self) -> None:
         await self._await_background()
+        from .predefined_dispatch import record_automatic_outbound
+
+        record_automatic_outbound(self)  # recorded, never delivered
         self.record.duration_ms = (time.perf_counter() - self._started) * 1000
         self.context.setdefault("duration_ms", round(self.record.duration_ms))
         await self._cleanup()
@@ -103,7 +124,8 @@ class Invocation:
             await self._lifecycle()
         except StopProcessing as stop:
             self._end("completed", output=stop.response)
-            self.record.events.append({"type": "stop_processing", "response": stop.response})
+            self.record.events.append({"type": "stop_processing", "response": stop.response,
+                                       "publish_outbound": getattr(stop, "publish_outbound", True)})
         except RunAborted as exc:
             self.record.failures.append(exc.message)
             self._end("failed", error=exc.message)
@@ -171,7 +193,7 @@ class Invocation:
         if self.scope.mocks.flags.get("strict_middleware_mocks"):
             raise RunAborted(
                 f"strict_middleware_mocks: middleware {phase} of agent '{self.config.name}' has no mock "
-                f"(tried middleware_{phase} in the case's mocks module)"
+                f"({self.scope.mocks.tried([f'middleware_{phase}'])})"
             )
         return real, None
 
@@ -179,7 +201,7 @@ class Invocation:
         func, mock = self._phase("before")
         if func is None:
             return content
-        result = await self.scope.call(func, content, self.context)
+        result = await call_middleware(self, "before", func, content, self.context)
         self.record.events.append({"type": "middleware", "phase": "before", "mock": mock})
         if result is None:
             raise RunFailed(f"middleware before of agent '{self.config.name}' returned None; it must return the content")
@@ -189,7 +211,7 @@ class Invocation:
         func, mock = self._phase("after")
         if func is None:
             return output
-        result = await self.scope.call(func, output_text(output), self.context)
+        result = await call_middleware(self, "after", func, output_text(output), self.context)
         self.record.events.append({"type": "middleware", "phase": "after", "mock": mock})
         if result is None:
             raise RunFailed(f"middleware after of agent '{self.config.name}' returned None; it must return the response")
@@ -208,7 +230,7 @@ class Invocation:
         try:
             await self.scope.call(func, run, self.context)
             self.record.events.append({"type": "middleware", "phase": "cleanup", "mock": mock})
-        except Exception as exc:  # logged, never changes the status (spec §9.5)
+        except Exception as exc:  # noqa: BLE001  (logged, never changes the status: spec §9.5)
             self.record.events.append(
                 {"type": "middleware", "phase": "cleanup", "mock": mock, "error": f"{type(exc).__name__}: {exc}"}
             )
@@ -216,7 +238,7 @@ class Invocation:
     async def _await_background(self) -> None:
         if not self.background:
             return
-        done, pending = await asyncio.wait(self.background, timeout=5)
+        _done, pending = await asyncio.wait(self.background, timeout=5)
         for task in pending:
             task.cancel()
 

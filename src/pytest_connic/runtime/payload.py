@@ -63,10 +63,16 @@ def deliver(payload: Any, files: list[dict[str, str]]) -> dict[str, Any]:
     return delivered
 
 
+def is_attachments(value: Any) -> bool:
+    """Whether ``value`` is a ``files`` list of attachments (``{data, mime_type[, name]}`` entries)."""
+    return isinstance(value, list) and all(isinstance(f, dict) and "data" in f for f in value)
+
+
 def message_text(delivered: dict[str, Any]) -> str:
     """What the model reads: a ``{message[, files]}`` payload is its message text;
-    anything richer is JSON text without ``files``."""
-    rest = {k: v for k, v in delivered.items() if k != "files"}
+    anything richer is JSON text without the attached ``files`` (they travel as binary
+    parts). A ``files`` key that holds something else is ordinary data and stays."""
+    rest = {k: v for k, v in delivered.items() if k != "files" or not is_attachments(v)}
     if set(rest) == {"message"} and isinstance(rest["message"], str):
         return rest["message"]
     return json.dumps(rest, ensure_ascii=False, default=str)

@@ -6,8 +6,10 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import itertools
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +45,38 @@ class InfrastructureFailure(Exception):
     """A provider failed: the case is an error, the session exits 2."""
 
 
+class DaemonExecutor(Executor):
+    """Runs each submitted call in its own daemon thread.
+
+    Sync user code (tools, hooks, mocks, builders) runs here so that a slow sync
+    tool does not hold up the other runs of a case. A run that times out stops
+    waiting for its tool at once, but a Python thread cannot be killed: with
+    ``ThreadPoolExecutor`` the interpreter would join that thread at exit and a
+    hanging tool would hang pytest. Daemon threads are abandoned at exit instead.
+    """
+
+    _ids = itertools.count(1)
+
+    def __init__(self, name: str = "connic-run") -> None:
+        self.name = name
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+
+        def work() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001  (handed to the awaiting run, never lost)
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=work, name=f"{self.name}-{next(self._ids)}", daemon=True).start()
+        return future
+
+
 @dataclass
 class RunScope:
     """Shared by the root invocation of a run and every child it triggers."""
@@ -53,13 +87,15 @@ class RunScope:
     builder_context: dict[str, Any]
     mocks: MockSet
     models: RunModels
-    executor: ThreadPoolExecutor
+    executor: Executor
     approvals: list[ApprovalDecision] = field(default_factory=list)
     approvals_used: set[int] = field(default_factory=set)
     strict_approvals: bool = False
     notes: list[str] = field(default_factory=list)
     #: the invocation currently running (for connic.tools placeholders)
     invocations: int = 0
+    #: ``time.perf_counter()`` value at which the run times out (set by the root invocation)
+    deadline: float | None = None
 
     async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call user code: coroutines awaited, sync functions in a worker thread
