@@ -60,7 +60,8 @@ class ConnicProject:
         return self.cassette(suite, case, [{"turns": out}])
 
     def run(self, *args: str) -> pytest.RunResult:
-        return self.pytester.runpytest("-p", "no:cacheprovider", *args)
+        # Hypothesis's plugin would re-import hypothesis in every in-process run (seconds each)
+        return self.pytester.runpytest("-p", "no:cacheprovider", "-p", "no:hypothesispytest", *args)
 
     def run_subprocess(self, *args: str) -> pytest.RunResult:
         return self.pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)

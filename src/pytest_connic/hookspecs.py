@@ -41,8 +41,10 @@ def pytest_connic_predefined_tool(
 ) -> Any:
     """Supply the implementation of a Connic predefined tool for one call.
 
-    Called for every predefined tool call before the local implementation. Return
-    None to use the local one (``web_*`` and ``web_browser_*`` have none: they
-    need the internet). Any other return value is the tool's result; a coroutine
-    is awaited. Raise an exception to make the call fail (the model sees the error).
+    Called for every predefined tool call before the local implementation, also when
+    user code awaits ``connic.tools.<name>``. Return None to use the local one
+    (``web_*`` and ``web_browser_*`` have none: they need the internet). Any other
+    return value is the tool's result; a coroutine is awaited. Raise an exception to
+    make the call fail (the model sees the error). ``send_connector`` is recorded in the
+    run whatever the hook returns; it is never delivered.
     """

@@ -37,7 +37,7 @@ def run_from_dict(data: dict[str, Any]) -> RunRecord:
     record.triggers = [
         TriggerRecord(
             agent_name=t["agent_name"], tool=t["tool"], wait_for_response=t["wait_for_response"],
-            payload=t.get("payload"), payload_raw=t.get("payload_raw", ""),
+            payload=t.get("payload"), payload_raw=t.get("payload_raw", ""), scheduled_at=t.get("scheduled_at"),
             child_run=run_from_dict(t["child_run"]) if t.get("child_run") else None,
         )
         for t in data.get("triggers") or []

@@ -155,6 +155,8 @@ class RunModelsImpl:
         self._cursors: dict[TapeKey, int] = {}
         self._recorded: dict[TapeKey, list[Turn]] = {}
         self._noted: set[TapeKey] = set()
+        #: invocations that ended early for their own reason (their unused turns are no divergence)
+        self._ended: set[TapeKey] = set()
 
     @property
     def recording(self) -> bool:
@@ -197,7 +199,7 @@ class RunModelsImpl:
                         f"but run {self.index + 1} never invoked it (invocation {k + 1}); the run took "
                         "fewer steps than recorded"
                     )
-                else:
+                elif ("children", agent, k) not in self._ended:
                     messages += self._unused(("children", agent, k), tape, f"agent {agent!r} completed")
         return messages
 
@@ -289,6 +291,11 @@ class InvocationModel:
         self.agent_name = agent_name
         self.key = key
         self._live: Model | None = None
+
+    def ended_early(self) -> None:
+        """This invocation ended for its own reason (blocked, awaiting approval, failed):
+        its unused recorded turns are not a divergence."""
+        self.run._ended.add(self.key)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer from the cassette, or from the provider while recording."""

@@ -135,7 +135,8 @@ class _SpanBuilder:
         meta = _call_meta(call)
         if call.seq in events.hooks:
             meta["hooks"] = events.hooks[call.seq]
-        trigger = triggers.pop(0) if is_trigger_call(call) and triggers else None
+        # a refused trigger call (bad arguments, rejected approval) started no child
+        trigger = triggers.pop(0) if is_trigger_call(call) and call.error is None and triggers else None
         if trigger is not None:
             meta["trigger"] = _trigger_meta(trigger)
         sid = self.add("tool_call", ok=_call_ok(call), duration=call.duration_ms, sid=f"{run_id}#tool{call.seq}",

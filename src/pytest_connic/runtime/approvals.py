@@ -1,16 +1,35 @@
-"""Human-in-the-loop approvals, scripted by ``approval_decisions`` (spec §6)."""
+"""Human-in-the-loop approvals, scripted by ``approval_decisions`` (spec §6).
+
+The gate runs for every tool call before the before-hook (spec §6.2 proposal): a call
+that the agent's ``approval:`` config gates is answered by the first unused matching
+entry of the case's ``approval_decisions``. The decisions belong to the run of the
+case, so a child agent started with ``trigger_agent`` draws from the same list.
+"""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
-from ..expressions import EvaluationError, ExpressionError, compile_expression
+from ..expressions import EvaluationError, Expression, ExpressionError, compile_expression
 from ..records import ApprovalRecord, ToolCallRecord
 from .scope import AwaitingApproval, RunAborted, RunFailed
 
 if TYPE_CHECKING:
+    from ..compiled import ApprovalDecision
     from .dispatch import CatalogEntry
     from .invocation import Invocation
+
+_JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
+
+
+class ApprovalInputError(Exception):
+    """An ``approval.inputs`` tool was called with arguments its declared params refuse."""
+
+
+@functools.lru_cache(maxsize=256)
+def _condition(source: str) -> Expression:
+    return compile_expression(source, ("param", "context"), where="approval condition")
 
 
 def _requires_approval(inv: Invocation, entry: CatalogEntry, params: dict[str, Any]) -> bool:
@@ -26,14 +45,40 @@ def _requires_approval(inv: Invocation, entry: CatalogEntry, params: dict[str, A
         if condition is None:
             return True
         try:
-            expr = compile_expression(condition, ("param", "context"), where="approval condition")
-            return expr.evaluate({"param": params, "context": inv.context}, strict=True)
-        except (ExpressionError, EvaluationError):
-            return True  # fail-safe: an evaluation error requires approval
+            return _condition(str(condition)).evaluate({"param": params, "context": inv.context}, strict=True)
+        except (ExpressionError, EvaluationError) as exc:
+            # fail-safe (spec §2.4): a condition that cannot be evaluated requires approval
+            note = (f"approval condition of {entry.ref} `{condition}` could not be evaluated ({exc}); "
+                    "approval required")
+            inv.record.events.append({"type": "note", "name": f"note: {note}", "text": note})
+            return True
     return False
 
 
-def _match(inv: Invocation, ref: str, params: dict[str, Any]) -> Any:
+def _has_type(value: Any, expected: str) -> bool:
+    if isinstance(value, bool):
+        return expected == "boolean"
+    if expected == "integer" and isinstance(value, float):
+        return value.is_integer()  # JSON Schema: 1.0 is an integer
+    return isinstance(value, _JSON_TYPES[expected])
+
+
+def _check_input_params(entry: CatalogEntry, params: dict[str, Any]) -> None:
+    """All declared params are required, extras are refused, scalars must have their type."""
+    schema = entry.parameters or {}
+    properties: dict[str, Any] = schema.get("properties") or {}
+    problems = [f"missing required parameter '{name}'" for name in properties if name not in params]
+    problems += [f"unexpected parameter '{name}'" for name in params if name not in properties]
+    for name, value in params.items():
+        expected = str((properties.get(name) or {}).get("type"))
+        if expected in _JSON_TYPES and not _has_type(value, expected):
+            problems.append(f"parameter '{name}' must be {expected}, got {type(value).__name__}")
+    if problems:
+        raise ApprovalInputError(f"{entry.name}: {'; '.join(problems)}")
+
+
+def _match(inv: Invocation, ref: str, params: dict[str, Any]) -> ApprovalDecision | None:
+    """The first unused entry for ``ref`` whose ``params`` expression holds (spec §6.2)."""
     scope = inv.scope
     for decision in scope.approvals:
         if decision.index in scope.approvals_used or decision.tool != ref:
@@ -47,41 +92,73 @@ def _match(inv: Invocation, ref: str, params: dict[str, Any]) -> Any:
     return None
 
 
+def _unmatched_detail(inv: Invocation, ref: str, params: dict[str, Any]) -> str:
+    """Why no entry answered: what the entries for this tool said (or that there are none)."""
+    scope = inv.scope
+    own = [d for d in scope.approvals if d.tool == ref]
+    if not own:
+        refs = sorted({d.tool for d in scope.approvals})
+        listed = f" (entries exist for: {', '.join(refs)})" if refs else ""
+        return f"no approval_decisions entry has tool '{ref}'{listed}"
+    reasons = []
+    for d in own:
+        if d.index in scope.approvals_used:
+            reasons.append(f"approval_decisions[{d.index}] already answered an earlier request")
+        elif d.params is not None:
+            bindings = {"params": params, "context": scope.builder_context}
+            reasons.append(f"approval_decisions[{d.index}] params is false: {d.params.explain(bindings)}")
+    return "; ".join(reasons)
+
+
 async def gate(
     inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]
 ) -> tuple[str, Any] | None:
     """Apply the approval gate to a call.
 
-    Returns None when the call may proceed to the tool; ``("result", value)`` when
-    the call is answered without running the tool (an input tool's response, or
-    a rejection with ``on_rejection: continue``). Raises to end the run.
+    Returns None when the call may proceed to the tool; ``("result", value)`` when an
+    input tool is answered with the decision's ``response``; ``("rejected", text)`` when
+    a rejection or timeout is returned to the model (``on_rejection: continue``).
+    Raises ``AwaitingApproval`` (no decision), ``RunAborted`` (strict mode, or an input
+    tool approved without a response) or ``RunFailed`` (``on_rejection: fail``).
     """
+    if entry.kind == "input":
+        _check_input_params(entry, params)
     if not _requires_approval(inv, entry, params):
         return None
-    decision = _match(inv, entry.ref, params)
     approval = inv.config.approval
     assert approval is not None
-    entry_record = ApprovalRecord(tool=entry.ref, params=dict(params), decision=None)
-    inv.record.approvals.append(entry_record)
+    decision = _match(inv, entry.ref, params)
+    request = ApprovalRecord(tool=entry.ref, params=dict(params), decision=None)
+    inv.record.approvals.append(request)
     if decision is None:
         record.approval = "pending"
-        message = f"approval request for '{entry.ref}' with params {params} has no matching approval_decisions entry"
+        message = (f"approval request for {entry.ref} with params {params} has no matching "
+                   f"approval_decisions entry: {_unmatched_detail(inv, entry.ref, params)}")
         if inv.scope.strict_approvals:
             raise RunAborted(f"strict_approval_decisions: {message}")
         raise AwaitingApproval(message)
-    entry_record.decision, entry_record.decision_index, entry_record.reason = (
-        decision.decision, decision.index, decision.reason
-    )
+    request.decision, request.decision_index = decision.decision, decision.index
+    request.reason = decision.reason
     if decision.decision == "approve":
         record.approval = "approved"
-        if entry.kind == "input":
-            return ("result", decision.response or "")
-        return None
-    record.approval = "rejected" if decision.decision == "reject" else "timeout"
-    what = "rejected" if decision.decision == "reject" else "not approved in time (timeout)"
-    reason = f": {decision.reason}" if decision.reason else ""
-    if approval.on_rejection == "fail":
-        record.error = f"approval {record.approval}"
-        raise RunFailed(f"tool call {entry.ref} was {what}{reason}")
+        if entry.kind != "input":
+            return None
+        if decision.response is None:
+            raise RunAborted(
+                f"approval_decisions[{decision.index}] approves input tool '{entry.name}' without a "
+                "response; add `response:` with the text a human would enter"
+            )
+        return ("result", decision.response)
+    return _rejected(entry, record, decision, approval.on_rejection)
+
+
+def _rejected(entry: CatalogEntry, record: ToolCallRecord, decision: ApprovalDecision,
+              on_rejection: str) -> tuple[str, Any]:
+    timeout = decision.decision == "timeout"
+    record.approval = "timeout" if timeout else "rejected"
     record.error = f"approval {record.approval}"
-    return ("rejected", f"The tool call was {what} by a human approver{reason}. The tool did not run.")
+    what = "not approved in time (approval timeout)" if timeout else "rejected by a human approver"
+    reason = f": {decision.reason}" if decision.reason else ""
+    if on_rejection == "fail":
+        raise RunFailed(f"tool call {entry.ref} was {what}{reason}")
+    return ("rejected", f"The tool call was {what}{reason}. The tool did not run.")

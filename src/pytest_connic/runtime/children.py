@@ -1,44 +1,93 @@
-"""Child agents started with ``trigger_agent`` / ``trigger_agent_at`` (spec §7)."""
+"""Child agents started with ``trigger_agent`` / ``trigger_agent_at`` (spec §7).
+
+A child runs in-process as an ``Invocation`` of the same run scope: the case's mocks,
+approval decisions, builder context and models apply to it, and its trace (tool
+calls, model turns, its own children) hangs off the parent's ``TriggerRecord``.
+
+* ``trigger_agent(wait_for_response=True)`` runs the child and returns
+  ``{run_id, status, response, error?}``; ``timeout_seconds`` bounds the child
+  (status ``timeout``, the child run ``failed``).
+* ``trigger_agent(wait_for_response=False)`` starts the child in the background and
+  returns ``{run_id}``; the parent's run waits for it before it ends, so its trace is
+  complete. Run-level assertions still need a waited trigger (spec §7.3).
+* ``trigger_agent_at`` is recorded with its ``scheduled_at`` and never run: the
+  scheduled moment lies after the test.
+
+A child's own check failures (a strict flag, a cassette problem) and infrastructure
+errors are the case's: they are copied into the parent's record.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 import json
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ..records import TriggerRecord
+from connic.core import AgentType
+
+from ..records import RunRecord, TriggerRecord
 from .payload import parse_json
 
 if TYPE_CHECKING:
     from .invocation import Invocation
 
 MAX_DEPTH = 16
+MAX_SCHEDULE = dt.timedelta(days=30)
+_DELAY_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 def _payload_forms(payload: Any) -> tuple[Any, str]:
+    """``payload`` (JSON-parsed when the parent passed a JSON string) and ``payload_raw``."""
     if isinstance(payload, str):
         return parse_json(payload), payload
-    return payload, ""
+    return copy.deepcopy(payload), ""
 
 
-def _check_agent(inv: Invocation, agent_name: str) -> None:
-    if agent_name not in inv.services.project.agents:
-        known = ", ".join(sorted(inv.services.project.agents))
-        raise ValueError(f"unknown agent '{agent_name}'; agents in this project: {known}")
+def _check(inv: Invocation, agent_name: Any, payload: Any) -> None:
+    agents = inv.services.project.agents
+    if not isinstance(agent_name, str) or agent_name not in agents:
+        known = ", ".join(sorted(agents))
+        raise ValueError(f"unknown agent {agent_name!r}; agents in this project: {known}")
+    if not isinstance(payload, (dict, list, str)):
+        raise TypeError(f"payload must be a dict, a list or a string, got {type(payload).__name__}")
     if inv.depth + 1 > MAX_DEPTH:
-        raise ValueError(f"trigger chain deeper than {MAX_DEPTH} levels (a loop of agents triggering each other?)")
+        raise ValueError(f"trigger chain deeper than {MAX_DEPTH} levels (agents triggering each other "
+                         "in a loop?)")
 
 
-def _child(inv: Invocation, agent_name: str, payload: Any, timeout: float | None) -> Any:
+def _child(inv: Invocation, agent_name: str, payload: Any, timeout: float | None) -> Invocation:
+    """The child invocation; an LLM child takes its model now, so that cassette entries
+    ``children.<agent>[i]`` follow the order of the triggers even when children overlap."""
     from .invocation import Invocation as Child
 
-    value = parse_json(payload) if isinstance(payload, str) else payload
+    value = parse_json(payload) if isinstance(payload, str) else copy.deepcopy(payload)
     files = value.pop("files", None) if isinstance(value, dict) else None
-    return Child(inv.scope, agent_name, value, files if isinstance(files, list) else None,
-                 root=False, depth=inv.depth + 1, timeout_s=timeout)
+    child = Child(inv.scope, agent_name, value, files if isinstance(files, list) else None,
+                  root=False, depth=inv.depth + 1, timeout_s=timeout,
+                  timeout_label="timeout_seconds of trigger_agent" if timeout is not None else None)
+    child.triggered = True  # type: ignore[attr-defined]  # a run of its own (a pipeline stage is not)
+    child.session_id = getattr(inv, "session_id", inv.record.run_id)  # type: ignore[attr-defined]
+    if child.config.type == AgentType.LLM:
+        model = inv.scope.models.model_for(agent_name, root=False)
+        child.reserved_model = model  # type: ignore[attr-defined]
+    return child
+
+
+def _adopt(inv: Invocation, trigger: TriggerRecord, child: Invocation) -> None:
+    """Hang the child's run under its trigger; its failures become the parent's. A child
+    that ended early for its own reason leaves its unused cassette turns unchecked."""
+    record = trigger.child_run = child.record
+    ended_early = getattr(getattr(child, "reserved_model", None), "ended_early", None)
+    if record.status != "completed" and ended_early is not None:
+        ended_early()
+    where = f"in child agent '{record.agent_name}' (run {record.run_id})"
+    inv.record.failures.extend(f"{where}: {failure}" for failure in record.failures)
+    if record.infrastructure_error and not inv.record.infrastructure_error:
+        inv.record.infrastructure_error = record.infrastructure_error
 
 
 async def trigger_agent(
@@ -49,36 +98,70 @@ async def trigger_agent(
     timeout_seconds: int = 60,
 ) -> dict[str, Any]:
     """Run the child in-process. Waited: its outcome; fire-and-forget: only its run id."""
-    _check_agent(inv, agent_name)
+    _check(inv, agent_name, payload)
+    if wait_for_response and (not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0):
+        raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
     parsed, raw = _payload_forms(payload)
     trigger = TriggerRecord(agent_name, "trigger_agent", bool(wait_for_response), parsed, raw)
     inv.record.triggers.append(trigger)
     child = _child(inv, agent_name, payload, float(timeout_seconds) if wait_for_response else None)
     if not wait_for_response:
-        task = asyncio.ensure_future(child.run())
-        task.add_done_callback(lambda t: _attach(trigger, t))
-        inv.background.append(task)
+        inv.background.append(asyncio.ensure_future(_in_background(inv, trigger, child)))
         return {"run_id": child.record.run_id}
     started = time.perf_counter()
-    record = await child.run()
-    trigger.child_run = record
-    timed_out = record.status == "failed" and (record.error or "").startswith("run timed out")
+    try:
+        record = await child.run()
+    finally:  # also when the parent's run is cancelled meanwhile
+        _adopt(inv, trigger, child)
+    inv.record.events.append({"type": "trigger", "agent": agent_name, "waited": True,
+                              "duration_ms": (time.perf_counter() - started) * 1000})
+    return _outcome(child, record)
+
+
+async def _in_background(inv: Invocation, trigger: TriggerRecord, child: Invocation) -> None:
+    try:
+        await child.run()
+    finally:  # also when the parent gives up waiting and cancels it
+        _adopt(inv, trigger, child)
+
+
+def _outcome(child: Invocation, record: RunRecord) -> dict[str, Any]:
+    """What a waited ``trigger_agent`` returns to its caller."""
+    timed_out = (record.status == "failed" and (record.error or "").startswith("run timed out")
+                 and (child.timeout_label or "").startswith("timeout_seconds"))
+    output = record.output_raw
     result: dict[str, Any] = {
         "run_id": record.run_id,
         "status": "timeout" if timed_out else record.status,
-        "response": record.output_raw if isinstance(record.output_raw, str) or record.output_raw is None
-        else json.dumps(record.output_raw, default=str),
+        "response": output if isinstance(output, str) or output is None else json.dumps(output, default=str),
     }
     if record.error:
         result["error"] = record.error
-    inv.record.events.append({"type": "trigger", "agent": agent_name, "waited": True,
-                              "duration_ms": (time.perf_counter() - started) * 1000})
     return result
 
 
-def _attach(trigger: TriggerRecord, task: asyncio.Future[Any]) -> None:
-    if not task.cancelled() and task.exception() is None:
-        trigger.child_run = task.result()
+def _scheduled_for(delay: Any, unix_timestamp: Any, now: dt.datetime) -> dt.datetime:
+    if (delay is None) == (unix_timestamp is None):
+        raise ValueError("trigger_agent_at needs exactly one of delay or unix_timestamp")
+    if delay is not None:
+        if not isinstance(delay, dict) or not delay or set(delay) - set(_DELAY_SECONDS):
+            raise ValueError(f"delay must be a dict with at least one of the keys d, h, m, s; got {delay!r}")
+        numbers = [v for v in delay.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) != len(delay) or any(v < 0 for v in numbers):
+            raise ValueError(f"delay values must be non-negative numbers; got {delay!r}")
+        seconds = sum(float(value) * _DELAY_SECONDS[key] for key, value in delay.items())
+        if seconds <= 0:
+            raise ValueError("delay must be positive")
+        when = now + dt.timedelta(seconds=seconds)
+    else:
+        if not isinstance(unix_timestamp, (int, float)) or isinstance(unix_timestamp, bool):
+            raise ValueError(f"unix_timestamp must be a number, got {unix_timestamp!r}")
+        when = dt.datetime.fromtimestamp(float(unix_timestamp), dt.timezone.utc)
+        if when <= now:
+            raise ValueError(f"unix_timestamp {unix_timestamp} is not in the future")
+    if when - now > MAX_SCHEDULE:
+        raise ValueError("trigger_agent_at can schedule at most 30 days ahead")
+    return when
 
 
 async def trigger_agent_at(
@@ -88,23 +171,12 @@ async def trigger_agent_at(
     delay: dict[str, float] | None = None,
     unix_timestamp: float | None = None,
 ) -> dict[str, Any]:
-    """Schedule a child: recorded (fire-and-forget in tests), never run."""
-    _check_agent(inv, agent_name)
-    if (delay is None) == (unix_timestamp is None):
-        raise ValueError("trigger_agent_at needs exactly one of delay or unix_timestamp")
-    now = dt.datetime.now(dt.timezone.utc)
-    if delay is not None:
-        unknown = set(delay) - {"d", "h", "m", "s"}
-        if unknown or not delay:
-            raise ValueError("delay keys are d, h, m, s")
-        seconds = delay.get("d", 0) * 86400 + delay.get("h", 0) * 3600 + delay.get("m", 0) * 60 + delay.get("s", 0)
-        if seconds <= 0:
-            raise ValueError("delay must be positive")
-        when = now + dt.timedelta(seconds=seconds)
-    else:
-        when = dt.datetime.fromtimestamp(float(unix_timestamp or 0), dt.timezone.utc)
-    if when - now > dt.timedelta(days=30):
-        raise ValueError("trigger_agent_at can schedule at most 30 days ahead")
+    """Schedule a child: recorded (fire-and-forget in tests, spec §7.2), never run."""
+    _check(inv, agent_name, payload)
+    when = _scheduled_for(delay, unix_timestamp, dt.datetime.now(dt.timezone.utc))
+    scheduled_at = when.isoformat(timespec="seconds").replace("+00:00", "Z")
     parsed, raw = _payload_forms(payload)
-    inv.record.triggers.append(TriggerRecord(agent_name, "trigger_agent_at", False, parsed, raw))
-    return {"run_id": str(uuid.uuid4()), "scheduled_at": when.isoformat().replace("+00:00", "Z"), "status": "scheduled"}
+    inv.record.triggers.append(
+        TriggerRecord(agent_name, "trigger_agent_at", False, parsed, raw, scheduled_at=scheduled_at)
+    )
+    return {"run_id": str(uuid.uuid4()), "scheduled_at": scheduled_at, "status": "scheduled"}

@@ -1,11 +1,19 @@
 """Replace the SDK's ``connic.tools`` placeholders with local implementations.
 
-User code imports them at module import time (``from connic.tools import db_find``),
-so the functions in ``connic.tools`` are swapped for dispatchers before the
-project's modules load, and module globals that still hold a placeholder are
-swapped too. A dispatcher finds the running invocation through a context
-variable; outside a run (a builder) it uses the project's services with
-unrestricted access. Everything is restored when the session ends.
+User code imports them at module import time (``from connic.tools import db_find``).
+``install()`` swaps every coroutine function of ``connic.tools`` for a dispatcher, so
+modules imported afterwards (builders and mocks are loaded fresh for each run,
+middleware and hooks on first use) bind the dispatcher; ``rebind_modules()`` swaps
+the placeholders that modules imported earlier (the project's tools, loaded with the
+project) hold in their globals. ``uninstall()`` puts everything back when the
+session ends.
+
+A dispatcher finds the running agent invocation through a context variable and runs
+the tool for it (``predefined_dispatch.run_predefined``: the hook, then the local
+implementation, with the agent's access rules). Outside an agent run, inside a
+builder's ``build``/``cleanup``, the data tools (``db_*``, ``file_*``,
+``retrieval_*``) run against the same local services without access rules, so a
+builder can seed and remove data.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ BUILDER_SERVICES: contextvars.ContextVar[ProjectServices | None] = contextvars.C
 
 _ORIGINALS: dict[str, Callable[..., Any]] = {}
 _DISPATCHERS: dict[str, Callable[..., Any]] = {}
+#: module globals that held a placeholder: (namespace, key, placeholder), restored by ``uninstall``
+_REBOUND: list[tuple[dict[str, Any], str, Callable[..., Any]]] = []
 
 
 def _names() -> list[str]:
@@ -39,9 +49,26 @@ def _names() -> list[str]:
     ]
 
 
-def _bind(params: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    bound = params.bind(*args, **kwargs)
-    return dict(bound.arguments)
+def is_dispatcher(value: Any) -> bool:
+    """Whether ``value`` is one of the dispatchers ``install()`` put in place."""
+    return bool(getattr(value, "__connic_dispatcher__", False))
+
+
+def _outside_run(name: str, params: dict[str, Any]) -> Any:
+    """The local implementation for a builder (no agent runs): the data tools, unrestricted."""
+    services = BUILDER_SERVICES.get()
+    if services is None:
+        raise RuntimeError(
+            f"connic.tools.{name} was called outside a pytest-connic run; it works inside agent runs "
+            "(tools, hooks, middleware) and in builders"
+        )
+    func = services.local.tools_for("<builder>", None).get(name)
+    if func is None:
+        raise RuntimeError(
+            f"connic.tools.{name} needs a running agent; a builder can use the db_*, file_* and "
+            "retrieval_* tools"
+        )
+    return func(**params)
 
 
 def _make(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -50,22 +77,16 @@ def _make(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     async def dispatcher(*args: Any, **kwargs: Any) -> Any:
         from .invocation import CURRENT
-        from .predefined_dispatch import run_predefined, send_connector_record
+        from .predefined_dispatch import run_predefined
 
-        params = _bind(signature, args, kwargs)
+        try:
+            params = dict(signature.bind(*args, **kwargs).arguments)
+        except TypeError as exc:
+            raise TypeError(f"connic.tools.{name}(): {exc}") from None
         inv = CURRENT.get()
         if inv is not None:
-            if name == "send_connector":
-                return send_connector_record(inv, params["action_name"], params.get("payload"),
-                                             params.get("idempotency_key"))
             return await run_predefined(inv, name, params)
-        services = BUILDER_SERVICES.get()
-        if services is None:
-            raise RuntimeError(f"connic.tools.{name} was called outside a pytest-connic run")
-        func = services.local.tools_for("<builder>", None).get(name)
-        if func is None:
-            raise RuntimeError(f"connic.tools.{name} is only available inside an agent run")
-        return await func(**params)
+        return await _outside_run(name, params)
 
     dispatcher.__connic_dispatcher__ = True  # type: ignore[attr-defined]
     return dispatcher
@@ -83,7 +104,8 @@ def install() -> None:
 
 
 def rebind_modules(modules: list[types.ModuleType]) -> None:
-    """Replace placeholder references held in module globals (imported before ``install``)."""
+    """Replace placeholder references held in module globals (imported before ``install``),
+    under any name (``from connic.tools import db_find as find``)."""
     if not _DISPATCHERS:
         return
     originals = {id(f): name for name, f in _ORIGINALS.items()}
@@ -95,10 +117,15 @@ def rebind_modules(modules: list[types.ModuleType]) -> None:
             name = originals.get(id(value))
             if name is not None and value is _ORIGINALS[name]:
                 namespace[key] = _DISPATCHERS[name]
+                _REBOUND.append((namespace, key, value))
 
 
 def uninstall() -> None:
-    """Put the SDK's placeholders back."""
+    """Put the SDK's placeholders back, in ``connic.tools`` and in rebound module globals."""
+    for namespace, key, original in _REBOUND:
+        if is_dispatcher(namespace.get(key)):
+            namespace[key] = original
+    _REBOUND.clear()
     for name, original in _ORIGINALS.items():
         setattr(connic_tools, name, original)
     _ORIGINALS.clear()

@@ -1,9 +1,24 @@
-"""Connic's predefined tools, locally: the user's hook first, then the local
-implementation; ``trigger_agent`` runs children in-process; the web needs a hook."""
+"""Connic's predefined tools, locally (spec §9.8, §5.6).
+
+Every call, whether the model asked for it or user code awaited ``connic.tools.<name>``,
+goes first to the ``pytest_connic_predefined_tool`` hook (a conftest.py may supply any
+tool), then to the local implementation:
+
+* ``trigger_agent`` / ``trigger_agent_at``: child agents in-process (``children.py``);
+* ``db_*``, ``file_*``, ``retrieval_*`` (and the knowledge aliases): the session's local
+  services, bound to the calling agent's access rules and run;
+* ``send_connector``: recorded in the run record and the trace, never delivered;
+* ``web_*`` / ``web_browser_*``: none; the call fails with a message naming the hook.
+
+Automatic outbound connectors (``connectors/<key>.yaml`` linking an agent with
+``usage: automatic``) are recorded the same way when a run completes.
+"""
 
 from __future__ import annotations
 
 import inspect
+import re
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from .children import trigger_agent, trigger_agent_at
@@ -11,10 +26,13 @@ from .children import trigger_agent, trigger_agent_at
 if TYPE_CHECKING:
     from .invocation import Invocation
 
-WEB_HINT = (
-    "{name} needs the internet and cannot run offline; implement the hook "
-    "pytest_connic_predefined_tool in conftest.py to supply it (docs/predefined-tools.md)"
+HOOK = "pytest_connic_predefined_tool"
+OFFLINE_HINT = (
+    "{name} needs the internet, which pytest-connic does not use: there is no local implementation. "
+    f"Implement the hook {HOOK}(config, name, params, context) in conftest.py to supply its result "
+    "(docs/predefined-tools.md)"
 )
+_ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 class PredefinedUnavailable(Exception):
@@ -33,8 +51,22 @@ async def _from_hook(inv: Invocation, name: str, params: dict[str, Any]) -> tupl
     return result is not None, result
 
 
+def _data_tools(inv: Invocation) -> dict[str, Any]:
+    """The local data tools as this run sees them: the agent's access rules, its run id
+    (``file_list(scope="run")``) and session (the run of the case, children included)."""
+    tools: dict[str, Any] | None = getattr(inv, "_connic_data_tools", None)
+    if tools is None:
+        session = getattr(inv, "session_id", inv.record.run_id)
+        tools = inv.services.local.tools_for(inv.config.name, inv.config, run_id=inv.record.run_id,
+                                             session_id=session)
+        inv._connic_data_tools = tools  # type: ignore[attr-defined]
+    return tools
+
+
 async def run_predefined(inv: Invocation, name: str, params: dict[str, Any]) -> Any:
     """Run predefined tool ``name`` for ``inv`` with ``params``."""
+    if name == "send_connector":
+        return await send_connector(inv, **params)
     answered, result = await _from_hook(inv, name, params)
     if answered:
         return result
@@ -42,15 +74,97 @@ async def run_predefined(inv: Invocation, name: str, params: dict[str, Any]) -> 
         return await trigger_agent(inv, **params)
     if name == "trigger_agent_at":
         return await trigger_agent_at(inv, **params)
-    tools = inv.services.data_tools(inv.agent)
-    func = tools.get(name)
+    func = _data_tools(inv).get(name)
     if func is None:
-        raise PredefinedUnavailable(WEB_HINT.format(name=name))
+        message = OFFLINE_HINT.format(name=name)
+        inv.services.warn_once(f"predefined-offline:{name}", message)
+        raise PredefinedUnavailable(message)
     return await func(**params)
 
 
-def send_connector_record(inv: Invocation, action_name: str, payload: Any, idempotency_key: str | None) -> dict[str, Any]:
-    """``send_connector``: recorded in the trace, never delivered."""
-    entry = {"action_name": action_name, "payload": payload, "idempotency_key": idempotency_key, "delivered": False}
+# --------------------------------------------------------------------------- outbound connectors
+
+
+def _connectors(inv: Invocation) -> tuple[dict[str, Any], list[str]]:
+    """The project's ``connectors/*.yaml`` as the SDK loads them, and their load errors (cached)."""
+    project = inv.services.project
+    cached: tuple[dict[str, Any], list[str]] | None = getattr(project, "_connic_connectors", None)
+    if cached is None:
+        loader = project.loader
+        known = len(loader._load_errors)
+        connectors = loader.load_connectors(list(project.agents.values()))
+        cached = (connectors, [e for e in loader._load_errors[known:] if "connector" in e])
+        project._connic_connectors = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _links(inv: Invocation, usage: str) -> list[tuple[str, Any]]:
+    """``(connector key, AgentLink)`` of every outbound connector linking this agent with ``usage``."""
+    connectors, _errors = _connectors(inv)
+    found = []
+    for key, connector in connectors.items():
+        if connector.mode != "outbound":
+            continue
+        for _environment, spec in connector.specs():
+            for link in spec["agents"]:
+                if link.name == inv.config.name and link.outbound and link.outbound.usage == usage:
+                    found.append((key, link))
+    return found
+
+
+def _record_outbound(inv: Invocation, entry: dict[str, Any]) -> None:
+    entry = {**entry, "agent": inv.config.name, "delivered": False}
     inv.record.outbound.append(entry)
-    return {"queued": True, "status": "recorded", "connector_run_id": f"local-{len(inv.record.outbound)}"}
+    label = entry.get("action_name") or entry.get("connector")
+    name = f"outbound {entry['kind']} {label} (recorded, not delivered)"
+    inv.record.events.append({"type": "outbound", "name": name, **entry})
+
+
+async def send_connector(inv: Invocation, action_name: str, payload: Any,
+                         idempotency_key: str | None = None) -> Any:
+    """``send_connector``: validated, recorded in the run record and trace, never delivered."""
+    if not isinstance(action_name, str) or not _ACTION_NAME.fullmatch(action_name):
+        raise ValueError("action_name must start with a lowercase letter and contain only lowercase "
+                         f"letters, numbers or underscores (64 characters max); got {action_name!r}")
+    if not isinstance(payload, dict):
+        raise TypeError(f"payload must be a dict, got {type(payload).__name__}")
+    connector = None
+    if (inv.services.project.root / "connectors").is_dir():
+        matches = [key for key, link in _links(inv, "middleware") if link.outbound.action_name == action_name]
+        if not matches:
+            errors = _connectors(inv)[1]
+            broken = f" (connectors that failed to load: {'; '.join(errors)})" if errors else ""
+            raise ValueError(f"no outbound connector in connectors/ links agent '{inv.config.name}' with "
+                             f"usage middleware and action_name '{action_name}'{broken}")
+        connector = matches[0]
+    run_id = f"local-{uuid.uuid4()}"
+    _record_outbound(inv, {"kind": "send_connector", "action_name": action_name, "connector": connector,
+                           "payload": payload, "idempotency_key": idempotency_key,
+                           "connector_run_id": run_id})
+    params = {"action_name": action_name, "payload": payload, "idempotency_key": idempotency_key}
+    answered, result = await _from_hook(inv, "send_connector", params)
+    if answered:
+        return result
+    return {"status": "queued", "queued": True, "connector_run_id": run_id}
+
+
+def record_automatic_outbound(inv: Invocation) -> None:
+    """After a run: what ``usage: automatic`` connectors would deliver (completed runs only,
+    not after ``StopProcessing(publish_outbound=False)``). Stages of a pipeline are not runs."""
+    if inv.record.status != "completed" or not (inv.root or getattr(inv, "triggered", False)):
+        return
+    events = inv.record.events
+    if any(e.get("type") == "stop_processing" and e.get("publish_outbound") is False for e in events):
+        return
+    if not (inv.services.project.root / "connectors").is_dir():
+        return
+    try:
+        links = _links(inv, "automatic")
+    except Exception as exc:  # noqa: BLE001  # a broken connectors/ file must not break the run's bookkeeping
+        note = f"outbound connectors not recorded: {type(exc).__name__}: {exc}"
+        inv.record.events.append({"type": "note", "name": f"note: {note}", "text": note})
+        return
+    for key, link in links:
+        if link.outbound.source:  # only runs that a listed connector started; a test run has none
+            continue
+        _record_outbound(inv, {"kind": "automatic", "connector": key, "payload": inv.record.output_raw})
