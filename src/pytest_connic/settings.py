@@ -64,6 +64,25 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="VARIANT"),
     Setting("ab_mode", "A/B mode: exploratory (default) or confidence", kind="choice", default="exploratory",
             choices=AB_MODES),
+    # A/B options (docs/ab-testing.md, "Running a comparison"); rates and effects in percent
+    Setting("ab_min_runs", "A/B exploratory: runs per arm and case, at least (default 10; more if the case "
+            "has more runs)", kind="int", default=10, metavar="N"),
+    Setting("ab_baseline", "A/B confidence plan: expected pass rate of the control in percent (default 90)",
+            kind="float", default=90.0, metavar="PCT"),
+    Setting("ab_mde", "A/B confidence plan: minimum detectable improvement in percentage points (default 10); "
+            "with a margin, the assumed true difference (default 0)", kind="float", metavar="PP"),
+    Setting("ab_margin", "A/B confidence plan: non-inferiority margin in percentage points (makes the "
+            "objective non-inferiority)", kind="float", metavar="PP"),
+    Setting("ab_confidence", "A/B confidence level in percent (default 95)", kind="float", default=95.0,
+            metavar="PCT"),
+    Setting("ab_power", "A/B confidence plan: power in percent (default 80)", kind="float", default=80.0,
+            metavar="PCT"),
+    Setting("ab_futility", "A/B confidence plan: stop a case at an interim look when its conditional power "
+            "is below PCT (optional, non-binding)", kind="float", metavar="PCT"),
+    Setting("ab_safety_window", "A/B safety: rolling window of finished variant runs (default 10)", kind="int",
+            default=10, metavar="N"),
+    Setting("ab_safety_threshold", "A/B safety: pause the variant when more than PCT of the runs in a full "
+            "window failed (default 50)", kind="float", default=50.0, metavar="PCT"),
 )
 
 _BY_NAME = {s.name: s for s in SETTINGS}
@@ -82,7 +101,9 @@ def add_options(parser: pytest.Parser) -> None:
             else:
                 group.addoption(s.option, default=None, dest=f"connic_{s.name}", metavar=s.metavar, help=s.help)
         if s.ini:
-            ini_type = {"bool": "bool", "list": "linelist"}.get(s.kind, "string")
+            # booleans are read as strings: pytest's own "bool" type raises a bare ValueError
+            # (an INTERNALERROR) on a bad value; _convert names the ini key instead
+            ini_type = {"list": "linelist"}.get(s.kind, "string")
             parser.addini(s.ini_key, s.help, type=ini_type, default=None)  # type: ignore[arg-type]
 
 

@@ -43,6 +43,7 @@ _PAGE = """<!DOCTYPE html>
 <span id="shown-count"></span>
 </div>
 </header>
+{ab}
 <main id="cases"></main>
 <p class="empty" id="no-match" hidden>No case matches the filter.</p>
 <noscript><p class="empty">The case list needs JavaScript; the data is in the JSON below.</p></noscript>
@@ -62,6 +63,7 @@ def render_html(report: dict[str, Any]) -> str:
         csp=CSP,
         title=html.escape(f"Connic test report: {status}"),
         summary=summary_html(report),
+        ab=_ab_html(report.get("ab")),
         css=_asset("report.css"),
         data=embed_json(report),
         js=_asset("report.js"),
@@ -96,6 +98,13 @@ def _plural(count: int, noun: str) -> str:
 
 def _css_class(status: str) -> str:
     return status if status in ("passed", "failed", "error") else "error"
+
+
+def _ab_html(section: Any) -> str:
+    """The ``--connic-ab`` section as static, escaped HTML (empty without it)."""
+    from pytest_connic.reports.ab_report import ab_html
+
+    return ab_html(section)
 
 
 def _asset(name: str) -> str:

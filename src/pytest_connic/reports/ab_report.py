@@ -1,0 +1,182 @@
+"""The A/B section (``--connic-ab``) as terminal text and as an HTML fragment.
+
+Both render the ``ab`` key of the JSON report (``pytest_connic.ab.analysis``), already
+masked: the terminal gets one table per comparison (control, variant and the difference
+variant − control per case and overall) followed by the looks, the tests and the
+recommendation; the HTML page gets the same as static, escaped markup.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from pytest_connic.reports.terminal import escape_text, one_line, table
+
+#: the section's own styles (report.css styles the cases); colours from report.css's variables
+STYLE = (".ab{padding:16px 24px 0;max-width:1200px}.ab table{border-collapse:collapse;margin:8px 0}"
+         ".ab td,.ab th{border:1px solid var(--line);padding:2px 8px;text-align:left;"
+         "font-variant-numeric:tabular-nums}.ab p{margin:4px 0}")
+HEADERS = ["Case", "Arm", "Runs", "Pass rate [95% CI]", "Mean", "P50", "P95", "Tokens/run", "Cost/run"]
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:.1f}%"
+
+
+def _pp(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:+.1f} pp"
+
+
+def _interval(pair: Any, *, points: bool = False) -> str:
+    if not pair:
+        return ""
+    lo, hi = pair
+    return f"[{lo * 100:+.1f}, {hi * 100:+.1f}]" if points else f"[{lo * 100:.1f}, {hi * 100:.1f}]"
+
+
+def _ms(x: float | None, *, delta: bool = False) -> str:
+    if x is None:
+        return "—"
+    sign = "+" if delta and x >= 0 else ""
+    return f"{sign}{x / 1000:.2f}s" if abs(x) >= 1000 else f"{sign}{round(x)}ms"
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def arm_row(label: str, name: str, arm: dict[str, Any]) -> list[str]:
+    """One arm: runs, pass rate with its Wilson interval, latency, mean tokens and cost per run."""
+    rate = f"{_pct(arm['pass_rate'])} {_interval(arm['wilson'])}" if arm["runs"] else "—"
+    return [label, name, str(arm["runs"]), rate, _ms(arm["mean_latency_ms"]), _ms(arm["p50_latency_ms"]),
+            _ms(arm["p95_latency_ms"]), _num(arm["mean_tokens"], ".0f"), _num(arm["mean_cost"], ".4f")]
+
+
+def difference_row(diff: dict[str, Any]) -> list[str]:
+    """Variant − control, the pass-rate difference with Newcombe's (unadjusted) interval."""
+    rate = f"{_pp(diff['pass_rate'])} {_interval(diff['pass_rate_interval_95'], points=True)}"
+    return ["", "Δ v − c", "", rate, _ms(diff["mean_latency_ms"], delta=True),
+            _ms(diff["p50_latency_ms"], delta=True), _ms(diff["p95_latency_ms"], delta=True),
+            _num(diff["mean_tokens"], "+.0f"), _num(diff["mean_cost"], "+.4f")]
+
+
+def _rows(label: str, block: dict[str, Any]) -> list[list[str]]:
+    if block.get("error"):
+        return [[label, "not compared", "", "", "", "", "", "", ""]]
+    if "control" not in block:
+        return [[label, "no runs", "", "", "", "", "", "", ""]]
+    return [arm_row(label, "control", block["control"]), arm_row("", "variant", block["variant"]),
+            difference_row(block["difference"])]
+
+
+def comparison_table(comp: dict[str, Any]) -> list[str]:
+    """The table of one comparison: each case, then the pooled arms."""
+    rows: list[list[str]] = []
+    for case in comp["cases"]:
+        rows += _rows(escape_text(case["test_name"]), case)
+    if len(comp["cases"]) > 1:
+        rows += _rows("overall", comp["overall"])
+    return table(HEADERS, rows)
+
+
+def case_notes(comp: dict[str, Any], confidence: str = "95%") -> list[str]:
+    """Per case: an error, the final look (with its ``confidence`` adjusted interval), a safety
+    pause, too few runs, cassette notes."""
+    lines = []
+    for case in comp["cases"]:
+        name = one_line(case["test_name"])
+        if case.get("error"):
+            lines.append(f"    {name}: not compared: {one_line(case['error'])}")
+            continue
+        if case["looks"]:
+            look = case["looks"][-1]
+            lines.append(f"    {name}: {one_line(look['reason'])}; adjusted {confidence} interval "
+                         f"{_interval(look['adjusted_interval'], points=True)} pp → {look['recommendation'].upper()}")
+        if case["paused"]:
+            lines.append(f"    {name}: variant PAUSED by the safety rule: {one_line(case['pause_reason'] or '')}")
+        if case.get("insufficient_runs") and not case["looks"]:
+            lines.append(f"    {name}: fewer than {case['min_runs']} runs in an arm: too few to compare")
+        for note in case.get("notes") or []:
+            lines.append(f"    {name}: note: {one_line(note)}")
+    return lines
+
+
+def overall_lines(comp: dict[str, Any]) -> list[str]:
+    """The unpaired and paired tests, the safety state and the recommendation."""
+    overall = comp["overall"]
+    lines = []
+    if overall.get("unpaired"):
+        paired = overall["paired"]
+        sign, mc = paired["sign_test"], paired["mcnemar"]
+        lines.append(f"    unpaired: two-proportion z test p = {overall['unpaired']['p_value']:.4g} "
+                     f"(pass rate {_pp(overall['difference']['pass_rate'])})")
+        lines.append(f"    paired: sign test over {sign['cases']} case(s) (variant better {sign['variant_better']}, "
+                     f"control better {sign['control_better']}, ties {sign['ties']}) p = {sign['p_value']:.4g}; "
+                     f"McNemar on {mc['pairs']} paired runs (control only {mc['control_only']}, variant only "
+                     f"{mc['variant_only']}) p = {mc['p_value']:.4g}")
+    if overall["paused"]:
+        lines.append(f"    safety: the variant was PAUSED on {len(overall['paused_cases'])} case(s)")
+    if overall["recommendation"] is not None:
+        lines.append(f"    Recommendation: {overall['recommendation'].upper()}: {one_line(overall['reason'])}")
+    else:
+        lines.append("    Exploratory: descriptive only (no decision; differences are variant − control, "
+                     "intervals unadjusted)")
+    return lines
+
+
+def plan_line(section: dict[str, Any]) -> str | None:
+    """The locked plan of Confidence mode, in one line."""
+    plan = section.get("plan")
+    if not plan:
+        return None
+    effect = f"margin {plan['margin'] * 100:g} pp" if plan["margin"] is not None else f"MDE {_pp(plan['mde'])}"
+    looks = "/".join(str(n) for n in plan["looks"])
+    return (f"  plan: {plan['objective'].replace('_', '-')}, baseline {_pct(plan['baseline'])}, {effect}, "
+            f"{plan['confidence'] * 100:g}% confidence, {plan['power'] * 100:g}% power: {plan['runs_per_arm']} "
+            f"runs per arm and case at most, looks at {looks} (O'Brien–Fleming)")
+
+
+def _confidence(section: dict[str, Any]) -> str:
+    plan = section.get("plan")
+    return f"{plan['confidence'] * 100:g}%" if plan else "95%"
+
+
+def terminal_lines(section: dict[str, Any]) -> list[str]:
+    """The whole A/B section for the terminal."""
+    lines = []
+    plan = plan_line(section)
+    if plan:
+        lines.append(plan)
+    if not section["comparisons"]:
+        lines.append(f"  no case of a base agent of {section['variant']!r} ran")
+    confidence = _confidence(section)
+    for comp in section["comparisons"]:
+        lines.append(f"  {comp['base']} (control) vs {comp['variant']} (variant): {len(comp['cases'])} case(s)")
+        lines += comparison_table(comp)
+        lines += case_notes(comp, confidence)
+        lines += overall_lines(comp)
+    return lines
+
+
+def ab_html(section: dict[str, Any] | None) -> str:
+    """The section as static HTML (every string escaped), or ``""`` without ``--connic-ab``."""
+    if not section:
+        return ""
+    parts = ['<section id="ab" class="ab">', f"<style>{STYLE}</style>",
+             f"<h2>A/B comparison ({html.escape(section['mode'])})</h2>"]
+    plan = plan_line(section)
+    if plan:
+        parts.append(f"<p>{html.escape(plan.strip())}</p>")
+    confidence = _confidence(section)
+    for comp in section["comparisons"]:
+        parts.append(f"<h3>{html.escape(comp['base'])} (control) vs {html.escape(comp['variant'])} (variant)</h3>")
+        rows = [r for case in comp["cases"] for r in _rows(case["test_name"], case)]
+        if len(comp["cases"]) > 1:
+            rows += _rows("overall", comp["overall"])
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        parts += [f"<p>{html.escape(line.strip())}</p>" for line in case_notes(comp, confidence) + overall_lines(comp)]
+    parts.append("</section>")
+    return "\n".join(parts)
