@@ -1,20 +1,30 @@
-"""Session-level hooks: reports, xdist merging, exit codes, coverage mode.
+"""Session-level hooks: reports, xdist merging, exit codes, coverage mode, per-run progress.
 
 Registered by ``plugin.pytest_configure``; xdist-only hooks live in a class
-registered only when xdist is active.
+registered only on an xdist controller.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .state import SESSION_KEY, ConnicSession
 
+if TYPE_CHECKING:
+    from .records import CaseOutcome, RunRecord
+
 WORKER_KEY = "connic_outcomes"
+INFRA_KEY = "connic_infra"
+ROOTS_KEY = "connic_roots"
+#: the per-run lines of a case, carried from an xdist worker by the report that ends its runs
+RUNS_ATTR = "connic_runs"
 
 
 def _state(config: pytest.Config) -> ConnicSession:
@@ -25,11 +35,19 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def _verbose(config: pytest.Config) -> bool:
+    return config.get_verbosity(pytest.Config.VERBOSITY_TEST_CASES) >= 1
+
+
 class ConnicReporting:
     """Reports after the run, on the controller (or the only process)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.suite_collection_errors = 0
+        self._progress_open: set[str] = set()
+        if _verbose(config) and not _is_worker(config):
+            _state(config).run_listeners.append(self._run_finished)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
@@ -49,22 +67,67 @@ class ConnicReporting:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Count suite files that failed to collect: in coverage mode the report judges them."""
+        if report.failed and _is_suite_file(self.config, report.nodeid):
+            self.suite_collection_errors += 1
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
+            None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        from .collect import CaseItem
+
+        outcome = item.outcome if isinstance(item, CaseItem) else None
+        if _ends_runs(report) and outcome is not None and outcome.runs > 1 and _is_worker(self.config):
+            from .reports.outputs import run_progress_line
+
+            masker = _state(self.config).masker
+            setattr(report, RUNS_ATTR, [run_progress_line(outcome, r, masker) for r in outcome.executed])
+        return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """End the live per-run lines of a case before pytest writes its result word."""
+        if _ends_runs(report) and report.nodeid in self._progress_open:
+            self._progress_open.discard(report.nodeid)
+            with self._terminal() as reporter:
+                if reporter is not None:
+                    reporter.write("\n")
+
+    def _run_finished(self, outcome: CaseOutcome, record: RunRecord) -> None:
+        """``-v``: one line per finished run of a case with several runs, as it finishes."""
+        if outcome.runs < 2:
+            return
+        from .reports.outputs import run_progress_line
+
+        with self._terminal() as reporter:
+            if reporter is None:
+                return
+            self._progress_open.add(outcome.nodeid)
+            reporter.write("\n" + run_progress_line(outcome, record, _state(self.config).masker), flush=True)
+
+    @contextlib.contextmanager
+    def _terminal(self) -> Generator[Any, None, None]:
+        """The terminal reporter with output capturing suspended (as pytest's live logging does)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+            yield reporter
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = _state(self.config)
         if _is_worker(self.config):
-            self.config.workeroutput[WORKER_KEY] = json.dumps(  # type: ignore[attr-defined]
-                [o.to_dict() for o in state.outcomes], default=repr
-            )
-            self.config.workeroutput["connic_infra"] = state.infrastructure_errors  # type: ignore[attr-defined]
+            _send_to_controller(self.config, state)
             return
         from .reports.outputs import write_outputs
 
         write_outputs(state)
-        if state.settings.coverage or state.settings.coverage_json:
+        if state.settings.coverage or state.settings.coverage_json or state.settings.coverage_fail_under is not None:
             from .reports.coverage_output import finish_coverage
 
-            code = finish_coverage(state, session)
+            code = finish_coverage(state, session, self.suite_collection_errors)
             if code is not None:
                 session.exitstatus = code
                 return
@@ -92,22 +155,79 @@ class ConnicXdist:
         raw = output.get(WORKER_KEY)
         if raw:
             state.outcomes.extend(outcome_from_dict(d) for d in json.loads(raw))
-        state.infrastructure_errors += int(output.get("connic_infra", 0) or 0)
+        state.infrastructure_errors += int(output.get(INFRA_KEY, 0) or 0)
+        state.coverage_roots.update(Path(p) for p in output.get(ROOTS_KEY) or ())
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """``-v`` under xdist: a worker cannot write to this terminal while its runs execute, so
+        a case's per-run lines follow its result line."""
+        lines = getattr(report, RUNS_ATTR, None)
+        if not _ends_runs(report) or not lines or not _verbose(self.config):
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            for line in lines:
+                reporter.write_line(line)
+
+
+def _ends_runs(report: pytest.TestReport) -> bool:
+    """Whether ``report`` closes the phases in which a case's runs happened: ``setup`` runs them
+    (and fails on an infrastructure error), ``call`` judges them."""
+    return report.when == "call" or (report.when == "setup" and report.failed)
+
+
+def _send_to_controller(config: pytest.Config, state: ConnicSession) -> None:
+    """Outcomes travel masked (the controller never loads ``--connic-env``) and as plain JSON,
+    so the controller's reports equal a single process's."""
+    from .reports.jsonsafe import masked
+
+    output = config.workeroutput  # type: ignore[attr-defined]
+    output[WORKER_KEY] = json.dumps([masked(o.to_dict(), state.masker) for o in state.outcomes])
+    output[INFRA_KEY] = state.infrastructure_errors
+    output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
+
+
+def _is_suite_file(config: pytest.Config, nodeid: str) -> bool:
+    from .discovery import suite_root
+
+    if not nodeid or "::" in nodeid:
+        return False
+    try:
+        return suite_root(Path(config.rootpath) / nodeid) is not None
+    except OSError:
+        return False
+
+
+def explicit_timeout(config: pytest.Config) -> bool:
+    """Whether the user set pytest-timeout's timeout (``--timeout``, ``PYTEST_TIMEOUT`` or ini
+    ``timeout``, ``0`` included: it means "no timeout")."""
+    if config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT", "").strip():
+        return True
+    try:
+        return bool(str(config.getini("timeout") or "").strip())
+    except ValueError:
+        return False
+
+
+def case_timeout(runs: int, timeout_s: float, concurrency: int) -> float:
+    """Seconds a whole case may take: its runs in waves of ``concurrency``, each wave bounded by
+    ``timeout_s``, plus 30 s for builders, cleanup and cassette I/O."""
+    waves = -(-int(runs) // max(1, concurrency))
+    return waves * float(timeout_s) + 30
 
 
 def _set_timeouts(config: pytest.Config, items: list[Any], concurrency: int) -> None:
     """With pytest-timeout installed and no explicit timeout, give each case one derived from
-    its runs, the concurrency and ``timeout_s``, so a hung tool cannot hang CI."""
-    if not items or not config.pluginmanager.hasplugin("timeout"):
-        return
-    if config.getoption("timeout", None) or config.getini("timeout"):
+    its runs, the concurrency and ``timeout_s``, so a hung tool cannot hang CI. A marker would
+    beat ``--timeout`` in pytest-timeout, so none is added when the user chose a timeout."""
+    if not items or not config.pluginmanager.hasplugin("timeout") or explicit_timeout(config):
         return
     for item in items:
         if item.get_closest_marker("timeout") is not None or item.spec.resolved is None:
             continue
         resolved = item.spec.resolved
-        waves = -(-int(resolved["runs"]) // max(1, concurrency))
-        item.add_marker(pytest.mark.timeout(waves * int(resolved["timeout_s"]) + 30))
+        item.add_marker(pytest.mark.timeout(case_timeout(resolved["runs"], resolved["timeout_s"], concurrency)))
 
 
 def register(config: pytest.Config) -> None:
@@ -115,6 +235,10 @@ def register(config: pytest.Config) -> None:
     config.pluginmanager.register(ConnicReporting(config), "connic-reporting")
     if config.pluginmanager.hasplugin("xdist") and not _is_worker(config):
         config.pluginmanager.register(ConnicXdist(config), "connic-xdist")
+    if _state(config).settings.ab:
+        from .ab.plugin_support import register as register_ab
+
+        register_ab(config, _state(config))
 
 
 def output_path(config: pytest.Config, value: str) -> Path:

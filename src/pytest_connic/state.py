@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ from .settings import Settings
 if TYPE_CHECKING:
     from .collect import CaseItem
     from .project import ProjectIndex
-    from .records import CaseOutcome
+    from .records import CaseOutcome, RunRecord
 
 
 class ConnicSession:
@@ -30,6 +31,8 @@ class ConnicSession:
         self.coverage_roots: set[Path] = set()
         self.coverage_texts: list[tuple[str, str, str]] = []
         self.coverage_gate_message: str | None = None
+        #: called with ``(outcome, record)`` as each run of a case finishes (``-v`` progress)
+        self.run_listeners: list[Callable[[CaseOutcome, RunRecord], None]] = []
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, Any] = {}
         self._envs: dict[Path, Any] = {}
@@ -80,15 +83,27 @@ class ConnicSession:
         try:
             run_case_item(self, item)
         except ProjectError as exc:
-            raise CaseFailed(f"{item.suite.relpath}:{item.spec.line}: {exc}") from None
-        finally:
-            if item.outcome is not None and self.settings.junit_properties:
-                from .reports.junit import junit_properties
+            from .reports.failure import failure_text
 
-                item.user_properties.extend(junit_properties(item.outcome))
+            outcome = self._setup_outcome(item, str(exc))
+            raise CaseFailed(failure_text(outcome, self.masker), outcome) from None
+        finally:
+            self._add_junit_properties(item)
+
+    def _add_junit_properties(self, item: CaseItem) -> None:
+        if item.outcome is not None and self.settings.junit_properties:
+            from .reports.junit import junit_properties
+
+            item.user_properties.extend(junit_properties(item.outcome))
 
     def record_invalid(self, item: CaseItem) -> None:
         """Count an invalid case in the reports (it fails in setup, no run happens)."""
+        assert item.spec.error is not None
+        self._setup_outcome(item, item.spec.error)
+        self._add_junit_properties(item)
+
+    def _setup_outcome(self, item: CaseItem, error: str) -> CaseOutcome:
+        """The outcome of a case that could not start (invalid, or its project/env failed)."""
         from .records import CaseOutcome
 
         spec, suite = item.spec, item.suite
@@ -97,10 +112,11 @@ class ConnicSession:
             nodeid=item.nodeid, suite_path=suite.relpath, line=spec.line, agent_name=suite.agent_name,
             case_name=spec.name, runs=int(resolved.get("runs", suite.defaults.runs)),
             success_threshold=int(resolved.get("success_threshold", suite.defaults.success_threshold)),
-            setup_error=spec.error,
+            setup_error=error,
         )
         item.outcome = outcome
         self.outcomes.append(outcome)
+        return outcome
 
     def warn_once(self, key: str, message: str) -> None:
         """Emit a ``ConnicWarning`` once per session for ``key``."""

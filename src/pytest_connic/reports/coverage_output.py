@@ -54,54 +54,77 @@ def build_report(state: ConnicSession, root: Path) -> dict[str, Any]:
     return add_runtime_coverage(report, called_tools(state.outcomes), asserted, asserted_params)
 
 
-def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None:
-    """Compute, print (later, in the summary) and write the coverage report; the exit code
-    coverage mode imposes, or None to keep pytest's."""
+def finish_coverage(state: ConnicSession, session: pytest.Session, suite_collection_errors: int = 0) -> int | None:
+    """Compute and write the coverage report (it is printed in the terminal summary); return the
+    exit code it imposes, or None to keep pytest's.
+
+    With ``--connic-coverage`` the code is Connic's (1 when inputs cannot be parsed or the gate
+    fails), raised to 1 when other (Python) tests of the session failed. Otherwise (a normal run
+    with ``--connic-coverage-json`` or the gate) a failing report turns a passing session into 1.
+    """
+    from .. import sdk  # noqa: F401 - the SDK's import warnings stay quiet (an xdist controller collects nothing)
     from ..coverage import coverage_exit_status, render_coverage, render_runtime_coverage
     from ..session_hooks import output_path
 
     settings = state.settings
-    roots = project_roots(state)
-    reports = {root: build_report(state, root) for root in roots}
-    texts = []
-    for root, report in reports.items():
-        header = f"Connic coverage: {root}" if len(reports) > 1 else "Connic coverage"
-        texts.append((header, render_coverage(report), render_runtime_coverage(report) if state.outcomes else ""))
-    state.coverage_texts = texts
-    if settings.coverage_json:
+    reports = {root: build_report(state, root) for root in project_roots(state)}
+    state.coverage_texts = [
+        (f"Connic coverage: {root}" if len(reports) > 1 else "Connic coverage", render_coverage(report),
+         render_runtime_coverage(report) if state.outcomes else "")
+        for root, report in reports.items()
+    ]
+    if settings.coverage_json and reports:
         path = output_path(state.config, settings.coverage_json)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if len(reports) == 1:
-            data: Any = next(iter(reports.values()))
-        else:
-            data = {"projects": {str(root): report for root, report in reports.items()}}
+        data: Any = next(iter(reports.values())) if len(reports) == 1 else {
+            "projects": {str(root): report for root, report in reports.items()}}
         path.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
     code = max([coverage_exit_status(r) for r in reports.values()], default=0)
     if not reports:
         state.coverage_texts = [("Connic coverage", "No Connic project (a folder with agents/) found.", "")]
         code = 1
-    gate = settings.coverage_fail_under
-    if gate is not None:
-        low = [r for r in reports.values() if float(r.get("overall") or 0.0) < gate]
-        if low:
-            state.coverage_gate_message = (
-                f"FAIL Required coverage of {gate:g}% not reached: overall "
-                + ", ".join(f"{float(r.get('overall') or 0):.1f}%" for r in low)
-            )
-            code = max(code, 1)
+    code = max(code, _gate(state, list(reports.values())))
     if settings.coverage:
-        return code
+        return _coverage_mode_exit(session, code, suite_collection_errors)
     return code if code and session.exitstatus == 0 else None
+
+
+def _gate(state: ConnicSession, reports: list[dict[str, Any]]) -> int:
+    """``--connic-coverage-fail-under``: 1 and a message when a project's ``overall`` is below."""
+    gate = state.settings.coverage_fail_under
+    if gate is None or not reports:
+        return 0
+    overall = [float(r.get("overall") or 0.0) for r in reports]
+    shown = ", ".join(f"{value:.1f}%" for value in overall)
+    if any(value < gate for value in overall):
+        state.coverage_gate_message = f"FAIL Required coverage of {gate:g}% not reached: overall {shown}"
+        return 1
+    state.coverage_gate_message = f"Required coverage of {gate:g}% reached: overall {shown}"
+    return 0
+
+
+def _coverage_mode_exit(session: pytest.Session, code: int, suite_collection_errors: int) -> int:
+    """The report decides; suites that fail to collect count only through it (Connic parses them
+    with its own, laxer schema), but other tests' failures, an interruption and internal or
+    usage errors keep pytest's code."""
+    status = session.exitstatus
+    if status in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+        return int(status)
+    if status == pytest.ExitCode.INTERRUPTED and not suite_collection_errors:
+        return int(status)
+    others_failed = session.testsfailed - suite_collection_errors > 0
+    return max(code, 1 if others_failed else 0)
 
 
 def coverage_summary(state: ConnicSession, reporter: Any) -> None:
     """Print the coverage report(s) in the terminal summary."""
-    for header, table, extra in getattr(state, "coverage_texts", []):
+    for header, table, extra in state.coverage_texts:
         reporter.write_sep("=", header.lower())
         for line in table.splitlines():
             reporter.write_line(line)
         for line in extra.splitlines():
             reporter.write_line(line)
-    message = getattr(state, "coverage_gate_message", None)
+    message = state.coverage_gate_message
     if message:
-        reporter.write_line(message, red=True)
+        failed = message.startswith("FAIL")
+        reporter.write_line(message, red=failed, green=not failed)
