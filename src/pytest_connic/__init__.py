@@ -1,7 +1,41 @@
-"""pytest-connic: run Connic agent test suites with plain pytest."""
+"""pytest-connic: run Connic agent test suites with plain pytest.
+
+The public API is re-exported here lazily, so importing the plugin costs nothing
+in a session without a Connic project.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_EXPORTS = {
+    "ConnicRunner": "pytest_connic.fixture",
+    "RunRecord": "pytest_connic.records",
+    "CaseOutcome": "pytest_connic.records",
+    "ToolCallRecord": "pytest_connic.records",
+    "ModelRequest": "pytest_connic.models.base",
+    "ModelResponse": "pytest_connic.models.base",
+    "ToolCallRequest": "pytest_connic.models.base",
+    "ToolSpec": "pytest_connic.models.base",
+    "CassetteError": "pytest_connic.models.base",
+    "ProviderError": "pytest_connic.models.base",
+    "ConnicWarning": "pytest_connic.warnings",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from .fixture import ConnicRunner
+    from .models.base import CassetteError, ModelRequest, ModelResponse, ProviderError, ToolCallRequest, ToolSpec
+    from .records import CaseOutcome, RunRecord, ToolCallRecord
+    from .warnings import ConnicWarning
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_connic' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
