@@ -17,18 +17,21 @@ class BuilderError(Exception):
 
 
 def builder_path(project_root: Path, name: str) -> Path:
-    return project_root / "tests" / "builders" / f"{name}.py"
+    """``tests/builders/<name>.py``; ``name`` may carry the ``.py`` suffix (Connic allows both)."""
+    return project_root / "tests" / "builders" / f"{name.removesuffix('.py')}.py"
 
 
 def mocks_path(project_root: Path, name: str) -> Path:
-    return project_root / "tests" / "mocks" / f"{name}.py"
+    """``tests/mocks/<name>.py``; ``name`` may carry the ``.py`` suffix (Connic allows both)."""
+    return project_root / "tests" / "mocks" / f"{name.removesuffix('.py')}.py"
 
 
 def load_builder(project_root: Path, name: str) -> types.ModuleType:
     """A fresh builder module; raises ``ModuleLoadError`` when missing or without ``build``."""
-    module = load_fresh(builder_path(project_root, name), f"builder '{name}'")
+    path = builder_path(project_root, name)
+    module = load_fresh(path, f"builder '{name}'")
     if not callable(getattr(module, "build", None)):
-        raise ModuleLoadError(f"builder '{name}': tests/builders/{name}.py defines no build() function")
+        raise ModuleLoadError(f"builder '{name}': tests/builders/{path.name} defines no build() function")
     return module
 
 
@@ -66,8 +69,8 @@ async def cleanup(
         return None
     try:
         verdict = await call(func, run, context, dict(case.get("builder_args") or {}))
-    except Exception as exc:
-        return f"builder cleanup raised: {exc}"
+    except Exception as exc:  # noqa: BLE001  (user code)
+        return f"builder cleanup raised: {str(exc) or type(exc).__name__}"
     if verdict is None or verdict is True:
         return None
     if verdict is False:

@@ -7,14 +7,16 @@ between runs, also when runs execute concurrently.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import itertools
 import re
 import sys
 import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union
 
 import jsonschema
 
@@ -78,6 +80,19 @@ class MockSet:
         self.module = module
         self.flags = flags
 
+    @property
+    def label(self) -> str:
+        """``tests/mocks/<name>.py``, or a note that the case has no mocks module."""
+        path = Path(getattr(self.module, "__file__", None) or "")
+        if self.module is None or not path.name:
+            return "no mocks module"
+        return "/".join(path.parts[-3:])
+
+    def tried(self, names: list[str]) -> str:
+        """The names a lookup tried, where, for a strict flag's failure message."""
+        where = f"in {self.label}" if self.module is not None else "(the case sets no `mocks:` module)"
+        return f"tried {', '.join(names)} {where}"
+
     def first(self, names: list[str]) -> Resolved | None:
         """The first callable of ``names`` the module defines."""
         if self.module is None:
@@ -89,24 +104,78 @@ class MockSet:
         return None
 
     def tool(self, ref: str) -> Resolved | None:
+        """The mock serving calls of the custom tool ``ref`` (spec §5.1)."""
         return self.first(tool_ladder(ref))
 
     def hook(self, ref: str, phase: str) -> Resolved | None:
+        """The replacement of the ``before``/``after`` hook for calls of ``ref`` (spec §5.3)."""
         return self.first(tool_ladder(ref, f"_hook_{phase}"))
 
     def middleware(self, phase: str) -> Resolved | None:
+        """``middleware_before`` / ``middleware_after`` / ``middleware_cleanup`` (spec §5.2)."""
         return self.first([f"middleware_{phase}"])
 
     def guardrail(self, direction: str, name: str) -> Resolved | None:
+        """The replacement of the custom guardrail ``name`` in ``direction`` (spec §5.4)."""
         return self.first(guardrail_ladder(direction, name))
 
 
-def signature_errors(params: dict[str, Any], schema: dict[str, Any]) -> list[str]:
-    """How a mocked call's arguments miss the real tool's signature (missing, unknown, wrong type)."""
+_BASIC: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
+                          dict: "object", type(None): "null"}
+
+
+def argument_schema(annotation: Any) -> dict[str, Any]:
+    """The JSON schema a mocked call's argument must meet, from the parameter's type hint.
+
+    The SDK's mapping (``ProjectLoader._type_to_schema``) where it is exact; where the SDK
+    falls back to ``string`` for a hint JSON Schema cannot say (no hint, ``Any``, a class),
+    any value passes, since the real function would accept it; a union admits each member.
+    """
+    if annotation in _BASIC:
+        return {"type": _BASIC[annotation]}
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin is Union or origin is types.UnionType:
+        options = [argument_schema(a) for a in args]
+        return {} if {} in options else {"anyOf": options}
+    if origin is list:
+        items = argument_schema(args[0]) if args else {}
+        return {"type": "array", **({"items": items} if items else {})}
+    if origin is dict:
+        values = argument_schema(args[1]) if len(args) >= 2 else {}
+        return {"type": "object", **({"additionalProperties": values} if values else {})}
+    return {}
+
+
+def _hints(func: Callable[..., Any] | None) -> dict[str, Any] | None:
+    if func is None:
+        return None
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+    try:
+        resolved = typing.get_type_hints(func)
+    except Exception:  # noqa: BLE001  (unresolvable forward references: those parameters take anything)
+        resolved = {}
+    return {name: resolved.get(name, inspect.Parameter.empty) for name in signature.parameters}
+
+
+def signature_errors(
+    params: dict[str, Any], schema: dict[str, Any], func: Callable[..., Any] | None = None
+) -> list[str]:
+    """How a mocked call's arguments miss the real tool's signature: a missing required
+    argument, an unknown one, or a value of the wrong type (spec §5.1).
+
+    ``schema`` is the tool's schema as the SDK generated it (what the model was offered);
+    ``func`` the real function, whose type hints decide the types (see ``argument_schema``).
+    """
     if not isinstance(params, dict):
         return [f"arguments must be an object, got {type(params).__name__}"]
     properties = schema.get("properties") or {}
     required = schema.get("required") or []
+    hints = _hints(func)
     errors = [f"missing required argument '{name}'" for name in required if name not in params]
     errors += [
         f"unknown argument '{name}' (the tool takes: {', '.join(properties) or 'no arguments'})"
@@ -114,11 +183,11 @@ def signature_errors(params: dict[str, Any], schema: dict[str, Any]) -> list[str
         if name not in properties
     ]
     for name, value in params.items():
-        prop = properties.get(name)
-        if prop is None or (value is None and name not in required):
+        if name not in properties or (value is None and name not in required):
             continue
-        validator = jsonschema.Draft202012Validator(prop)
-        for error in validator.iter_errors(value):
-            errors.append(f"argument '{name}': {error.message}")
-            break
+        prop = argument_schema(hints[name]) if hints is not None and name in hints else properties[name]
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(prop).iter_errors(value))
+        if error is not None:
+            where = "".join(f"[{p!r}]" for p in error.absolute_path)
+            errors.append(f"argument '{name}'{where}: {error.message}")
     return errors

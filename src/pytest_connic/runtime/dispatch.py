@@ -17,13 +17,35 @@ from connic.core import Tool
 from ..mocks import signature_errors, tool_ladder
 from ..records import ToolCallRecord
 from .approvals import gate
-from .scope import AwaitingApproval, RunAborted, RunFailed, accepts_positional, takes_context
+from .scope import (
+    AwaitingApproval,
+    InfrastructureFailure,
+    RunAborted,
+    RunFailed,
+    accepts_positional,
+    takes_context,
+)
 from .services import predefined_description, predefined_schema
 
 if TYPE_CHECKING:
     from .invocation import Invocation
 
 DISCOVERY = ("search_tools", "use_tool")
+#: exceptions that end a run (or a call) their own way and pass through user code untouched
+SIGNALS = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure)
+
+
+async def call_middleware(inv: Invocation, phase: str, func: Any, *args: Any) -> Any:
+    """Run a middleware phase (the real one or its mock), spec §9.5: ``StopProcessing``
+    passes through, any other exception fails the run."""
+    try:
+        return await inv.scope.call(func, *args)
+    except SIGNALS:
+        raise
+    except Exception as exc:  # noqa: BLE001  (user code)
+        raise RunFailed(
+            f"middleware {phase} of agent '{inv.config.name}' raised {type(exc).__name__}: {exc}"
+        ) from None
 
 
 @dataclass
@@ -127,9 +149,9 @@ async def call_tool(inv: Invocation, name: str, arguments: Any, *, body: bool = 
         if body:
             raise RunFailed(exc.message) from None
         return f"Error: {exc.message}"
-    except (StopProcessing, RunAborted, RunFailed, AwaitingApproval):
+    except SIGNALS:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (user code)
         record.error = f"{type(exc).__name__}: {exc}"
         if body:
             raise RunFailed(record.error) from None
@@ -147,6 +169,15 @@ class _ToolError(Exception):
         self.message = message
 
 
+class _Aborted(Exception):
+    """An ``AbortTool`` and where it came from (for the trace)."""
+
+    def __init__(self, result: Any, origin: str) -> None:
+        super().__init__(origin)
+        self.result = result
+        self.origin = origin
+
+
 async def _pipeline(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
     decided = await gate(inv, entry, record, params)
     if decided is not None:  # rejected with on_rejection: continue, or an input tool's answer
@@ -157,18 +188,28 @@ async def _pipeline(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord
     hooks = inv.services.project.hooks(inv.config.name) if entry.kind != "input" else None
     try:
         params = await _before_hook(inv, entry, hooks, params)
-    except AbortTool as abort:
+        record.params = params
+        result = await _execute(inv, entry, record, params)
+        result = await _after_hook(inv, entry, hooks, params, result)
+    except _Aborted as abort:
+        # documented for a before hook; from the tool, its mock or an after hook it means the
+        # same: the model reads ``abort.result`` as the tool's answer, the trace marks an error
         record.aborted = True
-        record.error = f"aborted by before hook: {abort.result}"
+        record.error = f"aborted by {abort.origin} (AbortTool): {_short(abort.result)}"
         return abort.result
-    record.params = params
-    result = await _execute(inv, entry, record, params)
-    result = await _after_hook(inv, entry, hooks, params, result)
     record.has_result, record.result = True, _jsonable(result)
     return result
 
 
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(_jsonable(value), ensure_ascii=False)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 def _hook_func(inv: Invocation, entry: CatalogEntry, hooks: Any, phase: str) -> tuple[Any, str | None]:
+    """The function for a hook phase (its mock, else the real hook) and the mock's name.
+
+    A mock replaces only a phase that the agent's hooks file defines (spec §5.3)."""
     real = getattr(hooks, phase, None) if hooks is not None else None
     if real is None:
         return None, None
@@ -176,9 +217,14 @@ def _hook_func(inv: Invocation, entry: CatalogEntry, hooks: Any, phase: str) -> 
     if mock is not None:
         return mock.func, mock.name
     if inv.scope.mocks.flags.get("strict_hook_mocks"):
-        tried = ", ".join(tool_ladder(entry.ref, f"_hook_{phase}"))
-        raise RunAborted(f"strict_hook_mocks: hook {phase} for {entry.ref} has no mock (tried {tried})")
+        tried = inv.scope.mocks.tried(tool_ladder(entry.ref, f"_hook_{phase}"))
+        raise RunAborted(f"strict_hook_mocks: the {phase} hook of agent '{inv.config.name}' would run for "
+                         f"{entry.ref} without a mock ({tried})")
     return real, None
+
+
+def _origin(phase: str, mock: str | None) -> str:
+    return f"{phase} hook mock {mock}" if mock else f"{phase} hook"
 
 
 async def _before_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -186,17 +232,20 @@ async def _before_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params:
     if func is None:
         return params
     args: tuple[Any, ...] = (entry.name, params, inv.context) if accepts_positional(func, 3) else (entry.name, params)
+    inv.record.events.append({"type": "hook", "phase": "before", "tool": entry.ref, "mock": mock})
     try:
         changed = await inv.scope.call(func, *args)
-    except (AbortTool, StopProcessing):
+    except AbortTool as abort:
+        raise _Aborted(abort.result, _origin("before", mock)) from None
+    except SIGNALS:
         raise
-    except Exception as exc:
-        raise _ToolError(f"before hook failed: {type(exc).__name__}: {exc}") from None
-    inv.record.events.append({"type": "hook", "phase": "before", "tool": entry.ref, "mock": mock})
-    if changed is None:
+    except Exception as exc:  # noqa: BLE001  (user code)
+        raise _ToolError(f"{_origin('before', mock)} failed: {type(exc).__name__}: {exc}") from None
+    if changed is None:  # None = params unchanged
         return params
     if not isinstance(changed, dict):
-        raise _ToolError(f"before hook returned {type(changed).__name__}; expected a dict of params or None")
+        raise _ToolError(f"{_origin('before', mock)} returned {type(changed).__name__}; "
+                         "expected a dict of params or None")
     return {**params, **changed}
 
 
@@ -207,38 +256,45 @@ async def _after_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params: 
     args: tuple[Any, ...] = (entry.name, params, result)
     if accepts_positional(func, 4):
         args = (*args, inv.context)
+    inv.record.events.append({"type": "hook", "phase": "after", "tool": entry.ref, "mock": mock})
     try:
         changed = await inv.scope.call(func, *args)
-    except StopProcessing:
+    except AbortTool as abort:
+        raise _Aborted(abort.result, _origin("after", mock)) from None
+    except SIGNALS:
         raise
-    except Exception as exc:
-        raise _ToolError(f"after hook failed: {type(exc).__name__}: {exc}") from None
-    inv.record.events.append({"type": "hook", "phase": "after", "tool": entry.ref, "mock": mock})
-    return result if changed is None else changed
+    except Exception as exc:  # noqa: BLE001  (user code)
+        raise _ToolError(f"{_origin('after', mock)} failed: {type(exc).__name__}: {exc}") from None
+    return result if changed is None else changed  # None = keep the result
 
 
 async def _execute(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
-    if entry.kind == "custom":
-        return await _custom(inv, entry, record, params)
-    if entry.kind == "discovery":
-        return _search_tools(inv, params)
-    from .predefined_dispatch import run_predefined
+    try:
+        if entry.kind == "custom":
+            return await _custom(inv, entry, record, params)
+        if entry.kind == "discovery":
+            return _search_tools(inv, params)
+        from .predefined_dispatch import run_predefined
 
-    return await run_predefined(inv, entry.name, params)
+        return await run_predefined(inv, entry.name, params)
+    except AbortTool as abort:
+        origin = f"mock {record.mock_function}" if record.mocked else "the tool"
+        raise _Aborted(abort.result, origin) from None
 
 
 async def _custom(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+    assert entry.tool is not None
     mock = inv.scope.mocks.tool(entry.ref)
     if mock is not None:
-        errors = signature_errors(params, entry.parameters)
+        errors = signature_errors(params, entry.parameters, entry.tool.func)
         if errors:
             raise RunAborted(f"mocked call to {entry.ref} does not match the tool's signature: {'; '.join(errors)}")
         record.mocked, record.mock_function = True, mock.name
         return await inv.scope.call(mock.func, entry.ref, params, inv.context)
     if inv.scope.mocks.flags.get("strict_mocks"):
-        tried = ", ".join(tool_ladder(entry.ref))
-        raise RunAborted(f"strict_mocks: {entry.ref} has no mock (tried {tried})")
-    assert entry.tool is not None and entry.tool.func is not None
+        tried = inv.scope.mocks.tried(tool_ladder(entry.ref))
+        raise RunAborted(f"strict_mocks: {entry.ref} has no mock ({tried})")
+    assert entry.tool.func is not None
     func = entry.tool.func
     kwargs = dict(params)
     if takes_context(func):

@@ -1,14 +1,22 @@
-"""Guardrails (spec §9.7): custom ones, regex and pattern-based PII locally;
-model-based built-ins through the ``pytest_connic_guardrail`` hook or not evaluated."""
+"""Guardrails (spec §9.7): custom ones, ``regex`` and pattern-based PII locally;
+model-based built-ins through the ``pytest_connic_guardrail`` hook or not evaluated.
+
+Input guardrails see the delivered message text, output guardrails the output
+after the ``after`` middleware. A ``block`` ends the run ``blocked`` with the
+rejection message as its output, ``warn`` only records the violation, ``redact``
+(``pii``/``pii_leakage`` only) replaces each finding with a placeholder.
+"""
 
 from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from connic import GuardrailResult
 
+from ..mocks import guardrail_ladder
 from ..records import GuardrailRecord
 from .scope import RunAborted
 
@@ -17,92 +25,214 @@ if TYPE_CHECKING:
 
     from .invocation import Invocation
 
-MODEL_BASED = {
+MODEL_BASED = frozenset({
     "prompt_injection",
     "moderation",
     "topic_restriction",
     "relevance",
     "system_prompt_leakage",
     "data_exfiltration",
-}
+})
 DEFAULT_REJECTION = "Your request was blocked by a guardrail."
+_STATUS = {"block": "blocked", "warn": "warned", "redact": "redacted"}
 
-#: entity → (pattern, placeholder)
-PII_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
-    "email": (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"), "[EMAIL_REDACTED]"),
-    "phone": (re.compile(r"(?<!\w)\+?\d[\d\s().-]{7,}\d(?!\w)"), "[PHONE_REDACTED]"),
-    "ssn": (re.compile(r"\b\d{3}-\d{2}-\d{4}\b"), "[SSN_REDACTED]"),
-    "credit_card": (re.compile(r"\b(?:\d[ -]?){13,19}\b"), "[CREDIT_CARD_REDACTED]"),
-    "iban": (re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){3,7}(?: ?[A-Z0-9]{1,3})?\b"), "[IBAN_REDACTED]"),
-    "ip_address": (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), "[IP_ADDRESS_REDACTED]"),
+
+# --------------------------------------------------------------------------- PII
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, char in enumerate(reversed(digits)):
+        n = int(char)
+        if i % 2:
+            n = n * 2 - 9 if n > 4 else n * 2
+        total += n
+    return total % 10 == 0
+
+
+def _card(match: str) -> bool:
+    digits = re.sub(r"\D", "", match)
+    return 13 <= len(digits) <= 19 and _luhn(digits)
+
+
+def _iban(match: str) -> bool:
+    compact = match.replace(" ", "")
+    moved = compact[4:] + compact[:4]
+    number = "".join(str(int(c, 36)) for c in moved)
+    return 15 <= len(compact) <= 34 and int(number) % 97 == 1
+
+
+def _ip(match: str) -> bool:
+    return all(int(octet) <= 255 for octet in match.split("."))
+
+
+_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}")
+_SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
+_IPV4 = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}")
+
+
+def _phone(match: str) -> bool:
+    digits = re.sub(r"\D", "", match)
+    if not 7 <= len(digits) <= 15 or any(p.fullmatch(match) for p in (_DATE, _IPV4, _SSN)):
+        return False
+    separated = match.startswith("+") or bool(re.search(r"[\s().-]", match))
+    return separated or len(digits) >= 10
+
+
+#: entity → (pattern, validator or None, placeholder); redaction runs in this order
+PII_ENTITIES: dict[str, tuple[re.Pattern[str], Callable[[str], bool] | None, str]] = {
+    "email": (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"), None, "[EMAIL_REDACTED]"),
+    "api_key": (
+        re.compile(
+            r"\b(?:(?:sk|pk|rk)[-_](?:live[-_]|test[-_]|proj[-_])?[A-Za-z0-9_-]{16,}"
+            r"|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36}|AIza[0-9A-Za-z_-]{35}|xox[abpr]-[A-Za-z0-9-]{10,})\b"
+        ),
+        None,
+        "[API_KEY_REDACTED]",
+    ),
+    "ssn": (re.compile(r"\b\d{3}-\d{2}-\d{4}\b"), None, "[SSN_REDACTED]"),
+    "iban": (re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"), _iban, "[IBAN_REDACTED]"),
+    "credit_card": (re.compile(r"\b\d(?:[ -]?\d){12,18}\b"), _card, "[CREDIT_CARD_REDACTED]"),
+    "ip_address": (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), _ip, "[IP_ADDRESS_REDACTED]"),
+    "phone": (re.compile(r"(?<![\w+])\+?\(?\d(?:[ ().-]{0,2}\d){6,14}(?!\w)"), _phone, "[PHONE_REDACTED]"),
 }
 
 
-def _entities(rule: GuardrailRule) -> list[str]:
+def pii_entities(rule: GuardrailRule) -> list[str]:
+    """The entities a ``pii``/``pii_leakage`` rule looks for (``config.entities``, default all)."""
     wanted = rule.config.get("entities")
     if not wanted:
-        return list(PII_PATTERNS)
-    return [str(e).lower() for e in wanted if str(e).lower() in PII_PATTERNS]
+        return list(PII_ENTITIES)
+    names = {str(e).lower() for e in wanted}
+    return [e for e in PII_ENTITIES if e in names]
+
+
+def unknown_entities(rule: GuardrailRule) -> list[str]:
+    """Configured entities that have no local detector."""
+    return [str(e) for e in rule.config.get("entities") or [] if str(e).lower() not in PII_ENTITIES]
+
+
+def _matches(entity: str, text: str) -> Iterator[re.Match[str]]:
+    pattern, valid, _ = PII_ENTITIES[entity]
+    return (m for m in pattern.finditer(text) if valid is None or valid(m.group()))
 
 
 def pii_findings(rule: GuardrailRule, text: str) -> list[str]:
-    """The PII entity kinds found in ``text``."""
-    return [e for e in _entities(rule) if PII_PATTERNS[e][0].search(text)]
+    """The PII entity kinds found in ``text``, in detection order."""
+    found = []
+    for entity in pii_entities(rule):
+        if next(_matches(entity, text), None) is not None:
+            found.append(entity)
+            # a finding must not count twice (an email's digits as a phone number)
+            text = _sub(entity, text)
+    return found
+
+
+def _sub(entity: str, text: str) -> str:
+    placeholder = PII_ENTITIES[entity][2]
+    pattern, valid, _ = PII_ENTITIES[entity]
+    return pattern.sub(lambda m: placeholder if valid is None or valid(m.group()) else m.group(), text)
 
 
 def pii_redact(rule: GuardrailRule, text: str) -> str:
-    """``text`` with every PII match replaced by its placeholder (credit cards before phones)."""
-    order = ["email", "ssn", "iban", "credit_card", "ip_address", "phone"]
-    for entity in sorted(_entities(rule), key=lambda e: order.index(e) if e in order else 99):
-        pattern, placeholder = PII_PATTERNS[entity]
-        text = pattern.sub(placeholder, text)
+    """``text`` with every finding replaced by its entity's placeholder (``[EMAIL_REDACTED]``)."""
+    for entity in pii_entities(rule):
+        text = _sub(entity, text)
     return text
 
 
-def regex_violation(rule: GuardrailRule, text: str) -> str | None:
-    """The first configured pattern found in ``text`` (``pattern`` or ``patterns``)."""
-    patterns = rule.config.get("patterns") or []
+def _redact_value(rule: GuardrailRule, value: Any) -> Any:
+    if isinstance(value, str):
+        return pii_redact(rule, value)
+    if isinstance(value, list):
+        return [_redact_value(rule, v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_value(rule, v) for k, v in value.items()}
+    return value
+
+
+# --------------------------------------------------------------------------- regex
+
+
+def regex_patterns(rule: GuardrailRule) -> list[tuple[str, str | None]]:
+    """``(pattern, message)`` pairs of a ``regex`` rule.
+
+    Connic's key is ``config.patterns``: a list of ``{pattern, message}`` entries (plain
+    strings are accepted too); a single ``config.pattern`` is a local shorthand.
+    """
+    entries: list[Any] = list(rule.config.get("patterns") or [])
     if rule.config.get("pattern"):
-        patterns = [rule.config["pattern"], *patterns]
-    flags = re.IGNORECASE if rule.config.get("case_sensitive") is False else 0
-    for pattern in patterns:
+        entries.insert(0, {"pattern": rule.config["pattern"], "message": rule.config.get("message")})
+    out = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            message = entry.get("message")
+            out.append((str(entry.get("pattern") or ""), str(message) if message else None))
+        else:
+            out.append((str(entry), None))
+    return [(p, m) for p, m in out if p]
+
+
+def regex_violation(rule: GuardrailRule, text: str) -> tuple[str, str | None] | None:
+    """The first configured ``(pattern, message)`` found in ``text`` (Python ``re.search``)."""
+    for pattern, message in regex_patterns(rule):
         try:
-            if re.search(str(pattern), text, flags):
-                return str(pattern)
+            if re.search(pattern, text):
+                return pattern, message
         except re.error as exc:
             raise RunAborted(f"guardrail regex: invalid pattern {pattern!r}: {exc}") from None
     return None
 
 
+# --------------------------------------------------------------------------- evaluation
+
+
+def as_result(value: Any, source: str) -> GuardrailResult:
+    """A ``GuardrailResult`` from what a check returned (a result, a bool, or a dict of its fields)."""
+    if isinstance(value, GuardrailResult):
+        return value
+    if isinstance(value, bool):
+        return GuardrailResult(passed=value)
+    if isinstance(value, dict) and isinstance(value.get("passed"), bool):
+        return GuardrailResult.model_validate(value)
+    return GuardrailResult(passed=False, message=f"{source} returned {type(value).__name__}, not GuardrailResult")
+
+
 async def _custom(inv: Invocation, rule: GuardrailRule, direction: str, text: str) -> tuple[GuardrailResult, str | None]:
-    mock = inv.scope.mocks.guardrail(direction, rule.name or "")
+    name = rule.name or ""
+    try:  # the real file must load, mocked or not (spec §5.4)
+        real = inv.services.project.guardrail(name)
+    except Exception as exc:  # noqa: BLE001  (user code)
+        raise RunAborted(f"{exc} ({direction} guardrail of agent '{inv.config.name}')") from None
+    mock = inv.scope.mocks.guardrail(direction, name)
     if mock is not None:
         func, mock_name = mock.func, mock.name
     elif inv.scope.mocks.flags.get("strict_guardrail_mocks"):
-        tried = ", ".join([f"guardrail_{direction}_{rule.name}", f"guardrail_{direction}", "guardrail"])
-        raise RunAborted(f"strict_guardrail_mocks: custom guardrail '{rule.name}' ({direction}) has no mock (tried {tried})")
+        tried = inv.scope.mocks.tried(guardrail_ladder(direction, name))
+        raise RunAborted(f"strict_guardrail_mocks: custom {direction} guardrail '{name}' would run without a mock "
+                         f"({tried})")
     else:
-        func, mock_name = inv.services.project.guardrail(rule.name or "").check, None
+        func, mock_name = real.check, None
     try:
         result = await inv.scope.call(func, text, inv.context)
-    except Exception as exc:  # an exception counts as a violation
-        return GuardrailResult(passed=False, message=f"{type(exc).__name__}: {exc}"), mock_name
-    if isinstance(result, bool):
-        result = GuardrailResult(passed=result)
-    if not isinstance(result, GuardrailResult):
-        return GuardrailResult(passed=False, message=f"check() returned {type(result).__name__}, not GuardrailResult"), mock_name
-    return result, mock_name
+    except Exception as exc:  # noqa: BLE001  (an exception counts as a violation)
+        return GuardrailResult(passed=False, message=f"check raised {type(exc).__name__}: {exc}"), mock_name
+    return as_result(result, mock_name or f"guardrails/{name}.py::check"), mock_name
 
 
 async def _model_based(inv: Invocation, rule: GuardrailRule, direction: str, text: str) -> GuardrailResult | None:
     hook = inv.services.hook
     result = None
     if hook is not None:
-        result = hook.pytest_connic_guardrail(
-            config=inv.services.config, rule=rule, direction=direction, content=text, context=inv.context
-        )
-        if inspect.isawaitable(result):
-            result = await result
+        try:
+            result = hook.pytest_connic_guardrail(
+                config=inv.services.config, rule=rule, direction=direction, content=text, context=inv.context
+            )
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:  # noqa: BLE001  (user code)
+            raise RunAborted(f"pytest_connic_guardrail raised {type(exc).__name__} for the {direction} "
+                             f"guardrail '{rule.type}': {exc}") from None
     if result is None:
         inv.services.warn_once(
             f"guardrail:{rule.type}",
@@ -110,48 +240,59 @@ async def _model_based(inv: Invocation, rule: GuardrailRule, direction: str, tex
             "passed); implement the hook pytest_connic_guardrail in conftest.py to check it",
         )
         return None
-    if isinstance(result, bool):
-        return GuardrailResult(passed=result)
-    return result  # type: ignore[no-any-return]
+    return as_result(result, "pytest_connic_guardrail")
 
 
-async def _evaluate(inv: Invocation, rule: GuardrailRule, direction: str, text: str) -> GuardrailRecord:
+async def _evaluate(inv: Invocation, rule: GuardrailRule, direction: str, text: str) -> tuple[GuardrailRecord, str]:
+    """The record of one rule and the rejection message it would give."""
     record = GuardrailRecord(direction=direction, type=rule.type, name=rule.name, status="passed")
+    rejection = _rejection(rule)
     if rule.type == "custom":
         result, record.mock_function = await _custom(inv, rule, direction, text)
         record.mocked = record.mock_function is not None
         passed, record.message = result.passed, result.message
     elif rule.type in ("pii", "pii_leakage"):
+        for entity in unknown_entities(rule):
+            inv.services.warn_once(f"pii:{entity}", f"pii entity '{entity}' has no local detector and is not checked")
         found = pii_findings(rule, text)
         passed = not found
         record.message = f"found {', '.join(found)}" if found else None
     elif rule.type == "regex":
         match = regex_violation(rule, text)
         passed = match is None
-        record.message = f"matched {match!r}" if match else None
+        if match is not None:
+            record.message = match[1] or f"matched {match[0]!r}"
+            rejection = _rejection(rule, match[1])
     else:
         evaluated = await _model_based(inv, rule, direction, text)
         if evaluated is None:
             record.status = "not_evaluated"
-            return record
+            return record, rejection
         passed, record.message = evaluated.passed, evaluated.message
     if not passed:
-        record.status = {"block": "blocked", "warn": "warned", "redact": "redacted"}.get(rule.mode, "blocked")
-    return record
+        record.status = _STATUS.get(rule.mode, "blocked")
+    return record, rejection
 
 
-def _rejection(rule: GuardrailRule) -> str:
-    return str(rule.config.get("rejection_message") or DEFAULT_REJECTION)
+def _rejection(rule: GuardrailRule, specific: str | None = None) -> str:
+    """What the caller reads when ``rule`` blocks: the matched regex pattern's ``message``,
+    ``off_topic_message`` (topic_restriction), ``rejection_message``, or a default."""
+    config = rule.config
+    for value in (specific, config.get("off_topic_message") if rule.type == "topic_restriction" else None,
+                  config.get("rejection_message")):
+        if value:
+            return str(value)
+    return DEFAULT_REJECTION
 
 
 async def _run(inv: Invocation, direction: str, text: str) -> str | None:
     config = inv.config.guardrails
     rules = getattr(config, direction, []) if config else []
     for rule in rules:
-        record = await _evaluate(inv, rule, direction, text)
+        record, rejection = await _evaluate(inv, rule, direction, text)
         inv.record.guardrails.append(record)
         if record.status == "blocked":
-            return _rejection(rule)
+            return rejection
         if record.status == "redacted":
             text = pii_redact(rule, text)
             if direction == "input":
@@ -160,9 +301,10 @@ async def _run(inv: Invocation, direction: str, text: str) -> str | None:
 
 
 def _redact_input(inv: Invocation, rule: GuardrailRule) -> None:
+    """Redact the delivered payload in place (it is also ``context["payload"]``), files aside."""
     for key, value in list(inv.delivered.items()):
-        if isinstance(value, str):
-            inv.delivered[key] = pii_redact(rule, value)
+        if key != "files":
+            inv.delivered[key] = _redact_value(rule, value)
 
 
 async def run_input(inv: Invocation, text: str) -> str | None:
@@ -176,11 +318,11 @@ async def run_output(inv: Invocation, text: str) -> str | None:
 
 
 def redacted_output(inv: Invocation, output: Any) -> Any:
-    """The output with redact-mode output guardrails applied (strings only)."""
+    """The output with the findings of redact-mode output rules replaced (strings, also nested)."""
     config = inv.config.guardrails
-    if not config or not isinstance(output, str):
+    if not config:
         return output
     for rule in config.output:
         if rule.mode == "redact" and rule.type in ("pii", "pii_leakage"):
-            output = pii_redact(rule, output)
+            output = _redact_value(rule, output)
     return output
