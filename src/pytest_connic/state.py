@@ -118,8 +118,8 @@ class ConnicSession:
         self.outcomes.append(outcome)
         return outcome
 
-    def warn_once(self, key: str, message: str) -> None:
-        """Emit a ``ConnicWarning`` once per session for ``key``."""
+    def warn_once(self, key: str, message: str, category: type[Warning] | None = None) -> None:
+        """Emit a warning (a ``ConnicWarning`` unless ``category`` says which) once per session for ``key``."""
         from .warnings import ConnicWarning
 
         with self._lock:
@@ -128,7 +128,7 @@ class ConnicSession:
             self.warned.add(key)
         import warnings
 
-        warnings.warn(ConnicWarning(message), stacklevel=2)
+        warnings.warn((category or ConnicWarning)(message), stacklevel=2)
 
     def close(self) -> None:
         for runtime in self._runtimes.values():

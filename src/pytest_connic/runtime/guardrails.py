@@ -18,6 +18,7 @@ from connic import GuardrailResult
 
 from ..mocks import guardrail_ladder
 from ..records import GuardrailRecord
+from ..warnings import GuardrailNotEvaluatedWarning
 from .scope import RunAborted
 
 if TYPE_CHECKING:
@@ -238,6 +239,7 @@ async def _model_based(inv: Invocation, rule: GuardrailRule, direction: str, tex
             f"guardrail:{rule.type}",
             f"built-in guardrail '{rule.type}' needs a model and was not evaluated locally (counted as "
             "passed); implement the hook pytest_connic_guardrail in conftest.py to check it",
+            GuardrailNotEvaluatedWarning,
         )
         return None
     return as_result(result, "pytest_connic_guardrail")

@@ -47,7 +47,7 @@ class ProjectServices:
         masker: Masker,
         hook: Any,
         config: Any,
-        warn_once: Callable[[str, str], None],
+        warn_once: Callable[..., None],
     ) -> None:
         self.project = project
         self.root = project.root
