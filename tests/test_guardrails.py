@@ -375,8 +375,8 @@ def test_model_based_guardrails_are_not_evaluated_unless_a_hook_checks_them(proj
 
     no_hook.assert_outcomes(passed=1)
     no_hook.stdout.fnmatch_lines([
-        "*ConnicWarning: built-in guardrail 'prompt_injection' needs a model and was not evaluated locally*",
-        "*ConnicWarning: built-in guardrail 'topic_restriction' needs a model*",
+        "*GuardrailNotEvaluatedWarning: built-in guardrail 'prompt_injection' needs a model and was not evaluated locally*",
+        "*GuardrailNotEvaluatedWarning: built-in guardrail 'topic_restriction' needs a model*",
     ])
     (run,) = json.loads((project.root / "plain.json").read_text())["cases"][0]["runs_detail"]
     assert [(g["type"], g["status"]) for g in run["guardrails"]] == [
