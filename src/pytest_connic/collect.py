@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from .discovery import DiscoveryError, discover_suites
 from .project import ProjectError
 from .suite import CaseSpec, Suite, SuiteError, load_suite
+from .warnings import ConnicWarning
 
 if TYPE_CHECKING:
     from .records import CaseOutcome
@@ -85,6 +87,9 @@ class CaseItem(pytest.Item):
         self.suite = suite
         self.spec = spec
         self.outcome: CaseOutcome | None = None
+        #: what the runs in ``setup`` left for ``runtest`` to raise (``CaseFailed``, or a bug), with
+        #: its traceback from ``setup`` down (re-raising prepends pytest's frames to it)
+        self._verdict: tuple[Exception, TracebackType | None] | None = None
         self.add_marker("connic")
 
     @property
@@ -94,16 +99,48 @@ class CaseItem(pytest.Item):
         return parent.project_root
 
     def setup(self) -> None:
+        state = _session(self.config)
         if self.spec.error is not None:
-            _session(self.config).record_invalid(self)
+            state.record_invalid(self)
             pytest.fail(self.spec.error, pytrace=False)
+        if self.config.getoption("setuponly", False):
+            return  # --setup-only / --setup-plan promise that no test runs
+        # The runs execute here and ``runtest`` judges them, like a fixture that gathers evidence
+        # and a test that asserts on it: so a provider that is down (the runs could not happen)
+        # is a pytest *error* in every report (terminal, JUnit, xdist), and a bad verdict a failure.
+        try:
+            state.run_item(self)
+        except CaseInfrastructureError as exc:
+            text = exc.text
+        except Exception as exc:  # noqa: BLE001 -- the verdict (or a bug) belongs to the call phase
+            self._verdict = (exc, exc.__traceback__)
+            return
+        else:
+            return
+        pytest.fail(text, pytrace=False)  # outside the except block: no chained traceback
 
     def runtest(self) -> None:
-        _session(self.config).run_item(self)
+        verdict = self._verdict[0] if self._verdict is not None else None
+        if self.outcome is not None:
+            from .models.factory import divergence_notes, warn_divergence
+
+            try:
+                warn_divergence(divergence_notes(self.outcome))
+            except ConnicWarning:  # -W error: the case fails with it, unless it failed anyway
+                if verdict is None:
+                    raise
+        if verdict is not None:
+            raise verdict
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (CaseFailed, CaseInfrastructureError)):
             return excinfo.value.text
+        if isinstance(excinfo.value, ConnicWarning):  # made an error with -W: a message, not a bug
+            return f"{self.suite.relpath}:{self.spec.line}: {type(excinfo.value).__name__}: {excinfo.value}"
+        if self._verdict is not None:
+            exc, tb = self._verdict
+            if excinfo.value is exc and tb is not None:  # show it from setup down, as if uncaught
+                excinfo = pytest.ExceptionInfo.from_exc_info((type(exc), exc, tb))
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:

@@ -12,6 +12,7 @@ from .cassette import cassette_path
 from .replay import CaseModels
 
 if TYPE_CHECKING:
+    from ..records import CaseOutcome
     from ..runtime.services import ProjectServices
     from ..state import ConnicSession
     from ..suite import Suite
@@ -52,15 +53,19 @@ class HookedCaseModels:
         return HookedRunModels(self.base.for_run(index), self.services, self.case, index)
 
     def save(self) -> Path | None:
-        """Write what was recorded; then report the case's divergence notes in one
-        ``CassetteDivergenceWarning`` (once per case, however many runs diverged)."""
-        path = self.base.save()
-        warn_divergence(self.base.notes)
-        return path
+        return self.base.save()
+
+
+def divergence_notes(outcome: CaseOutcome) -> list[str]:
+    """The divergence notes of a case's runs (the runner keeps them as ``note`` events), in run
+    order, without duplicates."""
+    notes = (e.get("text") for r in outcome.records for e in r.events if e.get("type") == "note")
+    return list(dict.fromkeys(n for n in notes if isinstance(n, str)))
 
 
 def warn_divergence(notes: list[str]) -> None:
-    """One warning naming the first request that differs from its recording, and how many more do."""
+    """One ``CassetteDivergenceWarning`` for a case: the first request that differs from its
+    recording, and how many more do (however many runs diverged)."""
     if not notes:
         return
     more = f" (and {len(notes) - 1} more difference(s))" if len(notes) > 1 else ""
