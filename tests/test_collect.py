@@ -66,8 +66,10 @@ def test_unknown_agent_is_a_collection_error_with_suggestions(calc: ConnicProjec
     result = calc.run("-q")
     result.stdout.fnmatch_lines(
         [
-            "*tests/calcc.yaml: unknown agent 'calcc' (from the file name; set `agent:` to target another agent)."
-            " Did you mean 'calc'?*"
+            (
+                "*tests/calcc.yaml: unknown agent 'calcc' (from the file name; set `agent:` to target another"
+                " agent). Did you mean 'calc'?*"
+            )
         ]
     )
     assert result.ret != 0

@@ -13,8 +13,8 @@ SUITE = "agent: echo\ntests:\n  - name: a\n    payload: '{}'\n"
     ("path", "size", "message"),
     [
         ("tools/blob.txt", 5 * 1024 * 1024 + 1,
-         "*cannot be uploaded to Connic: Code/config size exceeds 5,242,880 byte limit."
-         " Move large fixtures into tests/files/.*"),
+         ("*cannot be uploaded to Connic: Code/config size exceeds 5,242,880 byte limit."
+          " Move large fixtures into tests/files/.*")),
         ("tests/files/huge.bin", 25 * 1024 * 1024 + 1,
          "*cannot be uploaded to Connic: Total file size exceeds 26,214,400 byte limit*"),
         ("tests/notes.rst", 10, "*cannot be uploaded to Connic: tests/notes.rst: File type '.rst' not allowed*"),

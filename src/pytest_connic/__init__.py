@@ -25,11 +25,31 @@ _EXPORTS = {
     "ConnicWarning": "pytest_connic.warnings",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "CaseOutcome",
+    "CassetteError",
+    "ConnicRunner",
+    "ConnicWarning",
+    "ModelRequest",
+    "ModelResponse",
+    "ProviderError",
+    "RunRecord",
+    "ToolCallRecord",
+    "ToolCallRequest",
+    "ToolSpec",
+    "__version__",
+]
 
 if TYPE_CHECKING:
     from .fixture import ConnicRunner
-    from .models.base import CassetteError, ModelRequest, ModelResponse, ProviderError, ToolCallRequest, ToolSpec
+    from .models.base import (
+        CassetteError,
+        ModelRequest,
+        ModelResponse,
+        ProviderError,
+        ToolCallRequest,
+        ToolSpec,
+    )
     from .records import CaseOutcome, RunRecord, ToolCallRecord
     from .warnings import ConnicWarning
 

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 
-
 @pytest.hookspec(firstresult=True)
 def pytest_connic_make_model(config: pytest.Config, agent: Any, model: str, case: Any, run_index: int) -> Any:
     """Supply the model for one agent invocation.

@@ -11,11 +11,11 @@ import warnings
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    import connic  # noqa: F401
-    import connic.core  # noqa: F401
-    import connic.loader  # noqa: F401
-    import connic.test_schema  # noqa: F401
-    import connic.tools  # noqa: F401
+    import connic
+    import connic.core
+    import connic.loader
+    import connic.test_schema
+    import connic.tools
 
 
 def _exceptions_alias() -> None:
