@@ -192,6 +192,10 @@ def load_with_positions(text: str) -> tuple[Any, Positions]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or str(exc)
+        if "maximum nesting depth" in problem and mark is not None:  # PyYAML >= 6.0.4 has its own bound
+            raise YamlError(
+                f"document nested too deeply (more than {MAX_DEPTH} levels)", mark.line + 1, mark.column + 1
+            ) from None
         if exc.context:
             problem = f"{problem} ({exc.context})"
         if mark is None:
