@@ -44,6 +44,7 @@ EVIDENCE_TOOLS = textwrap.dedent(
     '''
     import asyncio
     import json
+    import pathlib
     import time
 
 
@@ -56,7 +57,8 @@ EVIDENCE_TOOLS = textwrap.dedent(
         start = time.time()
         time.sleep(seconds)
         end = time.time()
-        with open("naps.jsonl", "a") as fh:  # the cwd is the project (pytester's directory)
+        # next to tools/, not in the cwd: a nap outliving its run's timeout ends after pytester left
+        with open(pathlib.Path(__file__).resolve().parents[1] / "naps.jsonl", "a") as fh:
             fh.write(json.dumps({"run_id": context["run_id"], "start": start, "end": end}) + "\\n")
         return {"slept": seconds}
 
