@@ -1,6 +1,6 @@
 """pytest-connic benchmarks: each figure beside a baseline measured in the same invocation.
 
-    python benchmarks/bench.py            # all figures
+    python benchmarks/bench.py            # all figures (about ten minutes on two CPUs)
     python benchmarks/bench.py collection overhead
 
 Figures (issue "Fast at every scale"):
@@ -8,10 +8,25 @@ Figures (issue "Fast at every scale"):
                10,000 Python tests in 1,000 files, and vs the floor (SDK TestFile, no pytest)
   overhead     1,000 tool-agent cases vs a hand-written pytest module doing the same calls
   concurrency  one case, runs: 100, a model answering after 50 ms, vs ceil(100/concurrency) x 50 ms
-  scaling      a 200-case model-bound suite with -n 0 vs -n 2
+  scaling      a 200-case model-bound suite with -n 0 vs -n 2 (and the same with a 150 ms model)
   earlystop    model calls with and without --connic-early-stop; verdicts must be equal
   startup      pytest --version and a plain Python project, with and without the plugin
   memory       peak RSS of collecting 10,000 cases
+
+Bytecode. Plain pytest's collection time is mostly importing the test modules, which pytest
+rewrites (assertions) and compiles unless a cached pyc exists; YAML suites have no such cache.
+So the Python baselines are measured twice:
+  cold  PYTHONDONTWRITEBYTECODE=1: every test module is rewritten and compiled on every run,
+        as in CI on a fresh checkout (and in any environment that sets the variable);
+  warm  bytecode written and reused: a developer's second run.
+Everything else (the standard library, pytest, plugins, pytest-connic itself) is always read
+from a bytecode cache under the benchmark's temporary directory (``PYTHONPYCACHEPREFIX``),
+primed first, so no figure depends on what the machine happened to cache before, and nothing
+is written outside the temporary directory. pytest's temporary root is there too
+(``PYTEST_DEBUG_TEMPROOT``), so xdist runs never prune other users' ``pytest-of-*`` folders.
+
+Timings are the best of several runs, alternating the commands compared, so that a busy machine
+slows both sides alike; read the ratios.
 """
 
 from __future__ import annotations
@@ -19,24 +34,25 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import re
-import resource
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
-
-import yaml
 
 PY = sys.executable
 HERE = Path(__file__).resolve().parent
+ENVS: dict[str, dict[str, str]] = {}
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, str]:
     started = time.perf_counter()
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False,
+                          env={**os.environ, **ENVS.get("warm", {}), **(env or {})})
     elapsed = time.perf_counter() - started
     if proc.returncode not in (0, 1, 5):
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -44,8 +60,13 @@ def run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[
     return elapsed, proc.stdout
 
 
-def best(args: list[str], cwd: Path, repeat: int = 3, env: dict[str, str] | None = None) -> float:
-    return min(run(args, cwd, env)[0] for _ in range(repeat))
+def best(*commands: tuple[list[str], Path, dict[str, str] | None], repeat: int = 3) -> list[float]:
+    """The best time of each command over ``repeat`` rounds, the commands alternating."""
+    times: list[list[float]] = [[] for _ in commands]
+    for _ in range(repeat):
+        for i, (args, cwd, env) in enumerate(commands):
+            times[i].append(run(args, cwd, env)[0])
+    return [min(t) for t in times]
 
 
 def write(path: Path, text: str) -> None:
@@ -60,15 +81,17 @@ def echo(payload: dict) -> dict:
 '''
 
 
-def tool_project(root: Path, suites: int, cases: int) -> None:
+def tool_project(root: Path, suites: int, cases: int, *, distinct: bool = False) -> None:
+    """``distinct``: every expression differs (by suite), so no two cases share a compiled one."""
     write(root / "agents/echo.yaml", 'version: "1.0"\nname: echo\ndescription: d\ntype: tool\ntool_name: t.echo\n')
     write(root / "tools/t.py", TOOLS)
     write(root / "pytest.ini", "[pytest]\naddopts = -p no:cacheprovider\n")
     for s in range(suites):
         body = ["agent: echo", "tests:"]
+        extra = f" and output.got.k != {s}" if distinct else ""
         for c in range(cases):
             body += [f"  - name: case {c}", f"    payload: '{{\"n\": {c}}}'",
-                     f"    expected_result: output.n == {c * 2} and output.got.n == {c}"]
+                     f"    expected_result: output.n == {c * 2} and output.got.n == {c}{extra}"]
         write(root / f"tests/s{s:04d}.yaml", "\n".join(body) + "\n")
 
 
@@ -85,21 +108,48 @@ def python_project(root: Path, files: int, tests: int) -> None:
 
 def figure(name: str, value: float, baseline: float, label: str, target: str) -> None:
     ratio = value / baseline if baseline else float("inf")
-    print(f"{name:<12} {value:8.2f}s  vs {label:<44} {baseline:8.2f}s  ratio {ratio:5.2f}  (target {target})")
+    print(f"{name:<12} {value:8.2f}s  vs {label:<46} {baseline:8.2f}s  ratio {ratio:5.2f}  (target {target})",
+          flush=True)
+
+
+def prime(tmp: Path) -> None:
+    """Fill the bytecode cache with everything but the projects' own files."""
+    # two caches: the cold runs' is never written to after priming, so test modules stay cold;
+    # and a temp root of our own: xdist's controller makes a basetemp, and pytest then prunes
+    # old ``pytest-of-<user>`` directories, which on a shared machine can take seconds
+    (tmp / "temproot").mkdir()
+    shared = {"PYTEST_DEBUG_TEMPROOT": str(tmp / "temproot")}
+    ENVS["warm"] = {**shared, "PYTHONPYCACHEPREFIX": str(tmp / "pycache-warm"), "PYTHONDONTWRITEBYTECODE": ""}
+    ENVS["cold"] = {**shared, "PYTHONPYCACHEPREFIX": str(tmp / "pycache-cold"), "PYTHONDONTWRITEBYTECODE": "1"}
+    connic, plain, llm = tmp / "prime-c", tmp / "prime-p", tmp / "prime-l"
+    tool_project(connic, 1, 1)
+    python_project(plain, 1, 1)
+    llm_project(llm, 2, 2)
+    for prefix in (ENVS["warm"], {**ENVS["cold"], "PYTHONDONTWRITEBYTECODE": ""}):
+        for root in (connic, plain, llm):
+            for args in (["-q"], ["-q", "-n", "2"], ["--collect-only", "-q"]):
+                run([PY, "-m", "pytest", *args], root, prefix)
+        run([PY, "-c", "import connic.test_schema, yaml"], connic, prefix)
 
 
 def bench_collection(tmp: Path) -> None:
-    connic, plain = tmp / "c", tmp / "p"
+    connic, distinct, plain = tmp / "c", tmp / "cd", tmp / "p"
     tool_project(connic, 1000, 10)
+    tool_project(distinct, 1000, 10, distinct=True)
     python_project(plain, 1000, 10)
-    c = best([PY, "-m", "pytest", "--collect-only", "-q"], connic)
-    p = best([PY, "-m", "pytest", "--collect-only", "-q"], plain)
+    collect = [PY, "-m", "pytest", "--collect-only", "-q"]
     floor_script = (
         "import yaml,pathlib;from connic.test_schema import TestFile\n"
         "for f in sorted(pathlib.Path('tests').glob('*.yaml')): TestFile(**yaml.load(f.read_text(), Loader=yaml.CSafeLoader))"
     )
-    floor = best([PY, "-c", floor_script], connic)
-    figure("collection", c, p, "plain pytest, 10,000 Python tests", "<= 0.5x")
+    run(collect, plain)  # writes the test modules' bytecode for the warm baseline
+    c, d, cold, warm, floor = best(
+        (collect, connic, None), (collect, distinct, None), (collect, plain, ENVS["cold"]),
+        (collect, plain, None), ([PY, "-c", floor_script], connic, None),
+    )
+    figure("collection", c, cold, "plain pytest, 10,000 Python tests (cold)", "<= 0.5x")
+    figure("", c, warm, "plain pytest, 10,000 Python tests (warm)", "<= 0.5x")
+    figure("", d, warm, "... every expression distinct, vs warm", "report")
     figure("", c, floor, "SDK TestFile parse + validate (floor)", "report")
 
 
@@ -107,25 +157,39 @@ def bench_overhead(tmp: Path) -> None:
     connic, plain = tmp / "oc", tmp / "op"
     tool_project(connic, 100, 10)
     python_project(plain, 100, 10)
-    c = best([PY, "-m", "pytest", "-q", "-p", "no:randomly"], connic, repeat=2)
-    p = best([PY, "-m", "pytest", "-q", "-p", "no:randomly"], plain, repeat=2)
-    figure("overhead", c, p, "hand-written pytest, same 1,000 calls", "<= 1.5x")
+    args = [PY, "-m", "pytest", "-q"]
+    run(args, plain)
+    c, cold, warm = best((args, connic, None), (args, plain, ENVS["cold"]), (args, plain, None))
+    figure("overhead", c, cold, "hand-written pytest, same 1,000 calls (cold)", "<= 1.5x")
+    figure("", c, warm, "hand-written pytest, same 1,000 calls (warm)", "<= 1.5x")
 
 
 SLOW_MODEL = '''
-import asyncio
+import asyncio, os, time
 from pytest_connic.models.base import ModelResponse
 
-CALLS = []
+DELAY = float(os.environ.get("MODEL_DELAY", "0.05"))
+SPAN = []
 
 class Slow:
     async def complete(self, request):
-        CALLS.append(1)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(DELAY)
         return ModelResponse(content='{"ok": true}')
 
 def pytest_connic_make_model(config, agent, model, case, run_index):
     return Slow()
+
+# where the cases ran: from the first setup to the last teardown, per process (xdist workers too)
+def pytest_runtest_setup(item):
+    SPAN.append(time.time())
+
+def pytest_runtest_teardown(item, nextitem):
+    SPAN.append(time.time())
+
+def pytest_sessionfinish(session):
+    if SPAN and os.environ.get("SPAN_DIR"):
+        with open(os.path.join(os.environ["SPAN_DIR"], f"{os.getpid()}.txt"), "w") as f:
+            f.write(f"{min(SPAN)} {max(SPAN)}")
 '''
 
 
@@ -142,32 +206,48 @@ def llm_project(root: Path, cases: int, runs: int, conftest: str = SLOW_MODEL) -
 def bench_concurrency(tmp: Path) -> None:
     root = tmp / "cc"
     llm_project(root, 1, 100)
+    # a one-run case first: the session loads the project's runtime (real modules, local
+    # services) for the first case it runs, a once-per-session cost that is not the case's own
+    suite = root / "tests/bot.yaml"
+    suite.write_text(suite.read_text().replace(
+        "tests:\n", "tests:\n  - name: warm up\n    payload: hi\n    expected_result: output.ok == true\n", 1))
     for concurrency in (8, 32):
-        elapsed, out = run([PY, "-m", "pytest", "-q", f"--connic-concurrency={concurrency}",
-                            "--connic-json=r.json"], root)
-        report = json.loads((root / "r.json").read_text())
-        case = report["cases"][0]
-        # the case's own wall time: sum of nothing else in the session; use the pytest duration
-        durations = [r["duration_ms"] for r in case.get("runs_detail", [])]
-        wall = _case_wall(root, concurrency)
+        wall = min(_case_wall(root, concurrency) for _ in range(3))
         ideal = math.ceil(100 / concurrency) * 0.05
         figure(f"conc. {concurrency}", wall, ideal, f"ideal ceil(100/{concurrency}) x 50 ms", "<= 1.25x")
-        del durations, elapsed, out
 
 
 def _case_wall(root: Path, concurrency: int) -> float:
-    _, out = run([PY, "-m", "pytest", "-q", "--durations=1", "--durations-min=0",
-                  f"--connic-concurrency={concurrency}"], root)
-    match = re.search(r"([0-9.]+)s call", out)
-    return float(match.group(1)) if match else float("nan")
+    """The case's own time, all phases (its runs happen in setup, its verdict in call): JUnit's
+    ``time``, which pytest measures around setup, call and teardown."""
+    run([PY, "-m", "pytest", "-q", f"--connic-concurrency={concurrency}", "--junitxml=j.xml"], root)
+    (case,) = [c for c in ET.parse(root / "j.xml").getroot().iter("testcase") if c.get("name") == "case 0"]
+    return float(case.get("time", "nan"))
+
+
+def _scaling_run(root: Path, workers: int, delay: float) -> tuple[float, float]:
+    """Wall time of the session, and the span in which its cases ran (first setup to last
+    teardown over all processes: the session without pytest's and xdist's start and end)."""
+    spans = root / f"spans-{workers}"
+    spans.mkdir(exist_ok=True)
+    for old in spans.iterdir():
+        old.unlink()
+    wall, _ = run([PY, "-m", "pytest", "-q", "-n", str(workers)], root,
+                  {"SPAN_DIR": str(spans), "MODEL_DELAY": str(delay)})
+    marks = [tuple(map(float, p.read_text().split())) for p in spans.iterdir()]
+    return wall, max(end for _, end in marks) - min(start for start, _ in marks)
 
 
 def bench_scaling(tmp: Path) -> None:
     root = tmp / "sc"
     llm_project(root, 200, 1)
-    one = best([PY, "-m", "pytest", "-q", "-n", "0"], root, repeat=1)
-    two = best([PY, "-m", "pytest", "-q", "-n", "2"], root, repeat=1)
-    print(f"{'scaling':<12} -n 0 {one:6.2f}s   -n 2 {two:6.2f}s   speed-up {one / two:4.2f}x  (target >= 1.7x)")
+    for delay in (0.05, 0.15):
+        (one, one_span), (two, two_span) = (
+            min(_scaling_run(root, n, delay) for _ in range(2)) for n in (0, 2)
+        )
+        label = f"scaling {delay * 1000:.0f}ms"
+        print(f"{label:<16} -n 0 {one:6.2f}s  -n 2 {two:6.2f}s  speed-up {one / two:4.2f}x (target >= 1.7x); "
+              f"cases alone {one_span:5.2f}s vs {two_span:5.2f}s: {one_span / two_span:4.2f}x", flush=True)
 
 
 COUNTING_MODEL = '''
@@ -202,41 +282,45 @@ def bench_earlystop(tmp: Path) -> None:
         args = [PY, "-m", "pytest", "-q", "--connic-concurrency=1", f"--connic-json=r{flag}.json"] + ([flag] if flag else [])
         run(args, root, env={"CALLS_FILE": str(calls)})
         report = json.loads((root / f"r{flag}.json").read_text())
-        results[flag] = (len(calls.read_text()), [c["passed"] for c in report["cases"]])
+        cases = report["cases"]
+        results[flag] = (len(calls.read_text()), [(c["nodeid"], c["passed"]) for c in cases],
+                         sum(c["skipped_runs"] for c in cases))
     full, early = results[""], results["--connic-early-stop"]
     same = full[1] == early[1]
     print(f"{'earlystop':<12} model calls {early[0]} with --connic-early-stop vs {full[0]} without "
-          f"({early[0] / full[0]:.2f}x); verdicts identical: {same}")
+          f"({early[0] / full[0]:.2f}x), {early[2]} runs skipped; verdicts of all {len(full[1])} cases "
+          f"identical: {same}", flush=True)
 
 
 def bench_startup(tmp: Path) -> None:
     root = tmp / "su"
     python_project(root, 10, 5)
-    env_without = {"PYTEST_ADDOPTS": "-p no:connic"}
-    with_v = best([PY, "-m", "pytest", "--version"], root, repeat=5)
-    without_v = best([PY, "-m", "pytest", "--version"], root, repeat=5, env=env_without)
+    without = {"PYTEST_ADDOPTS": "-p no:connic"}
+    version = [PY, "-m", "pytest", "--version"]
+    with_v, without_v = best((version, root, None), (version, root, without), repeat=7)
     figure("startup", with_v, without_v, "pytest --version without the plugin", "<= 1.05x")
-    with_c = best([PY, "-m", "pytest", "--collect-only", "-q"], root, repeat=5)
-    without_c = best([PY, "-m", "pytest", "--collect-only", "-q"], root, repeat=5, env=env_without)
+    collect = [PY, "-m", "pytest", "--collect-only", "-q"]
+    with_c, without_c = best((collect, root, None), (collect, root, without), repeat=7)
     figure("", with_c, without_c, "collecting a plain project without plugin", "<= 1.05x")
 
 
 def bench_memory(tmp: Path) -> None:
-    root = tmp / "mem"
-    tool_project(root, 1000, 10)
     script = (
         "import resource, sys, pytest\n"
         "pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider'])\n"
         "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
-    _, out = run([PY, "-c", script], root)
-    rss_kb = int(re.search(r"RSS (\d+)", out).group(1))  # type: ignore[union-attr]
     base_script = "import resource, pytest\nprint('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-    _, base = run([PY, "-c", base_script], root)
-    base_kb = int(re.search(r"RSS (\d+)", base).group(1))  # type: ignore[union-attr]
-    print(f"{'memory':<12} peak RSS collecting 10,000 cases {rss_kb / 1024:.0f} MB "
-          f"(Python + pytest alone {base_kb / 1024:.0f} MB; target < 200 MB)")
-    del resource
+    for name, distinct in (("mem", False), ("memd", True)):
+        root = tmp / name
+        tool_project(root, 1000, 10, distinct=distinct)
+        _, out = run([PY, "-c", script], root)
+        rss_kb = int(re.search(r"RSS (\d+)", out).group(1))  # type: ignore[union-attr]
+        _, base = run([PY, "-c", base_script], root)
+        base_kb = int(re.search(r"RSS (\d+)", base).group(1))  # type: ignore[union-attr]
+        what = "every expression distinct" if distinct else "10,000 cases"
+        print(f"{'memory':<12} peak RSS collecting {what}: {rss_kb / 1024:.0f} MB "
+              f"(Python + pytest alone {base_kb / 1024:.0f} MB; target < 200 MB)", flush=True)
 
 
 FIGURES = {
@@ -250,10 +334,27 @@ FIGURES = {
 }
 
 
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    import pytest
+
+    return (f"python {sys.version.split()[0]}, pytest {pytest.__version__}, {platform.system()} "
+            f"{platform.release()}, {os.cpu_count()} CPUs ({cpu}), load average {load}")
+
+
 def main(argv: list[str]) -> None:
     wanted = argv or list(FIGURES)
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {sys.platform}")
+    print(_machine(), flush=True)
     with tempfile.TemporaryDirectory(prefix="connic-bench-") as tmp:
+        prime(Path(tmp))
         for name in wanted:
             FIGURES[name](Path(tmp))
 

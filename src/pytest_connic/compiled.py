@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .expressions import Expression, ExpressionError, compile_expression, split_tool_call_expression
@@ -21,9 +22,9 @@ class ToolCallCheck:
 
     tool: str
     source: str | None  #: None for a bare entry (called at least once)
-    filters: list[Expression] = field(default_factory=list)
-    counts: list[Expression] = field(default_factory=list)
-    mixed: list[Expression] = field(default_factory=list)
+    filters: Sequence[Expression] = ()
+    counts: Sequence[Expression] = ()
+    mixed: Sequence[Expression] = ()
 
     @property
     def label(self) -> str:
@@ -42,13 +43,17 @@ class ChildCheck:
 
 @dataclass
 class Checks:
-    """The run-level assertions of a case or of a child expectation."""
+    """The run-level assertions of a case or of a child expectation.
+
+    A check a case does not have is an empty tuple, not a new empty list: a large collection
+    holds one ``Checks`` per case, and every list is one more object for the garbage collector.
+    """
 
     result: Expression | None = None
-    tool_calls: list[ToolCallCheck] = field(default_factory=list)
-    order: list[str] = field(default_factory=list)
-    no_calls: list[str] = field(default_factory=list)
-    children: list[ChildCheck] = field(default_factory=list)
+    tool_calls: Sequence[ToolCallCheck] = ()
+    order: Sequence[str] = ()
+    no_calls: Sequence[str] = ()
+    children: Sequence[ChildCheck] = ()
 
     @property
     def needs_run(self) -> bool:
@@ -73,7 +78,7 @@ class CompiledCase:
     """Everything of a case that is evaluated at run time."""
 
     checks: Checks
-    approvals: list[ApprovalDecision] = field(default_factory=list)
+    approvals: Sequence[ApprovalDecision] = ()
 
 
 def _compile(source: str, names: tuple[str, ...], where: str, key_path: KeyPath) -> Expression:
@@ -84,7 +89,9 @@ def _compile(source: str, names: tuple[str, ...], where: str, key_path: KeyPath)
         raise
 
 
-def _tool_calls(entries: list[Any], key_path: KeyPath) -> list[ToolCallCheck]:
+def _tool_calls(entries: list[Any], key_path: KeyPath) -> Sequence[ToolCallCheck]:
+    if not entries:
+        return ()
     checks = []
     for i, entry in enumerate(entries):
         if isinstance(entry, str):
@@ -106,13 +113,15 @@ def _checks(spec: dict[str, Any], key_path: KeyPath) -> Checks:
             else None
         ),
         tool_calls=_tool_calls(spec.get("expected_tool_calls") or [], (*key_path, "expected_tool_calls")),
-        order=list(spec.get("expected_tool_call_order") or []),
-        no_calls=list(spec.get("expected_no_tool_calls") or []),
+        order=list(spec.get("expected_tool_call_order") or ()) or (),
+        no_calls=list(spec.get("expected_no_tool_calls") or ()) or (),
         children=_children(spec.get("expected_child_agents") or {}, (*key_path, "expected_child_agents")),
     )
 
 
-def _children(children: dict[str, Any], key_path: KeyPath) -> list[ChildCheck]:
+def _children(children: dict[str, Any], key_path: KeyPath) -> Sequence[ChildCheck]:
+    if not children:
+        return ()
     out = []
     for name, spec in children.items():
         payload = spec.get("expected_payload")
@@ -151,4 +160,4 @@ def compile_case(resolved: dict[str, Any]) -> CompiledCase:
                 response=decision.get("response"),
             )
         )
-    return CompiledCase(checks=_checks(resolved, ()), approvals=approvals)
+    return CompiledCase(checks=_checks(resolved, ()), approvals=approvals or ())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import json
 import operator
 import re
@@ -26,6 +27,7 @@ MAX_DEPTH: Final = 50
 MAX_NODES: Final = 750
 MAX_INT_DIGITS: Final = 100
 LITERAL_NAMES: Final[Mapping[str, Any]] = {"true": True, "false": False, "null": None}
+_INT_LIMIT: Final = 10**MAX_INT_DIGITS
 
 
 class _Missing:
@@ -179,6 +181,15 @@ _DISPLAYS: Final[Mapping[type, Callable[[Iterator[Any]], Any]]] = {ast.List: lis
 _SEQUENCES: Final = (list, tuple, str)
 
 
+def _truth(value: Any) -> bool:
+    """``bool(value)``, false when the value refuses one (a user object whose ``__bool__`` raises,
+    such as an array in a builder's context): an evaluation error makes the predicate false."""
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 - user objects may raise anything
+        return False
+
+
 def _get(container: Any, key: Any) -> Any:
     """``container[key]`` for a mapping, or a sequence with an int index or a slice; else MISSING."""
     try:
@@ -215,6 +226,8 @@ class _Compiler:
     ) -> None:
         self.source, self.positions, self.base = source, positions, base
         self.allowed, self.where, self.nodes = allowed, where, 0
+        #: the root names met while building (every name node is built, or compiling fails)
+        self.names: set[str] = set()
 
     def build(self, node: ast.AST, depth: int = 1) -> _Eval:
         self.nodes += 1
@@ -238,17 +251,19 @@ class _Compiler:
         raise ExpressionError(message, self.source, column)
 
     def _raiser(self, node: ast.AST) -> Callable[[str], NoReturn]:
-        start, end = (offset - self.base for offset in self.positions.span(node))
-        segment, source = self.source[start:end], self.source
+        # the segment is located only when an evaluation fails: most never do, and locating
+        # every node up front was most of the cost of compiling
+        positions, base, source = self.positions, self.base, self.source
 
         def fail(reason: str) -> NoReturn:
-            raise EvaluationError(f"{segment}: {reason}", source, start)
+            start, end = (offset - base for offset in positions.span(node))
+            raise EvaluationError(f"{source[start:end]}: {reason}", source, start)
 
         return fail
 
     def _Constant(self, node: ast.Constant, depth: int) -> _Eval:
         value = node.value
-        if type(value) is int and abs(value) >= 10**MAX_INT_DIGITS:
+        if type(value) is int and abs(value) >= _INT_LIMIT:
             self.fail(node, f"integer literals with more than {MAX_INT_DIGITS} digits are not allowed")
         if value is not None and type(value) not in (str, int, bool, float):
             kind = {bytes: "bytes literals are", complex: "complex numbers are"}.get(type(value), "'...' is")
@@ -268,6 +283,7 @@ class _Compiler:
                 self.positions.span(node)[0] - self.base,
             )
         name, fail = node.id, self._raiser(node)
+        self.names.add(name)
 
         def name_value(bindings: Mapping[str, Any], strict: bool) -> Any:
             value = bindings.get(name, MISSING)
@@ -329,7 +345,7 @@ class _Compiler:
                 try:
                     if not function(left, right):
                         return False
-                except (TypeError, ValueError) as exc:
+                except Exception as exc:  # noqa: BLE001 - a user object's __eq__ may raise anything, deep data RecursionError
                     return fail(str(exc)) if strict else False
                 left = right
             return True
@@ -342,7 +358,7 @@ class _Compiler:
         def boolean(bindings: Mapping[str, Any], strict: bool) -> Any:
             for value in values:
                 result = value(bindings, strict)
-                if bool(result) is stop_at:  # Python's short circuit: first truthy (or) / falsy (and)
+                if _truth(result) is stop_at:  # Python's short circuit: first truthy (or) / falsy (and)
                     return result
             return result
 
@@ -352,7 +368,7 @@ class _Compiler:
         operand, symbol = node.operand, _OPERATOR_SYMBOLS.get(type(node.op), "not")
         inner = self.build(operand, depth)
         if symbol == "not":
-            return lambda bindings, strict: not inner(bindings, strict)
+            return lambda bindings, strict: not _truth(inner(bindings, strict))
         number = operand.value if isinstance(operand, ast.Constant) else None
         if symbol == "-" and isinstance(number, (int, float)) and not isinstance(number, bool):
             value = -number
@@ -441,24 +457,37 @@ def _flatten_and(node: ast.expr) -> Iterator[ast.expr]:
 
 
 class Expression:
-    """A compiled expression: make it with :func:`compile_expression`, then evaluate it often."""
+    """A compiled expression: make it with :func:`compile_expression`, then evaluate it often.
 
-    __slots__ = ("_base", "_node", "_parts", "_positions", "_run", "allowed", "names", "source", "where")
+    Immutable once made, so equal sources compiled for the same place share one instance
+    (:func:`compile_expression` caches them). Compiling validates everything; the syntax tree and
+    the evaluator are rebuilt from ``source`` on first use and kept from then on, so the many
+    expressions a large collection holds cost a string each until a run evaluates them.
+    """
+
+    __slots__ = ("_parts", "_run", "_tree", "allowed", "names", "source", "where")
 
     def __init__(
         self,
         source: str,
-        node: ast.expr,
+        node: ast.expr | None,
         *,
         where: str,
         allowed: frozenset[str],
-        positions: _Positions,
-        base: int,
+        positions: _Positions | None = None,
+        base: int = 0,
+        names: frozenset[str] | None = None,
     ) -> None:
         self.source, self.where, self.allowed = source, where, allowed
-        self._node, self._positions, self._base = node, positions, base
-        self.names = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name)) - LITERAL_NAMES.keys()
-        self._run = self._compiler().build(node)
+        #: ``(node, positions, base)``; None until needed for an expression compiled from its source
+        self._tree: tuple[ast.expr, _Positions, int] | None = (
+            None if node is None or positions is None else (node, positions, base)
+        )
+        if names is None:
+            assert node is not None
+            names = _root_names(node)
+        self.names = names
+        self._run: _Eval | None = None
         self._parts: list[Expression] | None = None
 
     def __repr__(self) -> str:
@@ -470,7 +499,10 @@ class Expression:
 
     def value(self, bindings: Mapping[str, Any], *, strict: bool = False) -> Any:
         """The raw value, not coerced to bool (MISSING for a failed lookup); ``strict`` as in evaluate."""
-        return self._run(bindings, strict)
+        run = self._run
+        if run is None:
+            run = self._run = self._compiler().build(self._syntax()[0])
+        return run(bindings, strict)
 
     def evaluate(self, bindings: Mapping[str, Any], *, strict: bool = False) -> bool:
         """Evaluate to a bool.
@@ -479,12 +511,12 @@ class Expression:
         raises ``TypeError``, is false. Strict: both raise :class:`EvaluationError` (approval
         conditions, where an evaluation error means "approval required").
         """
-        return bool(self._run(bindings, strict))
+        return _truth(self.value(bindings, strict=strict))
 
     def conjuncts(self) -> list[Expression]:
         """The operands of a top-level ``and``, nested ``and`` flattened; ``[self]`` for anything else."""
         if self._parts is None:
-            nodes = list(_flatten_and(self._node))
+            nodes = list(_flatten_and(self._syntax()[0]))
             self._parts = [self] if len(nodes) == 1 else [self._child(node) for node in nodes]
         return list(self._parts)
 
@@ -500,7 +532,7 @@ class Expression:
 
     def _explain_one(self, bindings: Mapping[str, Any], limit: int) -> str:
         compiler, shown = self._compiler(), {}
-        for node in _operands(self._node):
+        for node in _operands(self._syntax()[0]):
             text = self._segment(node)
             if text not in shown:
                 shown[text] = format_value(compiler.build(node)(bindings, False), limit)
@@ -509,23 +541,37 @@ class Expression:
         values = ", ".join(f"{text} = {value}" for text, value in shown.items())
         return f"{self.source} where {values}" if shown else self.source
 
+    def _syntax(self) -> tuple[ast.expr, _Positions, int]:
+        tree = self._tree
+        if tree is None:  # parsed and validated when compiled: this cannot fail
+            node, positions = _parse(self.source, self.where)
+            tree = self._tree = (node, positions, 0)
+        return tree
+
     def _compiler(self) -> _Compiler:
-        return _Compiler(self.source, self._positions, self._base, self.allowed, self.where)
+        _, positions, base = self._syntax()
+        return _Compiler(self.source, positions, base, self.allowed, self.where)
 
     def _segment(self, node: ast.AST) -> str:
-        start, end = self._positions.span(node)
-        return self.source[start - self._base : end - self._base]
+        _, positions, base = self._syntax()
+        start, end = positions.span(node)
+        return self.source[start - base : end - base]
 
     def _child(self, node: ast.expr) -> Expression:
-        start = self._positions.span(node)[0]
+        _, positions, _ = self._syntax()
+        start = positions.span(node)[0]
         return Expression(
             self._segment(node),
             node,
             where=self.where,
             allowed=self.allowed,
-            positions=self._positions,
+            positions=positions,
             base=start,
         )
+
+
+def _root_names(node: ast.AST) -> frozenset[str]:
+    return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name)) - LITERAL_NAMES.keys()
 
 
 def compile_expression(source: str, allowed: Iterable[str], *, where: str = "expression") -> Expression:
@@ -533,12 +579,29 @@ def compile_expression(source: str, allowed: Iterable[str], *, where: str = "exp
 
     Raises :class:`ExpressionError` whose message names ``where`` (the place, e.g.
     ``"expected_result"``) and whose ``column`` points at the offending part when there is one.
+    The same ``(source, allowed, where)`` gives back the same (immutable) :class:`Expression`.
     """
     if isinstance(allowed, str):  # "output" would otherwise allow the names o, u, t and p
         raise TypeError("allowed must be an iterable of names, not a string")
+    if not isinstance(source, str):
+        raise ExpressionError(f"{where} must be a string, not {type(source).__name__}", repr(source))
     names = frozenset(allowed)
+    if len(_ALLOWED) < 256:  # a handful of places share a few name sets: keep one copy of each
+        names = _ALLOWED.setdefault(names, names)
+    return _compile_cached(source, names, where)
+
+
+_ALLOWED: dict[frozenset[str], frozenset[str]] = {}
+
+
+@functools.lru_cache(maxsize=8192)
+def _compile_cached(source: str, allowed: frozenset[str], where: str) -> Expression:
+    """Compile once per place: the key holds everything a compiled expression depends on (the
+    allowed names and the place named in its messages); errors are raised afresh, never cached."""
     node, positions = _parse(source, where)
-    return Expression(source, node, where=where, allowed=names, positions=positions, base=0)
+    compiler = _Compiler(source, positions, 0, allowed, where)
+    compiler.build(node)  # validates; the evaluator is rebuilt from the source on first use
+    return Expression(source, None, where=where, allowed=allowed, names=frozenset(compiler.names))
 
 
 def split_tool_call_expression(

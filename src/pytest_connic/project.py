@@ -16,6 +16,7 @@ from typing import Any
 from pathlib import Path
 
 from . import sdk  # noqa: F401  (imports the SDK quietly)
+from .discovery import DiscoveryError, discover_suites
 from connic import ProjectLoader
 from connic.core import Agent
 
@@ -33,6 +34,18 @@ class ProjectIndex:
     load_errors: list[str] = field(default_factory=list)
     #: what the SDK printed while loading (warnings such as an unloadable schema)
     warnings: list[str] = field(default_factory=list)
+    _first_suite: tuple[Path | None] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def is_first_suite(self, path: Path) -> bool:
+        """Whether ``path`` is the project's first suite in Connic's order, where load errors are
+        reported (every suite, when the layout is refused). Found once per project, not per suite."""
+        if self._first_suite is None:
+            try:
+                suites = discover_suites(self.root)
+            except DiscoveryError:
+                return True
+            self._first_suite = (suites[0] if suites else None,)
+        return self._first_suite[0] == path
 
     def unknown_agent_message(self, relpath: str, agent_name: str, from_stem: bool) -> str | None:
         """Connic's ``unknown agent`` error for a suite, or None when the agent exists."""
@@ -52,6 +65,9 @@ class ProjectIndex:
 
 def _load(root: Path, *, validation_only: bool) -> tuple[ProjectLoader, list[Agent], list[str]]:
     loader = ProjectLoader(str(root), validation_only=validation_only)
+    from .yamlguard import guard_loader
+
+    guard_loader(loader, Path(root))  # alias bombs and huge files never reach the SDK's safe_load
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         try:

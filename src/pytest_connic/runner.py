@@ -9,10 +9,14 @@ expressions, the models) and run through the same ``CaseRun``.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
+import queue
 import tempfile
 import threading
 import types
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +32,7 @@ from .reports.failure import failure_text, infrastructure_text
 from .runtime import placeholders
 from .runtime.invocation import Invocation, output_text
 from .runtime.payload import FixtureError, load_fixtures
-from .runtime.scope import DaemonExecutor, RunScope
+from .runtime.scope import RunScope
 from .runtime.services import ProjectServices
 
 if TYPE_CHECKING:
@@ -118,6 +122,88 @@ def _run_coroutine(coro: Coroutine[Any, Any, None]) -> None:
         raise errors[0]
 
 
+class ReusingDaemonExecutor(Executor):
+    """``DaemonExecutor``'s guarantees with its threads reused.
+
+    Every call still starts at once on a daemon thread (an idle one when there is one, else a
+    new one), so a slow sync tool never holds up the other runs, and a tool that hangs is
+    abandoned at exit instead of hanging pytest. Starting a thread for every call cost more than
+    a typical tool call; a thread idle for ``idle_s`` seconds ends.
+    """
+
+    _ids = itertools.count(1)
+
+    def __init__(self, name: str = "connic-run", idle_s: float = 5.0) -> None:
+        self.name = name
+        self.idle_s = idle_s
+        self._lock = threading.Lock()
+        #: threads waiting for a call, less the calls already queued for them (under ``_lock``)
+        self._idle = 0
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        job = (future, functools.partial(fn, *args, **kwargs))
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._queue.put(job)
+                return future
+        threading.Thread(target=self._work, args=(job,), name=f"{self.name}-{next(self._ids)}", daemon=True).start()
+        return future
+
+    def _work(self, job: _Job | None) -> None:
+        while job is not None:
+            future, call = job
+            result: Any = None
+            error: BaseException | None = None
+            started = future.set_running_or_notify_cancel()
+            if started:
+                try:
+                    result = call()
+                except BaseException as exc:  # noqa: BLE001  (handed to the awaiting run, never lost)
+                    error = exc
+            stay = self._available()  # before the caller learns the result, so it can reuse us
+            if started:
+                if error is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(error)
+            del future, call, job, result, error  # nothing of a finished call outlives it here
+            job = self._next_job() if stay else None
+
+    def _available(self) -> bool:
+        with self._lock:
+            if self._closed:
+                return False
+            self._idle += 1
+            return True
+
+    def _next_job(self) -> _Job | None:
+        while True:
+            try:
+                return self._queue.get(timeout=self.idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if not self._queue.empty():
+                        continue  # queued for an idle thread as this one timed out: take it
+                    self._idle -= 1
+                    return None
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Let idle threads end now; a busy one ends when its call returns, and a call submitted
+        later still runs (on a thread of its own)."""
+        with self._lock:
+            self._closed = True
+            for _ in range(self._idle):
+                self._queue.put(None)
+            self._idle = 0
+
+
+_Job = tuple[Future[Any], Callable[[], Any]]
+
+
 class ProjectRuntime:
     """One project's runtime within a session: services, models, and the case loop."""
 
@@ -137,8 +223,10 @@ class ProjectRuntime:
             warn_once=session.warn_once,
         )
         placeholders.rebind_modules(project.modules())
+        self.executor = ReusingDaemonExecutor()
 
     def close(self) -> None:
+        self.executor.shutdown()
         self.services.close()
         self._data_dir.cleanup()
 
@@ -161,14 +249,14 @@ class ProjectRuntime:
 
     def execute(self, target: CaseTarget) -> CaseOutcome:
         """Run every run of ``target`` and fill its outcome."""
-        _run_coroutine(CaseRun(self, target, DaemonExecutor()).run())
+        _run_coroutine(CaseRun(self, target, self.executor).run())
         return target.outcome
 
 
 class CaseRun:
     """The runs of one case."""
 
-    def __init__(self, runtime: ProjectRuntime, target: CaseTarget, executor: DaemonExecutor) -> None:
+    def __init__(self, runtime: ProjectRuntime, target: CaseTarget, executor: Executor) -> None:
         self.runtime = runtime
         self.services = runtime.services
         self.target = target
@@ -184,7 +272,8 @@ class CaseRun:
 
     async def run(self) -> None:
         try:
-            self.fixtures = load_fixtures(self.root, list(self.case.get("files") or []))
+            names = list(self.case.get("files") or [])
+            self.fixtures = load_fixtures(self.root, names) if names else []
             self._check_modules()
         except (FixtureError, ModuleLoadError) as exc:
             self.outcome.setup_error = str(exc)
@@ -303,12 +392,15 @@ class CaseRun:
                 payload, files = builders.merge_files(built, files)
             invocation = Invocation(scope, self.agent_name, payload, files, root=True,
                                     timeout_s=float(self.case["timeout_s"]), timeout_label="timeout_s")
-            record = await invocation.run()
             failure = None
-            if builder_module is not None:
-                run = {"input": record.input, "output": output_text(record.output_raw) if record.output_raw is not None
-                       else None, "context": record.run_context}
-                failure = await builders.cleanup(scope.call, builder_module, run, context, self.case)
+            try:
+                record = await invocation.run()
+            finally:  # also when the run is cancelled (Ctrl-C): the builder's fixtures are released
+                if builder_module is not None:
+                    done = invocation.record
+                    run = {"input": done.input, "output": output_text(done.output_raw) if done.output_raw is not None
+                           else None, "context": done.run_context}
+                    failure = await builders.cleanup(scope.call, builder_module, run, context, self.case)
             return record, failure
         finally:
             placeholders.BUILDER_SERVICES.reset(token)

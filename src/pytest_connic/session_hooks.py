@@ -25,6 +25,8 @@ INFRA_KEY = "connic_infra"
 ROOTS_KEY = "connic_roots"
 #: the per-run lines of a case, carried from an xdist worker by the report that ends its runs
 RUNS_ATTR = "connic_runs"
+#: a case's outcome (masked JSON), carried the same way: a worker that crashes later loses nothing
+OUTCOME_ATTR = "connic_outcome"
 
 
 def _state(config: pytest.Config) -> ConnicSession:
@@ -45,6 +47,8 @@ class ConnicReporting:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.suite_collection_errors = 0
+        #: (worker) cases whose outcome already travelled with their report
+        self.sent: set[str] = set()
         self._progress_open: set[str] = set()
         if _verbose(config) and not _is_worker(config):
             _state(config).run_listeners.append(self._run_finished)
@@ -79,11 +83,16 @@ class ConnicReporting:
         from .collect import CaseItem
 
         outcome = item.outcome if isinstance(item, CaseItem) else None
-        if _ends_runs(report) and outcome is not None and outcome.runs > 1 and _is_worker(self.config):
-            from .reports.outputs import run_progress_line
+        if _ends_runs(report) and outcome is not None and _is_worker(self.config):
+            from .reports.jsonsafe import masked
 
             masker = _state(self.config).masker
-            setattr(report, RUNS_ATTR, [run_progress_line(outcome, r, masker) for r in outcome.executed])
+            setattr(report, OUTCOME_ATTR, json.dumps(masked(outcome.to_dict(), masker)))
+            self.sent.add(outcome.nodeid)
+            if outcome.runs > 1:
+                from .reports.outputs import run_progress_line
+
+                setattr(report, RUNS_ATTR, [run_progress_line(outcome, r, masker) for r in outcome.executed])
         return report
 
     @pytest.hookimpl(tryfirst=True)
@@ -119,7 +128,7 @@ class ConnicReporting:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = _state(self.config)
         if _is_worker(self.config):
-            _send_to_controller(self.config, state)
+            _send_to_controller(self.config, state, self.sent)
             return
         from .reports.outputs import write_outputs
 
@@ -146,6 +155,8 @@ class ConnicXdist:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        #: cases whose outcome came with their report (a worker's final output repeats them)
+        self.received: set[str] = set()
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         from .records_io import outcome_from_dict
@@ -154,14 +165,42 @@ class ConnicXdist:
         output = getattr(node, "workeroutput", None) or {}
         raw = output.get(WORKER_KEY)
         if raw:
-            state.outcomes.extend(outcome_from_dict(d) for d in json.loads(raw))
+            fresh = [d for d in json.loads(raw) if d.get("nodeid") not in self.received]
+            state.outcomes.extend(outcome_from_dict(d) for d in fresh)
         state.infrastructure_errors += int(output.get(INFRA_KEY, 0) or 0)
         state.coverage_roots.update(Path(p) for p in output.get(ROOTS_KEY) or ())
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """A worker died while running ``crashitem`` (``os._exit`` in a tool, a segfault): the case
+        still appears in every report, failed with xdist's message."""
+        from .records import CaseOutcome
+
+        if crashitem in self.received or "::" not in crashitem:
+            return
+        suite, _, name = crashitem.partition("::")
+        if not suite.lower().endswith(".yaml"):
+            return
+        self.received.add(crashitem)
+        state = _state(self.config)
+        # a suite targets one agent: a sibling case knows it, else the file name is Connic's default
+        agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
+                     Path(suite).stem)
+        reason = f"{report.longrepr}; the case's runs and their records were lost with the worker"
+        state.outcomes.append(CaseOutcome(nodeid=crashitem, suite_path=suite, line=0, agent_name=agent,
+                                          case_name=name, runs=0, success_threshold=100, setup_error=reason))
+
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """``-v`` under xdist: a worker cannot write to this terminal while its runs execute, so
-        a case's per-run lines follow its result line."""
+        """A case's outcome arrives with the report that ends its runs; and, with ``-v`` under
+        xdist (a worker cannot write to this terminal while its runs execute), a case's per-run
+        lines follow its result line."""
+        raw = getattr(report, OUTCOME_ATTR, None)
+        if isinstance(raw, str) and report.nodeid not in self.received:
+            from .records_io import outcome_from_dict
+
+            self.received.add(report.nodeid)
+            _state(self.config).outcomes.append(outcome_from_dict(json.loads(raw)))
         lines = getattr(report, RUNS_ATTR, None)
         if not _ends_runs(report) or not lines or not _verbose(self.config):
             return
@@ -177,13 +216,15 @@ def _ends_runs(report: pytest.TestReport) -> bool:
     return report.when == "call" or (report.when == "setup" and report.failed)
 
 
-def _send_to_controller(config: pytest.Config, state: ConnicSession) -> None:
+def _send_to_controller(config: pytest.Config, state: ConnicSession, sent: set[str]) -> None:
     """Outcomes travel masked (the controller never loads ``--connic-env``) and as plain JSON,
-    so the controller's reports equal a single process's."""
+    so the controller's reports equal a single process's. Those that went with their case's
+    report (``sent``) are not sent twice."""
     from .reports.jsonsafe import masked
 
     output = config.workeroutput  # type: ignore[attr-defined]
-    output[WORKER_KEY] = json.dumps([masked(o.to_dict(), state.masker) for o in state.outcomes])
+    rest = [o for o in state.outcomes if o.nodeid not in sent]
+    output[WORKER_KEY] = json.dumps([masked(o.to_dict(), state.masker) for o in rest])
     output[INFRA_KEY] = state.infrastructure_errors
     output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
 
@@ -223,11 +264,15 @@ def _set_timeouts(config: pytest.Config, items: list[Any], concurrency: int) -> 
     beat ``--timeout`` in pytest-timeout, so none is added when the user chose a timeout."""
     if not items or not config.pluginmanager.hasplugin("timeout") or explicit_timeout(config):
         return
+    marks: dict[float, Any] = {}  # one (immutable) marker per value, not one per case
     for item in items:
         if item.get_closest_marker("timeout") is not None or item.spec.resolved is None:
             continue
         resolved = item.spec.resolved
-        item.add_marker(pytest.mark.timeout(case_timeout(resolved["runs"], resolved["timeout_s"], concurrency)))
+        seconds = case_timeout(resolved["runs"], resolved["timeout_s"], concurrency)
+        if seconds not in marks:
+            marks[seconds] = pytest.mark.timeout(seconds)
+        item.add_marker(marks[seconds])
 
 
 def register(config: pytest.Config) -> None:

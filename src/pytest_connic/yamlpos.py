@@ -25,6 +25,7 @@ Path = tuple[Any, ...]
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
+_STR = "tag:yaml.org,2002:str"
 
 #: libyaml's parser when PyYAML has it (the composer runs in C), else the pure-Python one
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
@@ -68,6 +69,15 @@ class _Builder:
         self.loader = loader
         self.positions = Positions()
         self.count = 0
+        # A plain string scalar is its own text (SafeConstructor.construct_yaml_str); taking it
+        # directly skips the constructor's bookkeeping for most of a suite's values. Only while
+        # no other constructor is registered for the tag, so the result stays safe_load's.
+        self.plain_str = type(loader).yaml_constructors.get(_STR) is yaml.SafeLoader.construct_yaml_str
+
+    def construct(self, node: yaml.Node) -> Any:
+        if self.plain_str and type(node) is yaml.ScalarNode and node.tag == _STR:
+            return node.value
+        return self.loader.construct_object(node, deep=True)
 
     def _bound(self, node: yaml.Node, depth: int) -> None:
         self.count += 1
@@ -87,7 +97,7 @@ class _Builder:
             # !!set, !!omap, !!pairs, or a tag that safe_load refuses: PyYAML constructs them
             # exactly as safe_load does, once the bounds have been applied to what it will build
             self._count(node, depth)
-        return self.loader.construct_object(node, deep=True)
+        return self.construct(node)
 
     def _count(self, node: yaml.Node, depth: int) -> None:
         for child in node.value:
@@ -106,7 +116,7 @@ class _Builder:
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):  # safe_load refuses these too
                 raise YamlError("unhashable mapping key (a mapping or list used as a key)", *_mark(key_node))
-            key = self.loader.construct_object(key_node, deep=True)
+            key = self.construct(key_node)
             self.positions.keys[(*path, key)] = _mark(key_node)
             result[key] = self.build(value_node, (*path, key), depth + 1)
         return result

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .stats import session_status
-
 if TYPE_CHECKING:
     from ..records import CaseOutcome, RunRecord
     from ..secrets import Masker
@@ -23,6 +21,7 @@ def write_outputs(state: ConnicSession) -> None:
     if not (settings.json or settings.html or settings.traces):
         return
     from .json_report import build_json_report, report_text
+    from .stats import session_status
 
     status = "error" if state.infrastructure_errors else session_status(state.outcomes)
     report = build_json_report(state.outcomes, masker=state.masker, session_status=status,
