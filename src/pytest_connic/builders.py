@@ -18,12 +18,28 @@ class BuilderError(Exception):
 
 def builder_path(project_root: Path, name: str) -> Path:
     """``tests/builders/<name>.py``; ``name`` may carry the ``.py`` suffix (Connic allows both)."""
-    return project_root / "tests" / "builders" / f"{name.removesuffix('.py')}.py"
+    return _inside(project_root, project_root / "tests" / "builders" / f"{name.removesuffix('.py')}.py",
+                   f"builder '{name}'")
 
 
 def mocks_path(project_root: Path, name: str) -> Path:
     """``tests/mocks/<name>.py``; ``name`` may carry the ``.py`` suffix (Connic allows both)."""
-    return project_root / "tests" / "mocks" / f"{name.removesuffix('.py')}.py"
+    return _inside(project_root, project_root / "tests" / "mocks" / f"{name.removesuffix('.py')}.py",
+                   f"mocks '{name}'")
+
+
+def _inside(project_root: Path, path: Path, label: str) -> Path:
+    """``path``, when no symbolic link leads it out of the project's ``tests/`` (Connic refuses
+    links, so the code there would never run on Connic); else ``ModuleLoadError``."""
+    tests = project_root / "tests"
+    for part in (path, path.parent, tests):
+        if part.is_symlink():
+            where = part.relative_to(project_root).as_posix()
+            raise ModuleLoadError(f"{label}: {where} is a symbolic link; Connic refuses links, so pytest-connic "
+                                  "does not load code through one")
+    if not path.resolve().is_relative_to(tests.resolve()):
+        raise ModuleLoadError(f"{label}: {path} lies outside the project's tests/")
+    return path
 
 
 def load_builder(project_root: Path, name: str) -> types.ModuleType:

@@ -69,7 +69,10 @@ def compute_coverage(project_root: Path) -> CoverageReport:
     and ``error`` when agents failed to load or suites of unreported agents failed to parse."""
     from connic.loader import ProjectLoader
 
+    from .yamlguard import guard_loader
+
     loader = ProjectLoader(str(project_root), validation_only=True)
+    guard_loader(loader, project_root)  # alias bombs never reach the SDK's unbounded safe_load
     try:
         agents = loader.load_agents()
     except FileNotFoundError as exc:
@@ -129,8 +132,13 @@ def _parse_suite(path: Path, project_root: Path) -> _Suite | None:
     from connic.project_paths import contained_source
     from connic.test_schema import TestFile
 
+    from .yamlguard import refusal
+
     rel = path.relative_to(project_root)
     agent = path.stem
+    refused = refusal(path, rel.as_posix())
+    if refused is not None:  # an alias bomb would keep Connic's validation busy forever
+        return _Suite(agent, None, refused)
     try:
         # Text mode with the default encoding, as Connic reads it, so decode errors match too.
         with open(contained_source(path, project_root / "tests")) as stream:

@@ -34,14 +34,14 @@ def canonical_json(value: Any) -> str:
 
 def sha256(value: Any) -> str:
     """The hex sha256 of ``value``'s canonical JSON."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _canonical_arguments(arguments: Any) -> Any:
     if isinstance(arguments, str):
         try:
             return json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return arguments
     return arguments
 

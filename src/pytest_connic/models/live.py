@@ -313,7 +313,7 @@ def _parse_call(call: Any, n: int) -> ToolCallRequest:
     try:
         parsed = json.loads(raw_arguments) if isinstance(raw_arguments, str) else raw_arguments
         arguments = parsed if isinstance(parsed, dict) else raw_arguments
-    except ValueError:
+    except (ValueError, RecursionError):
         arguments = raw_arguments  # malformed JSON from the model: the runtime reports it
     return ToolCallRequest(id=call.id or f"call_{n + 1}", name=function.name, arguments=arguments)
 

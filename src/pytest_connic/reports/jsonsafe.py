@@ -37,9 +37,23 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, allow_nan=False)
 
 
+def json_text(value: Any, *, default: Any = str, ensure_ascii: bool = False) -> str:
+    """``json.dumps(value, ensure_ascii=False, default=default)``, or, for what JSON cannot hold
+    (a cycle, an int past Python's digit limit, a tuple key, nesting past the stack), the JSON of
+    :func:`to_jsonable`: user data on its way to a model or a middleware never raises."""
+    try:
+        return json.dumps(value, ensure_ascii=ensure_ascii, default=default)
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(to_jsonable(value), ensure_ascii=ensure_ascii)
+
+
 def _convert(value: Any, path: frozenset[int], depth: int) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
+    if isinstance(value, str):
+        return _text(value)
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return value if _int_fits(value) else f"<int of about {int(value.bit_length() * 0.30103) + 1} digits>"
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -59,16 +73,39 @@ def _convert(value: Any, path: frozenset[int], depth: int) -> Any:
     return _repr(value)
 
 
+def _text(value: str) -> str:
+    """``value`` as text UTF-8 can encode: a lone surrogate (from user data) becomes ``\\udxxx``,
+    so that writing a report never fails."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def _int_fits(value: int) -> bool:
+    """Whether ``value`` converts to text (Python refuses ints past ``sys.get_int_max_str_digits``)."""
+    if -(10**18) < value < 10**18:
+        return True
+    try:
+        str(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _key(key: Any) -> str:
     if isinstance(key, str):
-        return key
-    if key is None or isinstance(key, (bool, int, float)):
+        return _text(key)
+    if key is None or isinstance(key, (bool, float)) or (isinstance(key, int) and _int_fits(key)):
         return str(key)
     return _repr(key)
 
 
 def _repr(value: Any) -> str:
     try:
-        return repr(value)
+        return _text(repr(value))
     except Exception as exc:  # noqa: BLE001 - a broken __repr__ may raise anything; the report must not
         return f"<unrepresentable {type(value).__name__}: {type(exc).__name__}>"

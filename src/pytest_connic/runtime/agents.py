@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ import jsonschema
 from ..expressions import ExpressionError, compile_expression
 from ..models.base import ModelRequest, ModelResponse, ToolSpec
 from ..records import ModelTurnRecord
+from ..reports.jsonsafe import json_text
 from .dispatch import call_tool, tool_catalog
 from .payload import parse_json, tool_agent_payload
 from .scope import AwaitingApproval, RunFailed
@@ -31,7 +31,7 @@ def fill_prompt(prompt: str, context: dict[str, Any]) -> str:
         if key not in context:
             return match.group(0)
         value = context[key]
-        return value if isinstance(value, str) else json.dumps(value, default=str)
+        return value if isinstance(value, str) else json_text(value, ensure_ascii=True)
 
     return _PLACEHOLDER.sub(sub, prompt)
 
@@ -134,7 +134,7 @@ def _assistant_message(response: ModelResponse) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": c.name,
-                    "arguments": c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments),
+                    "arguments": c.arguments if isinstance(c.arguments, str) else json_text(c.arguments, default=None, ensure_ascii=True),
                 },
             }
             for c in response.tool_calls

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
-import json
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from connic.core import AgentType
 
 from ..records import RunRecord, TriggerRecord
+from ..reports.jsonsafe import json_text
 from .payload import parse_json
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def _outcome(child: Invocation, record: RunRecord) -> dict[str, Any]:
     result: dict[str, Any] = {
         "run_id": record.run_id,
         "status": "timeout" if timed_out else record.status,
-        "response": output if isinstance(output, str) or output is None else json.dumps(output, default=str),
+        "response": output if isinstance(output, str) or output is None else json_text(output, ensure_ascii=True),
     }
     if record.error:
         result["error"] = record.error

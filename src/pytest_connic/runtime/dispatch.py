@@ -6,8 +6,10 @@ after hook, recorded in the trace with params, result or error, and marks.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +18,7 @@ from connic.core import Tool
 
 from ..mocks import signature_errors, tool_ladder
 from ..records import ToolCallRecord
-from .approvals import gate
+from .approvals import ApprovalInputError, gate
 from .scope import (
     AwaitingApproval,
     InfrastructureFailure,
@@ -100,25 +102,83 @@ def tool_catalog(inv: Invocation) -> dict[str, CatalogEntry]:
 
 
 def _jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data for the trace (bytes as ``<n bytes>``); never raises: a value
+    JSON cannot hold (a cycle, a huge int, deep nesting, an odd key) keeps what it can."""
     try:
         return json.loads(json.dumps(value, default=_default))
-    except (TypeError, ValueError):
-        return repr(value)
+    except (TypeError, ValueError, RecursionError):
+        from ..reports.jsonsafe import to_jsonable
+
+        return to_jsonable(value)
 
 
 def _default(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         return f"<{len(value)} bytes>"
     if hasattr(value, "model_dump"):
-        return value.model_dump()
+        try:
+            return value.model_dump()
+        except Exception as exc:  # noqa: BLE001 - a user object's broken model_dump: JSON cannot hold it either
+            raise TypeError(f"{type(value).__name__}.model_dump() raised {type(exc).__name__}") from None
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+def _model_bytes(value: bytes | bytearray) -> str:
+    """Bytes as the model reads them: the text when they are UTF-8, else base64."""
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        return base64.b64encode(bytes(value)).decode("ascii")
+
+
+def _model_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _model_bytes(bytes(value))
+    return _jsonable(value)
+
+
 def to_model_text(value: Any) -> str:
-    """A tool result as the model reads it."""
+    """A tool result as the model reads it: a string as is, anything else as JSON; bytes (such
+    as ``file_read``'s ``content``) as their text when UTF-8, else base64. Never raises."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=lambda v: _jsonable(v) if not isinstance(v, bytes) else f"<{len(v)} bytes>")
+    from ..reports.jsonsafe import json_text
+
+    return json_text(value, default=_model_default)  # a cycle, a huge int, odd keys, deep nesting
+
+
+class UserCodeError(Exception):
+    """An exception raised by user code during a tool call (the tool, its mock, a hook, a
+    predefined tool's implementation or the ``pytest_connic_predefined_tool`` hook): the model
+    reads it as the tool's error. Anything else that escapes the pipeline is a pytest-connic bug."""
+
+    def __init__(self, exc: Exception) -> None:
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.exc = exc
+
+
+async def user_code(awaitable: Any) -> Any:
+    """Await user code; its exceptions (other than control flow) become ``UserCodeError``."""
+    try:
+        return await awaitable
+    except (AbortTool, *SIGNALS):
+        raise
+    except Exception as exc:  # user code: the model reads it
+        raise UserCodeError(exc) from exc
+
+
+def internal_error(exc: BaseException, doing: str) -> RunAborted:
+    """A located run failure for a bug of pytest-connic itself (never shown as the user's fault)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "pytest_connic" in f.filename]
+    where = ""
+    if frames:
+        frame = frames[-1]
+        module = "pytest_connic" + frame.filename.replace("\\", "/").rsplit("pytest_connic", 1)[-1]
+        where = f" at {module}:{frame.lineno}"
+    return RunAborted(
+        f"internal error in pytest-connic while {doing}: {type(exc).__name__}: {exc}{where}. "
+        "This is a bug in pytest-connic, not in your project: please report it with this message"
+    )
 
 
 async def call_tool(inv: Invocation, name: str, arguments: Any, *, body: bool = False,
@@ -149,13 +209,15 @@ async def call_tool(inv: Invocation, name: str, arguments: Any, *, body: bool = 
         if body:
             raise RunFailed(exc.message) from None
         return f"Error: {exc.message}"
-    except SIGNALS:
-        raise
-    except Exception as exc:  # noqa: BLE001  (user code)
-        record.error = f"{type(exc).__name__}: {exc}"
+    except UserCodeError as exc:
+        record.error = str(exc)
         if body:
             raise RunFailed(record.error) from None
         return f"Error: {record.error}"
+    except SIGNALS:
+        raise
+    except Exception as exc:  # not user code: our own bug, never the tool's error
+        raise internal_error(exc, f"calling tool {name!r}") from exc
     finally:
         record.duration_ms = (time.perf_counter() - started) * 1000
     if body:
@@ -179,7 +241,10 @@ class _Aborted(Exception):
 
 
 async def _pipeline(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
-    decided = await gate(inv, entry, record, params)
+    try:
+        decided = await gate(inv, entry, record, params)
+    except ApprovalInputError as exc:  # the model called an approval input with bad arguments
+        raise _ToolError(f"{type(exc).__name__}: {exc}") from None
     if decided is not None:  # rejected with on_rejection: continue, or an input tool's answer
         kind, value = decided
         if kind == "result":
@@ -234,13 +299,11 @@ async def _before_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params:
     args: tuple[Any, ...] = (entry.name, params, inv.context) if accepts_positional(func, 3) else (entry.name, params)
     inv.record.events.append({"type": "hook", "phase": "before", "tool": entry.ref, "mock": mock})
     try:
-        changed = await inv.scope.call(func, *args)
+        changed = await user_code(inv.scope.call(func, *args))
     except AbortTool as abort:
         raise _Aborted(abort.result, _origin("before", mock)) from None
-    except SIGNALS:
-        raise
-    except Exception as exc:  # noqa: BLE001  (user code)
-        raise _ToolError(f"{_origin('before', mock)} failed: {type(exc).__name__}: {exc}") from None
+    except UserCodeError as exc:
+        raise _ToolError(f"{_origin('before', mock)} failed: {exc}") from None
     if changed is None:  # None = params unchanged
         return params
     if not isinstance(changed, dict):
@@ -258,13 +321,11 @@ async def _after_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params: 
         args = (*args, inv.context)
     inv.record.events.append({"type": "hook", "phase": "after", "tool": entry.ref, "mock": mock})
     try:
-        changed = await inv.scope.call(func, *args)
+        changed = await user_code(inv.scope.call(func, *args))
     except AbortTool as abort:
         raise _Aborted(abort.result, _origin("after", mock)) from None
-    except SIGNALS:
-        raise
-    except Exception as exc:  # noqa: BLE001  (user code)
-        raise _ToolError(f"{_origin('after', mock)} failed: {type(exc).__name__}: {exc}") from None
+    except UserCodeError as exc:
+        raise _ToolError(f"{_origin('after', mock)} failed: {exc}") from None
     return result if changed is None else changed  # None = keep the result
 
 
@@ -276,7 +337,8 @@ async def _execute(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord,
             return _search_tools(inv, params)
         from .predefined_dispatch import run_predefined
 
-        return await run_predefined(inv, entry.name, params)
+        # the local implementations refuse bad arguments by raising, as Connic's tools do
+        return await user_code(run_predefined(inv, entry.name, params))
     except AbortTool as abort:
         origin = f"mock {record.mock_function}" if record.mocked else "the tool"
         raise _Aborted(abort.result, origin) from None
@@ -290,7 +352,7 @@ async def _custom(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, 
         if errors:
             raise RunAborted(f"mocked call to {entry.ref} does not match the tool's signature: {'; '.join(errors)}")
         record.mocked, record.mock_function = True, mock.name
-        return await inv.scope.call(mock.func, entry.ref, params, inv.context)
+        return await user_code(inv.scope.call(mock.func, entry.ref, params, inv.context))
     if inv.scope.mocks.flags.get("strict_mocks"):
         tried = inv.scope.mocks.tried(tool_ladder(entry.ref))
         raise RunAborted(f"strict_mocks: {entry.ref} has no mock ({tried})")
@@ -300,10 +362,10 @@ async def _custom(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, 
     if takes_context(func):
         kwargs["context"] = inv.context
     try:
-        return await inv.scope.call(func, **kwargs)
-    except TypeError as exc:
-        if "argument" in str(exc):
-            raise _ToolError(f"{entry.ref}: {exc}") from None
+        return await user_code(inv.scope.call(func, **kwargs))
+    except UserCodeError as exc:
+        if isinstance(exc.exc, TypeError) and "argument" in str(exc.exc):
+            raise _ToolError(f"{entry.ref}: {exc.exc}") from None
         raise
 
 

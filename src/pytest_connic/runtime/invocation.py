@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import datetime as dt
-import json
 import time
 import uuid
 from typing import Any
@@ -33,7 +32,9 @@ def output_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+    from ..reports.jsonsafe import json_text
+
+    return json_text(value)  # never raises: a cycle, a huge int, odd keys, deep nesting
 
 
 class Invocation:

@@ -24,15 +24,20 @@ def parse_json(text: Any) -> Any:
         return text
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past Python's stack
         return text
 
 
 def load_fixtures(project_root: Path, names: list[str]) -> list[dict[str, str]]:
     """Read ``tests/files/<name>`` for each name: ``{data: base64, mime_type, name}``."""
-    files_dir = (project_root / "tests" / "files").resolve()
+    base = project_root / "tests" / "files"
+    files_dir = base.resolve()
     out = []
     for name in names:
+        link = next((p for p in (base / name, base, base.parent) if p.is_symlink()), None)
+        if link is not None:  # checked first: a link to /etc/passwd must not read as "missing"
+            where = link.relative_to(project_root).as_posix()
+            raise FixtureError(f"fixture tests/files/{name}: {where} is a symbolic link; Connic refuses links")
         path = (files_dir / name).resolve()
         hidden = name.startswith(".")
         if hidden or not path.is_relative_to(files_dir) or not path.is_file():
@@ -75,7 +80,9 @@ def message_text(delivered: dict[str, Any]) -> str:
     rest = {k: v for k, v in delivered.items() if k != "files" or not is_attachments(v)}
     if set(rest) == {"message"} and isinstance(rest["message"], str):
         return rest["message"]
-    return json.dumps(rest, ensure_ascii=False, default=str)
+    from ..reports.jsonsafe import json_text
+
+    return json_text(rest)  # a builder's payload may hold a cycle, a huge int, ...
 
 
 def content_parts(delivered: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,15 @@ class InfrastructureFailure(Exception):
     """A provider failed: the case is an error, the session exits 2."""
 
 
+class ExitCalled(Exception):
+    """User code called ``sys.exit()``: it ends that call (a failing tool, hook, builder, ...),
+    never the run's event loop or the pytest session."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__(f"sys.exit({code!r}) was called")
+        self.code = code
+
+
 class DaemonExecutor(Executor):
     """Runs each submitted call in its own daemon thread.
 
@@ -100,14 +109,17 @@ class RunScope:
     async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call user code: coroutines awaited, sync functions in a worker thread
         (so a slow sync tool does not hold up the other runs)."""
-        if inspect.iscoroutinefunction(func):
-            return await func(*args, **kwargs)
-        loop = asyncio.get_running_loop()
-        ctx = contextvars.copy_context()
-        result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, func, *args, **kwargs))
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        try:
+            if inspect.iscoroutinefunction(func):
+                return await func(*args, **kwargs)
+            loop = asyncio.get_running_loop()
+            ctx = contextvars.copy_context()
+            result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, func, *args, **kwargs))
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except SystemExit as exc:  # left alone, asyncio would let it end the whole session
+            raise ExitCalled(exc.code) from None
 
 
 def accepts_positional(func: Callable[..., Any], count: int) -> bool:

@@ -3,6 +3,7 @@ model construction, and the user's hooks."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -12,9 +13,10 @@ from typing import Any
 import connic.tools as connic_tools
 from connic.core import Agent
 
-from ..models.base import Model, ModelRequest, ModelResponse
+from ..models.base import Model, ModelRequest, ModelResponse, ToolCallRequest
 from ..project import RuntimeProject
 from ..secrets import Masker
+from .scope import RunAborted
 
 
 @functools.cache
@@ -77,7 +79,11 @@ class ProjectServices:
         model = self.hook.pytest_connic_make_model(
             config=self.config, agent=agent, model=agent.config.model or "", case=case, run_index=run_index
         )
-        return _adapt(model) if model is not None else None
+        if model is None:
+            return None
+        source = f"the model that pytest_connic_make_model supplied for agent '{agent.config.name}'"
+        adapted = _adapt(model, source)
+        return adapted if isinstance(adapted, _FunctionModel) else _CheckedModel(adapted, source)
 
     def close(self) -> None:
         close = getattr(self.local, "close", None)
@@ -88,25 +94,85 @@ class ProjectServices:
 class _FunctionModel:
     """Wraps a plain (sync or async) function ``f(request) -> ModelResponse``."""
 
-    def __init__(self, func: Callable[[ModelRequest], Any]) -> None:
+    def __init__(self, func: Callable[[ModelRequest], Any], source: str = "a model function") -> None:
         self.func = func
+        self.source = source
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         result = self.func(request)
         if inspect.isawaitable(result):
             result = await result
-        if isinstance(result, str):
-            return ModelResponse(content=result)
-        assert isinstance(result, ModelResponse), "a model function must return a ModelResponse or a string"
-        return result
+        return checked_response(result, self.source)
 
 
-def _adapt(model: Any) -> Model:
+class _CheckedModel:
+    """A user-supplied model whose answers are checked before the runtime reads them."""
+
+    def __init__(self, model: Any, source: str) -> None:
+        self.model = model
+        self.source = source
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        result = self.model.complete(request)
+        if inspect.isawaitable(result):
+            result = await result
+        return checked_response(result, self.source)
+
+
+def _problems(response: ModelResponse) -> list[str]:
+    problems = []
+    if response.content is not None and not isinstance(response.content, str):
+        problems.append(f"content is {type(response.content).__name__}, expected a string or None")
+    calls = response.tool_calls
+    if not isinstance(calls, list):
+        return [*problems, f"tool_calls is {type(calls).__name__}, expected a list of ToolCallRequest"]
+    for n, call in enumerate(calls):
+        if not isinstance(call, ToolCallRequest):
+            problems.append(f"tool_calls[{n}] is {type(call).__name__}, expected ToolCallRequest(id, name, arguments)")
+        elif not isinstance(call.name, str) or not call.name:
+            problems.append(f"tool_calls[{n}] has no tool name (name={call.name!r})")
+        elif call.id is not None and not isinstance(call.id, str):
+            problems.append(f"tool_calls[{n}].id is {type(call.id).__name__}, expected a string")
+    for name in ("input_tokens", "output_tokens"):
+        value = getattr(response, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            problems.append(f"{name} is {value!r}, expected an integer >= 0")
+    if isinstance(response.cost, bool) or not isinstance(response.cost, (int, float)) or not response.cost >= 0:
+        problems.append(f"cost is {response.cost!r}, expected a number >= 0")
+    if response.model is not None and not isinstance(response.model, str):
+        problems.append(f"model is {type(response.model).__name__}, expected a string or None")
+    return problems
+
+
+def checked_response(result: Any, source: str) -> ModelResponse:
+    """``result`` of a user-supplied model as a ``ModelResponse`` (a string is a final answer);
+    anything the runtime cannot read fails the run with what is wrong (``RunAborted``).
+
+    A tool call naming an unknown tool, or whose arguments are not a JSON object, is not wrong
+    here: a real model does that too, and the model reads the tool's error, as on Connic."""
+    if isinstance(result, str):
+        return ModelResponse(content=result)
+    if not isinstance(result, ModelResponse):
+        raise RunAborted(f"{source} returned {type(result).__name__}; expected a ModelResponse or a string "
+                         "(pytest_connic.models.base)")
+    problems = _problems(result)
+    if problems:
+        raise RunAborted(f"{source} returned a malformed ModelResponse: {'; '.join(problems)}")
+    if any(call.id is None for call in result.tool_calls):  # ids only pair calls with their results
+        calls = [ToolCallRequest(c.id or f"call_{n + 1}", c.name, c.arguments) for n, c in enumerate(result.tool_calls)]
+        return dataclasses.replace(result, tool_calls=calls)
+    return result
+
+
+def _adapt(model: Any, source: str = "a model function") -> Model:
     if hasattr(model, "complete"):
         return model  # type: ignore[no-any-return]
     if callable(model):
-        return _FunctionModel(model)
-    raise TypeError(
+        return _FunctionModel(model, source)
+    raise RunAborted(  # the run fails with this message (a TypeError here was a traceback into the runtime)
         f"pytest_connic_make_model returned {type(model).__name__}; expected an object with "
         "`async complete(request)` or a function of the request"
     )
