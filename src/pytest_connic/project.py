@@ -12,13 +12,14 @@ import difflib
 import io
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any
 
-from . import sdk  # noqa: F401  (imports the SDK quietly)
-from .discovery import DiscoveryError, discover_suites
+from . import sdk  # noqa: F401  (imports the SDK quietly, before any connic import)
 from connic import ProjectLoader
 from connic.core import Agent
+
+from .discovery import DiscoveryError, discover_suites
 
 
 class ProjectError(Exception):

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import sdk  # noqa: F401  (imports the SDK quietly)
+from . import sdk  # noqa: F401  (imports the SDK quietly, before any connic import)
 from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 from pydantic import TypeAdapter, ValidationError
 
