@@ -131,22 +131,18 @@ def insert_seed(filter: Mapping[str, Any]) -> Document:
     }
 
 
-class LocalDatabase:
-    """Connic's document database on one SQLite file (``<session dir>/db.sqlite3``)."""
+class SqliteStore:
+    """One SQLite file behind a lock, with ``IMMEDIATE`` transactions (database and retrieval index)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, schema: str) -> None:
         self.path = path
         self._lock = threading.RLock()
-        self._connection = open_sqlite(path, _SCHEMA)
+        self._connection = open_sqlite(path, schema)
 
     def close(self) -> None:
         """Close the SQLite connection."""
         with self._lock:
             self._connection.close()
-
-    def bind(self, access: Any, agent_name: str) -> BoundDatabase:
-        """The ``db_*`` tools for one agent, enforcing its ``DatabaseAccessConfig`` (or ``None``)."""
-        return BoundDatabase(self, database_access(access, agent_name))
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -158,6 +154,18 @@ class LocalDatabase:
                 self._connection.execute("ROLLBACK")
                 raise
             self._connection.execute("COMMIT")
+
+
+class LocalDatabase(SqliteStore):
+    """Connic's document database on one SQLite file (``<session dir>/db.sqlite3``)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, _SCHEMA)
+
+    def bind(self, access: Any, agent_name: str) -> BoundDatabase:
+        """The ``db_*`` tools for one agent, enforcing its ``DatabaseAccessConfig`` (or ``None``)."""
+        return BoundDatabase(self, database_access(access, agent_name))
+
 
     def _load(self, connection: sqlite3.Connection, collection: str) -> list[Document]:
         rows = connection.execute(

@@ -24,18 +24,14 @@ from __future__ import annotations
 import json
 import math
 import re
-import sqlite3
-import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .access import ScopeAccess, retrieval_access
-from .db import now_iso, open_sqlite
+from .db import SqliteStore, now_iso
 from .errors import PredefinedToolError
 from .query import compile_filter
 
@@ -164,29 +160,11 @@ def _shown(namespace: str) -> str | None:
     return namespace or None
 
 
-class RetrievalIndex:
+class RetrievalIndex(SqliteStore):
     """The index itself; every operation takes the caller's ``ScopeAccess``."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.RLock()
-        self._connection = open_sqlite(path, _SCHEMA)
-
-    def close(self) -> None:
-        """Close the SQLite connection."""
-        with self._lock:
-            self._connection.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._connection.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._connection
-            except BaseException:
-                self._connection.execute("ROLLBACK")
-                raise
-            self._connection.execute("COMMIT")
+        super().__init__(path, _SCHEMA)
 
     def _chunks(self, scope: str, access: ScopeAccess) -> list[_Chunk]:
         with self._lock:
