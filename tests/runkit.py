@@ -11,10 +11,6 @@ import textwrap
 # hypothesis alone, imported by its plugin's terminal summary, costs seconds per run.
 import hypothesis  # noqa: F401
 
-import pytest_connic.fixture
-import pytest_connic.reports.terminal
-import pytest_connic.runner  # noqa: F401
-
 #: A project conftest.py whose model answers with what it was asked: the system prompt,
 #: the user message, the tools offered and the tool results it read, as JSON.
 ECHO_REQUEST_MODEL = textwrap.dedent(

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ConnicProject, esc
-from pytest_connic import builders
-from pytest_connic.mocks import ModuleLoadError
+from pytest_connic.execution import builders
+from pytest_connic.runtime.mocks import ModuleLoadError
 
 #: The model calls what the payload lists ({"calls": [...]}), then answers with the tool results
 #: it read and the text of the user message (attached files as their mime types).

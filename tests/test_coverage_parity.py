@@ -1,4 +1,4 @@
-"""``pytest_connic.coverage`` against Connic's own ``connic test --coverage`` (spec §8.7).
+"""``pytest_connic.coverage.compute`` against Connic's own ``connic test --coverage`` (spec §8.7).
 
 Every project is measured twice: by the SDK's ``connic.cli._compute_local_coverage`` and by
 ``compute_coverage``; the two reports must be the same JSON, key order and floats included.
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_connic.coverage import (
+from pytest_connic.coverage.compute import (
     add_runtime_coverage,
     asserted_from_suites,
     compute_coverage,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import ConnicProject
-from pytest_connic.coverage import compute_coverage
+from pytest_connic.coverage.compute import compute_coverage
 from test_reports_plugin import answer, tool_turn, write_mixed
 
 ADDS = """

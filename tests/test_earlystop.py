@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from pytest_connic.earlystop import decision, needed_passes
+from pytest_connic.execution.earlystop import decision, needed_passes
 
 
 def simulate(outcomes: tuple[bool, ...], threshold: int, concurrency: int) -> tuple[bool, int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ConnicProject
-from pytest_connic.envfile import EnvFileError, apply_env, env_file, parse_env_file
+from pytest_connic.project.envfile import EnvFileError, apply_env, env_file, parse_env_file
 
 TOKEN = "s3cr3t-token-value"  # 18 characters
 NAME = "staging-name-value"

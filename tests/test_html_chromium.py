@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_connic.records import CaseOutcome, RunRecord, ToolCallRecord
+from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord
 from pytest_connic.reports.html import render_html
 from pytest_connic.reports.json_report import build_json_report
 from pytest_connic.secrets import Masker

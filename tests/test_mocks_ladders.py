@@ -11,7 +11,7 @@ from typing import Any, Literal, Optional
 import pytest
 
 from conftest import ConnicProject, esc
-from pytest_connic.mocks import (
+from pytest_connic.runtime.mocks import (
     MockSet,
     argument_schema,
     guardrail_ladder,

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_connic.records import (
+from pytest_connic.jsonsafe import to_jsonable
+from pytest_connic.records.run import (
     ApprovalRecord,
     CaseOutcome,
     GuardrailRecord,
@@ -22,7 +23,6 @@ from pytest_connic.records import (
 )
 from pytest_connic.reports.html import render_html
 from pytest_connic.reports.json_report import build_json_report, report_text
-from pytest_connic.reports.jsonsafe import to_jsonable
 from pytest_connic.reports.junit import junit_properties
 from pytest_connic.reports.stats import wilson_interval
 from pytest_connic.reports.terminal import (

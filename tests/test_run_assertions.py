@@ -8,9 +8,9 @@ import pytest
 
 import runkit  # noqa: F401  (fast in-process runs)
 from conftest import ConnicProject, esc
-from pytest_connic.assertions import evaluate_run
-from pytest_connic.compiled import compile_case
-from pytest_connic.records import RunRecord, ToolCallRecord
+from pytest_connic.checks.compiled import compile_case
+from pytest_connic.checks.evaluate import evaluate_run
+from pytest_connic.records.run import RunRecord, ToolCallRecord
 
 #: one run: add(4, 6), add(4, 1), add(2, 2), multiply(3, 3), then the answer
 CALLS = [

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from conftest import ConnicProject
-from pytest_connic.suite import SuiteError, load_suite
+from pytest_connic.suite.loader import SuiteError, load_suite
 
 CORPUS = Path(__file__).parent / "corpus"
 FOLDERS = ("valid", "invalid", "unknown_keys", "plugin_only")

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ConnicRunner": "pytest_connic.fixture",
-    "RunRecord": "pytest_connic.records",
-    "CaseOutcome": "pytest_connic.records",
-    "ToolCallRecord": "pytest_connic.records",
+    "ConnicRunner": "pytest_connic.plugin.fixture",
+    "RunRecord": "pytest_connic.records.run",
+    "CaseOutcome": "pytest_connic.records.run",
+    "ToolCallRecord": "pytest_connic.records.run",
     "ModelRequest": "pytest_connic.models.base",
     "ModelResponse": "pytest_connic.models.base",
     "ToolCallRequest": "pytest_connic.models.base",
@@ -41,8 +41,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .fixture import ConnicRunner
-    from .models.base import (
+    from pytest_connic.models.base import (
         CassetteError,
         ModelRequest,
         ModelResponse,
@@ -50,8 +49,9 @@ if TYPE_CHECKING:
         ToolCallRequest,
         ToolSpec,
     )
-    from .records import CaseOutcome, RunRecord, ToolCallRecord
-    from .warnings import ConnicWarning
+    from pytest_connic.plugin.fixture import ConnicRunner
+    from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord
+    from pytest_connic.warnings import ConnicWarning
 
 
 def __getattr__(name: str) -> Any:

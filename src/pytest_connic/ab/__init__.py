@@ -6,20 +6,26 @@ they load on the first call that needs them. See ``docs/ab-testing.md``.
 
 from __future__ import annotations
 
-from .arms import ArmStats, ArmSummary, newcombe_interval, wilson_interval
-from .boundaries import inflation_factor, obf_boundaries, obf_spending
-from .plan import Objective, Plan, fixed_sample_size, make_plan
-from .safety import SafetyMonitor
-from .score import restricted_variant_rate, score_z
-from .sequential import (
+from pytest_connic.ab.arms import ArmStats, ArmSummary, newcombe_interval, wilson_interval
+from pytest_connic.ab.boundaries import inflation_factor, obf_boundaries, obf_spending
+from pytest_connic.ab.plan import Objective, Plan, fixed_sample_size, make_plan
+from pytest_connic.ab.safety import SafetyMonitor
+from pytest_connic.ab.score import restricted_variant_rate, score_z
+from pytest_connic.ab.sequential import (
     LookResult,
     Recommendation,
     analyze_look,
     conditional_power,
     run_sequential,
 )
-from .simulate import Simulation, simulate
-from .stats import McNemarResult, exploratory_summary, mcnemar, sign_test, two_proportion_test
+from pytest_connic.ab.simulate import Simulation, simulate
+from pytest_connic.ab.stats import (
+    McNemarResult,
+    exploratory_summary,
+    mcnemar,
+    sign_test,
+    two_proportion_test,
+)
 
 __all__ = [
     "ArmStats",

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .arms import ArmStats
-from .options import ABOptions, plan_dict
-from .plan import Plan
-from .stats import exploratory_summary, mcnemar, sign_test, two_proportion_test
+from pytest_connic.ab.arms import ArmStats
+from pytest_connic.ab.options import ABOptions, plan_dict
+from pytest_connic.ab.plan import Plan
+from pytest_connic.ab.stats import exploratory_summary, mcnemar, sign_test, two_proportion_test
 
 #: the latency keys of the section: the only numbers that differ between two identical runs
 LATENCY_KEYS = ("mean_latency_ms", "p50_latency_ms", "p95_latency_ms")
@@ -125,7 +125,7 @@ def overall_recommendation(plan: Plan, cases: list[dict[str, Any]]) -> tuple[str
 def _strict_boundaries(plan: Plan, cases: int) -> tuple[float, ...]:
     if cases <= 1:
         return tuple(plan.boundaries)
-    from .boundaries import obf_boundaries
+    from pytest_connic.ab.boundaries import obf_boundaries
 
     level = plan.alpha if plan.sides == 2 else plan.alpha / 2.0
     return obf_boundaries(plan.fractions, level / cases, plan.sides)

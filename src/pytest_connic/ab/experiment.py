@@ -20,15 +20,15 @@ import functools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .arms import ArmStats
-from .options import ABOptions
-from .safety import SafetyMonitor
-from .sequential import LookResult, analyze_look
+from pytest_connic.ab.arms import ArmStats
+from pytest_connic.ab.options import ABOptions
+from pytest_connic.ab.safety import SafetyMonitor
+from pytest_connic.ab.sequential import LookResult, analyze_look
 
 if TYPE_CHECKING:
-    from ..collect import CaseItem
-    from ..records import CaseOutcome, RunRecord
-    from ..runner import ProjectRuntime
+    from pytest_connic.execution.case import ProjectRuntime
+    from pytest_connic.plugin.items import CaseItem
+    from pytest_connic.records.run import CaseOutcome, RunRecord
 
 #: the replay error of a case without a cassette (models/replay.py): the arm cannot be compared
 NO_CASSETTE = "no cassette for this case"
@@ -57,7 +57,7 @@ class _Shifted:
 
 @functools.cache
 def _arm_run_class() -> type:
-    from ..runner import CaseRun
+    from pytest_connic.execution.case import CaseRun
 
     class ArmRun(CaseRun):
         """The runs of one batch of an arm: never stopped by ``--connic-early-stop``, which
@@ -104,9 +104,9 @@ class Arm:
         return [self.records[i] for i in range(count)]
 
     def _run(self, start: int, count: int) -> None:
-        from ..records import CaseOutcome
-        from ..runner import CaseTarget
-        from ..runtime.scope import DaemonExecutor
+        from pytest_connic.execution.case import CaseTarget
+        from pytest_connic.records.run import CaseOutcome
+        from pytest_connic.runtime.scope import DaemonExecutor
 
         spec, suite = self.item.spec, self.item.suite
         assert spec.resolved is not None and spec.compiled is not None
@@ -240,14 +240,14 @@ def _ordinary_pool(outcome: CaseOutcome) -> list[RunRecord]:
 def control_models(runtime: ProjectRuntime, item: CaseItem) -> Any:
     """The control arm replays the case's cassette (which the item has just recorded, if it had to),
     wrapping around its runs, and never writes it; live providers with ``--connic-live``."""
-    from ..models.factory import HookedCaseModels
-    from ..models.replay import CaseModels
+    from pytest_connic.models.factory import HookedCaseModels
+    from pytest_connic.models.replay import CaseModels
 
     session = runtime.session
     if session.settings.live:
         assert item.spec.resolved is not None
         return runtime.models_for(item.suite, item.spec.resolved)
-    from ..models.cassette import cassette_path
+    from pytest_connic.models.cassette import cassette_path
 
     path = cassette_path(runtime.services.root / session.settings.cassette_dir, item.suite.relpath, item.spec.name)
     return HookedCaseModels(CaseModels(path, mode="none", live=None, masker=session.masker),
@@ -256,8 +256,8 @@ def control_models(runtime: ProjectRuntime, item: CaseItem) -> Any:
 
 def variant_arm(runtime: ProjectRuntime, item: CaseItem, variant: str) -> Arm:
     """The variant arm: its own cassette (``<case>@<variant>.yaml``), in the session's record mode."""
-    from ..models.cassette import cassette_path
-    from ..models.factory import models_at
+    from pytest_connic.models.cassette import cassette_path
+    from pytest_connic.models.factory import models_at
 
     session = runtime.session
     name = variant_cassette_name(item.spec.name, variant)

@@ -6,7 +6,7 @@ import functools
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .plan import Plan, make_plan
+from pytest_connic.ab.plan import Plan, make_plan
 
 
 class ABOptionsError(ValueError):

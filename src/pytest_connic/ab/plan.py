@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from .boundaries import (
+from pytest_connic.ab.boundaries import (
     design_drift,
     inflation_factor,
     information_fractions,
@@ -100,7 +100,7 @@ def fixed_sample_size(
     import numpy as np
     from scipy.stats import norm
 
-    from .score import restricted_variant_rate
+    from pytest_connic.ab.score import restricted_variant_rate
 
     d0 = 0.0 if margin is None else -margin
     z_a, z_b = float(norm.isf(alpha / 2.0)), float(norm.isf(1.0 - power))

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .arms import ArmStats, ArmSummary
-from .plan import Plan
-from .safety import SafetyMonitor
-from .score import score_z
+from pytest_connic.ab.arms import ArmStats, ArmSummary
+from pytest_connic.ab.plan import Plan
+from pytest_connic.ab.safety import SafetyMonitor
+from pytest_connic.ab.score import score_z
 
 if TYPE_CHECKING:
     import numpy as np

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .plan import Plan
-from .score import score_z
-from .sequential import CONTINUE, RECOMMENDATIONS, Recommendation, classify
+from pytest_connic.ab.plan import Plan
+from pytest_connic.ab.score import score_z
+from pytest_connic.ab.sequential import CONTINUE, RECOMMENDATIONS, Recommendation, classify
 
 if TYPE_CHECKING:
     import numpy as np

@@ -11,8 +11,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from .arms import ArmStats, newcombe_interval
-from .sequential import score_z
+from pytest_connic.ab.arms import ArmStats, newcombe_interval
+from pytest_connic.ab.sequential import score_z
 
 
 class McNemarResult(NamedTuple):

@@ -8,7 +8,7 @@ when a live call happens.
 
 from __future__ import annotations
 
-from .base import (
+from pytest_connic.models.base import (
     CassetteError,
     Model,
     ModelError,
@@ -19,10 +19,10 @@ from .base import (
     ToolCallRequest,
     ToolSpec,
 )
-from .cassette import Cassette, cassette_path, load_cassette, parse_cassette, safe_name
-from .digest import first_difference, request_digest, request_fingerprint
-from .live import LiteLLMModel, RetryPolicy
-from .replay import MODES, CaseModels, RunModelsImpl
+from pytest_connic.models.cassette import Cassette, cassette_path, load_cassette, parse_cassette, safe_name
+from pytest_connic.models.digest import first_difference, request_digest, request_fingerprint
+from pytest_connic.models.live import LiteLLMModel, RetryPolicy
+from pytest_connic.models.replay import MODES, CaseModels, RunModelsImpl
 
 __all__ = [
     "MODES",

@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from ..yamlpos import Positions, YamlError, format_path, load_with_positions
-from .base import CassetteError
+from pytest_connic.models.base import CassetteError
+from pytest_connic.suite.positions import Positions, YamlError, format_path, load_with_positions
 
 VERSION = 1
 #: a file name longer than this (UTF-8 bytes, without ``.yaml``) is cut and gets a hash suffix

@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import ModelRequest, ToolSpec
+from pytest_connic.models.base import ModelRequest, ToolSpec
 
 SHORT = 12
 

@@ -6,16 +6,16 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..warnings import CassetteDivergenceWarning
-from .base import Model
-from .cassette import cassette_path
-from .replay import CaseModels
+from pytest_connic.models.base import Model
+from pytest_connic.models.cassette import cassette_path
+from pytest_connic.models.replay import CaseModels
+from pytest_connic.warnings import CassetteDivergenceWarning
 
 if TYPE_CHECKING:
-    from ..records import CaseOutcome
-    from ..runtime.services import ProjectServices
-    from ..state import ConnicSession
-    from ..suite import Suite
+    from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.runtime.services import ProjectServices
+    from pytest_connic.suite.loader import Suite
 
 
 class HookedRunModels:
@@ -93,7 +93,7 @@ def models_at(
     mode = "live" if settings.live else settings.record_mode
     live = None
     if mode != "none":
-        from .live import LiteLLMModel
+        from pytest_connic.models.live import LiteLLMModel
 
         shared = LiteLLMModel(aliases=settings.model_aliases(), masker=session.masker)
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..secrets import Masker
-from .base import ModelRequest, ModelResponse, ProviderError, ToolCallRequest, ToolSpec
+from pytest_connic.models.base import ModelRequest, ModelResponse, ProviderError, ToolCallRequest, ToolSpec
+from pytest_connic.secrets import Masker
 
 #: environment LiteLLM reads at import: use bundled catalogues, fetch nothing by itself
 OFFLINE_ENV = {

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..secrets import Masker, secret_values_from_env
-from .base import CassetteError, Model, ModelRequest, ModelResponse, ToolCallRequest
-from .cassette import (
+from pytest_connic.models.base import CassetteError, Model, ModelRequest, ModelResponse, ToolCallRequest
+from pytest_connic.models.cassette import (
     Cassette,
     CassetteRun,
     RecordedToolCall,
@@ -30,7 +29,8 @@ from .cassette import (
     load_cassette,
     write_text_atomic,
 )
-from .digest import first_difference, request_fingerprint
+from pytest_connic.models.digest import first_difference, request_fingerprint
+from pytest_connic.secrets import Masker, secret_values_from_env
 
 MODES = ("none", "once", "new_runs", "all", "live")
 LiveFactory = Callable[[str], Model]

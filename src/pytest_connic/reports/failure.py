@@ -3,9 +3,9 @@ each failing run's checks, evaluated operands and tool-call trace."""
 
 from __future__ import annotations
 
-from ..records import CaseOutcome
-from ..secrets import Masker
-from .terminal import failure_details, failure_summary_line
+from pytest_connic.records.run import CaseOutcome
+from pytest_connic.reports.terminal import failure_details, failure_summary_line
+from pytest_connic.secrets import Masker
 
 
 def failure_text(outcome: CaseOutcome, masker: Masker) -> str:

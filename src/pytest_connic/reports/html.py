@@ -14,7 +14,7 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from pytest_connic.reports.jsonsafe import to_jsonable
+from pytest_connic.jsonsafe import to_jsonable
 
 #: no fetches, no external images, styles or scripts: only what is inline
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from pytest_connic.records import CaseOutcome
+from pytest_connic.records.run import CaseOutcome
 
 #: two-sided 95 % normal quantile
 Z_95 = 1.959963984540054

@@ -14,10 +14,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_connic.records import CaseOutcome, RunRecord
+from pytest_connic.jsonsafe import dumps, masked
+from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.spans import build_spans
 from pytest_connic.reports.json_report import as_text
-from pytest_connic.reports.jsonsafe import dumps, masked
-from pytest_connic.reports.spans import build_spans
 from pytest_connic.reports.stats import runs_needed, sorted_outcomes
 from pytest_connic.secrets import Masker
 

@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
-from ..expressions import ExpressionError, compile_expression
-from ..models.base import ModelRequest, ModelResponse, ToolSpec
-from ..records import ModelTurnRecord
-from ..reports.jsonsafe import json_text
-from .dispatch import call_tool, tool_catalog
-from .payload import parse_json, tool_agent_payload
-from .scope import AwaitingApproval, RunFailed
+from pytest_connic.expressions import ExpressionError, compile_expression
+from pytest_connic.jsonsafe import json_text
+from pytest_connic.models.base import ModelRequest, ModelResponse, ToolSpec
+from pytest_connic.records.run import ModelTurnRecord
+from pytest_connic.runtime.dispatch import call_tool, tool_catalog
+from pytest_connic.runtime.payload import parse_json, tool_agent_payload
+from pytest_connic.runtime.scope import AwaitingApproval, RunFailed
 
 if TYPE_CHECKING:
-    from .invocation import Invocation
+    from pytest_connic.runtime.invocation import Invocation
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -164,7 +164,7 @@ async def run_tool_agent(inv: Invocation, content: dict[str, Any]) -> Any:
     parts = content.get("parts") or []
     if parts and isinstance(parts[0], dict) and "text" in parts[0]:
         text = parts[0]["text"]
-        from .payload import message_text
+        from pytest_connic.runtime.payload import message_text
 
         if text != message_text(inv.delivered):  # before middleware rewrote the input
             value = parse_json(text)
@@ -176,7 +176,7 @@ async def run_tool_agent(inv: Invocation, content: dict[str, Any]) -> Any:
 
 async def run_sequential(inv: Invocation) -> Any:
     """Stages in order, each stage's output the next stage's input; one trace."""
-    from .invocation import Invocation as Stage
+    from pytest_connic.runtime.invocation import Invocation as Stage
 
     value: Any = inv.original_payload
     files = inv.delivered.get("files") or []

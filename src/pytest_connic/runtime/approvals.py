@@ -11,14 +11,14 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from ..expressions import EvaluationError, Expression, ExpressionError, compile_expression
-from ..records import ApprovalRecord, ToolCallRecord
-from .scope import AwaitingApproval, RunAborted, RunFailed
+from pytest_connic.expressions import EvaluationError, Expression, ExpressionError, compile_expression
+from pytest_connic.records.run import ApprovalRecord, ToolCallRecord
+from pytest_connic.runtime.scope import AwaitingApproval, RunAborted, RunFailed
 
 if TYPE_CHECKING:
-    from ..compiled import ApprovalDecision
-    from .dispatch import CatalogEntry
-    from .invocation import Invocation
+    from pytest_connic.checks.compiled import ApprovalDecision
+    from pytest_connic.runtime.dispatch import CatalogEntry
+    from pytest_connic.runtime.invocation import Invocation
 
 _JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
 

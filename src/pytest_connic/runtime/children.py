@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from connic.core import AgentType
 
-from ..records import RunRecord, TriggerRecord
-from ..reports.jsonsafe import json_text
-from .payload import parse_json
+from pytest_connic.jsonsafe import json_text
+from pytest_connic.records.run import RunRecord, TriggerRecord
+from pytest_connic.runtime.payload import parse_json
 
 if TYPE_CHECKING:
-    from .invocation import Invocation
+    from pytest_connic.runtime.invocation import Invocation
 
 MAX_DEPTH = 16
 MAX_SCHEDULE = dt.timedelta(days=30)
@@ -62,7 +62,7 @@ def _check(inv: Invocation, agent_name: Any, payload: Any) -> None:
 def _child(inv: Invocation, agent_name: str, payload: Any, timeout: float | None) -> Invocation:
     """The child invocation; an LLM child takes its model now, so that cassette entries
     ``children.<agent>[i]`` follow the order of the triggers even when children overlap."""
-    from .invocation import Invocation as Child
+    from pytest_connic.runtime.invocation import Invocation as Child
 
     value = parse_json(payload) if isinstance(payload, str) else copy.deepcopy(payload)
     files = value.pop("files", None) if isinstance(value, dict) else None

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from connic import AbortTool, StopProcessing
 from connic.core import Tool
 
-from ..mocks import signature_errors, tool_ladder
-from ..records import ToolCallRecord
-from .approvals import ApprovalInputError, gate
-from .scope import (
+from pytest_connic.records.run import ToolCallRecord
+from pytest_connic.runtime.approvals import ApprovalInputError, gate
+from pytest_connic.runtime.mocks import signature_errors, tool_ladder
+from pytest_connic.runtime.scope import (
     AwaitingApproval,
     InfrastructureFailure,
     RunAborted,
@@ -27,10 +27,10 @@ from .scope import (
     accepts_positional,
     takes_context,
 )
-from .services import predefined_description, predefined_schema
+from pytest_connic.runtime.services import predefined_description, predefined_schema
 
 if TYPE_CHECKING:
-    from .invocation import Invocation
+    from pytest_connic.runtime.invocation import Invocation
 
 DISCOVERY = ("search_tools", "use_tool")
 #: exceptions that end a run (or a call) their own way and pass through user code untouched
@@ -107,7 +107,7 @@ def _jsonable(value: Any) -> Any:
     try:
         return json.loads(json.dumps(value, default=_default))
     except (TypeError, ValueError, RecursionError):
-        from ..reports.jsonsafe import to_jsonable
+        from pytest_connic.jsonsafe import to_jsonable
 
         return to_jsonable(value)
 
@@ -142,7 +142,7 @@ def to_model_text(value: Any) -> str:
     as ``file_read``'s ``content``) as their text when UTF-8, else base64. Never raises."""
     if isinstance(value, str):
         return value
-    from ..reports.jsonsafe import json_text
+    from pytest_connic.jsonsafe import json_text
 
     return json_text(value, default=_model_default)  # a cycle, a huge int, odd keys, deep nesting
 
@@ -335,7 +335,7 @@ async def _execute(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord,
             return await _custom(inv, entry, record, params)
         if entry.kind == "discovery":
             return _search_tools(inv, params)
-        from .predefined_dispatch import run_predefined
+        from pytest_connic.runtime.predefined_dispatch import run_predefined
 
         # the local implementations refuse bad arguments by raising, as Connic's tools do
         return await user_code(run_predefined(inv, entry.name, params))

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from connic import GuardrailResult
 
-from ..mocks import guardrail_ladder
-from ..records import GuardrailRecord
-from ..warnings import GuardrailNotEvaluatedWarning
-from .scope import RunAborted
+from pytest_connic.records.run import GuardrailRecord
+from pytest_connic.runtime.mocks import guardrail_ladder
+from pytest_connic.runtime.scope import RunAborted
+from pytest_connic.warnings import GuardrailNotEvaluatedWarning
 
 if TYPE_CHECKING:
     from connic.core import GuardrailRule
 
-    from .invocation import Invocation
+    from pytest_connic.runtime.invocation import Invocation
 
 MODEL_BASED = frozenset({
     "prompt_injection",

@@ -16,12 +16,18 @@ from typing import Any
 from connic import StopProcessing
 from connic.core import AgentType
 
-from ..models.base import CassetteError, ProviderError
-from ..records import RunRecord
-from . import guardrails
-from .dispatch import call_middleware
-from .payload import content_parts, deliver, message_text, parse_json
-from .scope import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed, RunScope
+from pytest_connic.models.base import CassetteError, ProviderError
+from pytest_connic.records.run import RunRecord
+from pytest_connic.runtime import guardrails
+from pytest_connic.runtime.dispatch import call_middleware
+from pytest_connic.runtime.payload import content_parts, deliver, message_text, parse_json
+from pytest_connic.runtime.scope import (
+    AwaitingApproval,
+    InfrastructureFailure,
+    RunAborted,
+    RunFailed,
+    RunScope,
+)
 
 CURRENT: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar("connic_invocation", default=None)
 
@@ -32,7 +38,7 @@ def output_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    from ..reports.jsonsafe import json_text
+    from pytest_connic.jsonsafe import json_text
 
     return json_text(value)  # never raises: a cycle, a huge int, odd keys, deep nesting
 
@@ -113,7 +119,7 @@ class Invocation:
 
     async def _finish(self) -> None:
         await self._await_background()
-        from .predefined_dispatch import record_automatic_outbound
+        from pytest_connic.runtime.predefined_dispatch import record_automatic_outbound
 
         record_automatic_outbound(self)  # recorded, never delivered
         self.record.duration_ms = (time.perf_counter() - self._started) * 1000
@@ -175,7 +181,7 @@ class Invocation:
         self.context["duration_ms"] = round((time.perf_counter() - self._started) * 1000)
 
     async def _agent_body(self, content: dict[str, Any]) -> Any:
-        from .agents import run_llm, run_sequential, run_tool_agent
+        from pytest_connic.runtime.agents import run_llm, run_sequential, run_tool_agent
 
         if self.config.type == AgentType.TOOL:
             return await run_tool_agent(self, content)

@@ -80,7 +80,7 @@ def message_text(delivered: dict[str, Any]) -> str:
     rest = {k: v for k, v in delivered.items() if k != "files" or not is_attachments(v)}
     if set(rest) == {"message"} and isinstance(rest["message"], str):
         return rest["message"]
-    from ..reports.jsonsafe import json_text
+    from pytest_connic.jsonsafe import json_text
 
     return json_text(rest)  # a builder's payload may hold a cycle, a huge int, ...
 

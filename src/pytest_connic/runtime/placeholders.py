@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import connic.tools as connic_tools
 
 if TYPE_CHECKING:
-    from .services import ProjectServices
+    from pytest_connic.runtime.services import ProjectServices
 
 #: the services of the project whose builder is running (set around build/cleanup)
 BUILDER_SERVICES: contextvars.ContextVar[ProjectServices | None] = contextvars.ContextVar(
@@ -76,8 +76,8 @@ def _make(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     async def dispatcher(*args: Any, **kwargs: Any) -> Any:
-        from .invocation import CURRENT
-        from .predefined_dispatch import run_predefined
+        from pytest_connic.runtime.invocation import CURRENT
+        from pytest_connic.runtime.predefined_dispatch import run_predefined
 
         try:
             params = dict(signature.bind(*args, **kwargs).arguments)

@@ -21,10 +21,10 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .children import trigger_agent, trigger_agent_at
+from pytest_connic.runtime.children import trigger_agent, trigger_agent_at
 
 if TYPE_CHECKING:
-    from .invocation import Invocation
+    from pytest_connic.runtime.invocation import Invocation
 
 HOOK = "pytest_connic_predefined_tool"
 OFFLINE_HINT = (

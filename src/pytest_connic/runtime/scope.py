@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..compiled import ApprovalDecision
-    from ..mocks import MockSet
-    from ..models.base import RunModels
-    from .services import ProjectServices
+    from pytest_connic.checks.compiled import ApprovalDecision
+    from pytest_connic.models.base import RunModels
+    from pytest_connic.runtime.mocks import MockSet
+    from pytest_connic.runtime.services import ProjectServices
 
 
 class RunAborted(Exception):

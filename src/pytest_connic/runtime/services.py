@@ -13,10 +13,10 @@ from typing import Any
 import connic.tools as connic_tools
 from connic.core import Agent
 
-from ..models.base import Model, ModelRequest, ModelResponse, ToolCallRequest
-from ..project import RuntimeProject
-from ..secrets import Masker
-from .scope import RunAborted
+from pytest_connic.models.base import Model, ModelRequest, ModelResponse, ToolCallRequest
+from pytest_connic.project.loader import RuntimeProject
+from pytest_connic.runtime.scope import RunAborted
+from pytest_connic.secrets import Masker
 
 
 @functools.cache
@@ -57,7 +57,7 @@ class ProjectServices:
         self.hook = hook
         self.config = config
         self.warn_once = warn_once
-        from .predefined import LocalServices
+        from pytest_connic.runtime.predefined import LocalServices
 
         self.local = LocalServices(data_dir)
         self._bound: dict[str, dict[str, Callable[..., Any]]] = {}

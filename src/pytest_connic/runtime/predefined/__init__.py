@@ -25,10 +25,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .db import BoundDatabase, LocalDatabase
-from .errors import PredefinedToolError
-from .files import BoundFiles, LocalFiles
-from .retrieval import BoundRetrieval, LocalRetrieval
+from pytest_connic.runtime.predefined.db import BoundDatabase, LocalDatabase
+from pytest_connic.runtime.predefined.errors import PredefinedToolError
+from pytest_connic.runtime.predefined.files import BoundFiles, LocalFiles
+from pytest_connic.runtime.predefined.retrieval import BoundRetrieval, LocalRetrieval
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import PredefinedToolError
+from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
 _FLAG_VERBS = {"prevent_write": "write to", "prevent_delete": "delete from", "session_only": "see"}
 

@@ -24,9 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .access import ScopeAccess, database_access
-from .errors import PredefinedToolError
-from .query import (
+from pytest_connic.runtime.predefined.access import ScopeAccess, database_access
+from pytest_connic.runtime.predefined.errors import PredefinedToolError
+from pytest_connic.runtime.predefined.query import (
     check_fields,
     check_page,
     compile_filter,

@@ -26,11 +26,11 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from .access import ScopeAccess, files_access
-from .db import now_iso, open_sqlite
-from .errors import PredefinedToolError
-from .query import check_page, compile_filter, sort_documents
-from .sandbox import Sandbox, is_under, normalise, parent_of
+from pytest_connic.runtime.predefined.access import ScopeAccess, files_access
+from pytest_connic.runtime.predefined.db import now_iso, open_sqlite
+from pytest_connic.runtime.predefined.errors import PredefinedToolError
+from pytest_connic.runtime.predefined.query import check_page, compile_filter, sort_documents
+from pytest_connic.runtime.predefined.sandbox import Sandbox, is_under, normalise, parent_of
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, meta TEXT NOT NULL);"
 Meta = dict[str, Any]

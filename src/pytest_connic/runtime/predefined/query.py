@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .errors import PredefinedToolError
+from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
 Predicate = Callable[[Any], bool]
 """A compiled filter: takes one JSON document (or any JSON value for field operators)."""

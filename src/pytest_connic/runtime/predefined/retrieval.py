@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .access import ScopeAccess, retrieval_access
-from .db import SqliteStore, now_iso
-from .errors import PredefinedToolError
-from .query import compile_filter
+from pytest_connic.runtime.predefined.access import ScopeAccess, retrieval_access
+from pytest_connic.runtime.predefined.db import SqliteStore, now_iso
+from pytest_connic.runtime.predefined.errors import PredefinedToolError
+from pytest_connic.runtime.predefined.query import compile_filter
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import PredefinedToolError
+from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
 _DRIVE = re.compile(r"[A-Za-z]:([/\\]|$)")
 

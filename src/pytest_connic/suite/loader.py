@@ -24,13 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import sdk  # noqa: F401  (imports the SDK quietly, before any connic import)
+from pytest_connic.project import sdk  # noqa: F401  (imports the SDK quietly, before any connic import)
 from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 from pydantic import TypeAdapter, ValidationError
 
-from .compiled import CompiledCase, compile_case
-from .expressions import ExpressionError
-from .yamlpos import Positions, YamlError, format_path, load_with_positions
+from pytest_connic.checks.compiled import CompiledCase, compile_case
+from pytest_connic.expressions import ExpressionError
+from pytest_connic.suite.positions import Positions, YamlError, format_path, load_with_positions
 
 
 class SuiteError(Exception):

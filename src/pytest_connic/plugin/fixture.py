@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from .discovery import find_project_root
-from .records import CaseOutcome, RunRecord
+from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.suite.discovery import find_project_root
 
 if TYPE_CHECKING:
-    from .models.base import Model, RunModels
-    from .runner import ProjectRuntime
-    from .state import ConnicSession
+    from pytest_connic.execution.case import ProjectRuntime
+    from pytest_connic.models.base import Model, RunModels
+    from pytest_connic.plugin.session import ConnicSession
 
 #: the cassette folder of Python tests (under the cassette directory) unless ``cassette=`` says otherwise
 DEFAULT_CASSETTE_FOLDER = "python"
@@ -56,7 +56,7 @@ class _GivenModels:
 
 
 def _as_model(model: Any) -> Model:
-    from .runtime.services import _FunctionModel
+    from pytest_connic.runtime.services import _FunctionModel
 
     if callable(getattr(model, "complete", None)):
         return model  # type: ignore[no-any-return]
@@ -89,7 +89,7 @@ class ConnicRunner:
 
     @property
     def session(self) -> ConnicSession:
-        from .state import SESSION_KEY
+        from pytest_connic.plugin.session import SESSION_KEY
 
         return self.config.stash[SESSION_KEY]
 
@@ -112,7 +112,7 @@ class ConnicRunner:
 
     def runtime(self, project_root: str | os.PathLike[str] | None = None) -> ProjectRuntime:
         """The session's runtime of the project (built once, shared with suite cases)."""
-        from .project import ProjectError
+        from pytest_connic.project.loader import ProjectError
 
         root = self.project_root(project_root)
         try:
@@ -165,7 +165,7 @@ class ConnicRunner:
         and, when any ``expected_*`` is given, on those checks exactly as in a suite. A
         case that cannot start (a missing fixture, builder or mocks module) always fails.
         """
-        from .runner import CaseDefinitionError, CaseTarget, resolve_case
+        from pytest_connic.execution.case import CaseDefinitionError, CaseTarget, resolve_case
 
         runtime = self.runtime(project_root)
         self._check_agent(runtime, agent)
@@ -205,7 +205,7 @@ class ConnicRunner:
         runtime.execute(target)
         self.last_outcome = outcome
         if outcome.setup_error is not None or (check and not outcome.passed):
-            from .reports.failure import failure_text
+            from pytest_connic.reports.failure import failure_text
 
             _fail(failure_text(outcome, self.session.masker))
         return list(outcome.records)
@@ -231,9 +231,9 @@ class ConnicRunner:
     def _models(self, runtime: ProjectRuntime, model: object | None, cassette: str | None, name: str) -> Any:
         if model is not None:
             return _GivenModels(_as_model(model))
-        from .models.base import CassetteError
-        from .models.cassette import cassette_path
-        from .models.factory import models_at
+        from pytest_connic.models.base import CassetteError
+        from pytest_connic.models.cassette import cassette_path
+        from pytest_connic.models.factory import models_at
 
         folder = cassette or DEFAULT_CASSETTE_FOLDER
         try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_connic.discovery import DiscoveryError, discover_suites
+from pytest_connic.suite.discovery import DiscoveryError, discover_suites
 
 __all__ = [
     "CoverageReport",
@@ -69,7 +69,7 @@ def compute_coverage(project_root: Path) -> CoverageReport:
     and ``error`` when agents failed to load or suites of unreported agents failed to parse."""
     from connic.loader import ProjectLoader
 
-    from .yamlguard import guard_loader
+    from pytest_connic.project.yamlguard import guard_loader
 
     loader = ProjectLoader(str(project_root), validation_only=True)
     guard_loader(loader, project_root)  # alias bombs never reach the SDK's unbounded safe_load
@@ -132,7 +132,7 @@ def _parse_suite(path: Path, project_root: Path) -> _Suite | None:
     from connic.project_paths import contained_source
     from connic.test_schema import TestFile
 
-    from .yamlguard import refusal
+    from pytest_connic.project.yamlguard import refusal
 
     rel = path.relative_to(project_root)
     agent = path.stem

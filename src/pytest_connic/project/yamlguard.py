@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .yamlpos import MAX_BYTES, YamlError, load_with_positions
+from pytest_connic.suite.positions import MAX_BYTES, YamlError, load_with_positions
 
 #: a refusal for these reasons only: anything else (a syntax error) the SDK reports itself
 _BOUNDS = ("too large", "too deeply")

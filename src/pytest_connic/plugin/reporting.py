@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .state import SESSION_KEY, ConnicSession
+from pytest_connic.plugin.session import SESSION_KEY, ConnicSession
 
 if TYPE_CHECKING:
-    from .records import CaseOutcome, RunRecord
+    from pytest_connic.records.run import CaseOutcome, RunRecord
 
 WORKER_KEY = "connic_outcomes"
 INFRA_KEY = "connic_infra"
@@ -57,7 +57,7 @@ class ConnicReporting:
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         state = _state(config)
-        from .collect import CaseItem
+        from pytest_connic.plugin.items import CaseItem
 
         if not state.settings.coverage:
             _set_timeouts(config, [i for i in items if isinstance(i, CaseItem)], state.settings.concurrency)
@@ -80,17 +80,17 @@ class ConnicReporting:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
             None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        from .collect import CaseItem
+        from pytest_connic.plugin.items import CaseItem
 
         outcome = item.outcome if isinstance(item, CaseItem) else None
         if _ends_runs(report) and outcome is not None and _is_worker(self.config):
-            from .reports.jsonsafe import masked
+            from pytest_connic.jsonsafe import masked
 
             masker = _state(self.config).masker
             setattr(report, OUTCOME_ATTR, json.dumps(masked(outcome.to_dict(), masker)))
             self.sent.add(outcome.nodeid)
             if outcome.runs > 1:
-                from .reports.outputs import run_progress_line
+                from pytest_connic.plugin.outputs import run_progress_line
 
                 setattr(report, RUNS_ATTR, [run_progress_line(outcome, r, masker) for r in outcome.executed])
         return report
@@ -108,7 +108,7 @@ class ConnicReporting:
         """``-v``: one line per finished run of a case with several runs, as it finishes."""
         if outcome.runs < 2:
             return
-        from .reports.outputs import run_progress_line
+        from pytest_connic.plugin.outputs import run_progress_line
 
         with self._terminal() as reporter:
             if reporter is None:
@@ -130,11 +130,11 @@ class ConnicReporting:
         if _is_worker(self.config):
             _send_to_controller(self.config, state, self.sent)
             return
-        from .reports.outputs import write_outputs
+        from pytest_connic.plugin.outputs import write_outputs
 
         write_outputs(state)
         if state.settings.coverage or state.settings.coverage_json or state.settings.coverage_fail_under is not None:
-            from .reports.coverage_output import finish_coverage
+            from pytest_connic.plugin.coverage_mode import finish_coverage
 
             code = finish_coverage(state, session, self.suite_collection_errors)
             if code is not None:
@@ -145,7 +145,7 @@ class ConnicReporting:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         state = _state(config)
-        from .reports.outputs import terminal_summary
+        from pytest_connic.plugin.outputs import terminal_summary
 
         terminal_summary(state, terminalreporter)
 
@@ -159,7 +159,7 @@ class ConnicXdist:
         self.received: set[str] = set()
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        from .records_io import outcome_from_dict
+        from pytest_connic.records.serialize import outcome_from_dict
 
         state = _state(self.config)
         output = getattr(node, "workeroutput", None) or {}
@@ -174,7 +174,7 @@ class ConnicXdist:
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """A worker died while running ``crashitem`` (``os._exit`` in a tool, a segfault): the case
         still appears in every report, failed with xdist's message."""
-        from .records import CaseOutcome
+        from pytest_connic.records.run import CaseOutcome
 
         if crashitem in self.received or "::" not in crashitem:
             return
@@ -197,7 +197,7 @@ class ConnicXdist:
         lines follow its result line."""
         raw = getattr(report, OUTCOME_ATTR, None)
         if isinstance(raw, str) and report.nodeid not in self.received:
-            from .records_io import outcome_from_dict
+            from pytest_connic.records.serialize import outcome_from_dict
 
             self.received.add(report.nodeid)
             _state(self.config).outcomes.append(outcome_from_dict(json.loads(raw)))
@@ -220,7 +220,7 @@ def _send_to_controller(config: pytest.Config, state: ConnicSession, sent: set[s
     """Outcomes travel masked (the controller never loads ``--connic-env``) and as plain JSON,
     so the controller's reports equal a single process's. Those that went with their case's
     report (``sent``) are not sent twice."""
-    from .reports.jsonsafe import masked
+    from pytest_connic.jsonsafe import masked
 
     output = config.workeroutput  # type: ignore[attr-defined]
     rest = [o for o in state.outcomes if o.nodeid not in sent]
@@ -230,7 +230,7 @@ def _send_to_controller(config: pytest.Config, state: ConnicSession, sent: set[s
 
 
 def _is_suite_file(config: pytest.Config, nodeid: str) -> bool:
-    from .discovery import suite_root
+    from pytest_connic.suite.discovery import suite_root
 
     if not nodeid or "::" in nodeid:
         return False
@@ -281,7 +281,7 @@ def register(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist") and not _is_worker(config):
         config.pluginmanager.register(ConnicXdist(config), "connic-xdist")
     if _state(config).settings.ab:
-        from .ab.plugin_support import register as register_ab
+        from pytest_connic.plugin.ab import register as register_ab
 
         register_ab(config, _state(config))
 

@@ -21,24 +21,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import builders
-from .assertions import evaluate_run
-from .compiled import CompiledCase, compile_case
-from .expressions import ExpressionError
-from .mocks import MockSet, ModuleLoadError, load_fresh
-from .project import RuntimeProject
-from .records import CaseOutcome, RunRecord
-from .reports.failure import failure_text, infrastructure_text
-from .runtime import placeholders
-from .runtime.invocation import Invocation, output_text
-from .runtime.payload import FixtureError, load_fixtures
-from .runtime.scope import RunScope
-from .runtime.services import ProjectServices
+from pytest_connic.checks.compiled import CompiledCase, compile_case
+from pytest_connic.checks.evaluate import evaluate_run
+from pytest_connic.execution import builders
+from pytest_connic.expressions import ExpressionError
+from pytest_connic.project.loader import RuntimeProject
+from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.reports.failure import failure_text, infrastructure_text
+from pytest_connic.runtime import placeholders
+from pytest_connic.runtime.invocation import Invocation, output_text
+from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
+from pytest_connic.runtime.payload import FixtureError, load_fixtures
+from pytest_connic.runtime.scope import RunScope
+from pytest_connic.runtime.services import ProjectServices
 
 if TYPE_CHECKING:
-    from .collect import CaseItem
-    from .state import ConnicSession
-    from .suite import CaseSpec, Suite
+    from pytest_connic.plugin.items import CaseItem
+    from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.suite.loader import CaseSpec, Suite
 
 STRICT_FLAGS = ("strict_mocks", "strict_hook_mocks", "strict_middleware_mocks", "strict_guardrail_mocks")
 
@@ -57,7 +57,7 @@ def resolve_case(fields: dict[str, Any], agent_name: str) -> tuple[dict[str, Any
     from connic.test_schema import TestCase, TestDefaults, TestFile
     from pydantic import ValidationError
 
-    from . import sdk  # noqa: F401  (imports the SDK quietly)
+    from pytest_connic.project import sdk  # noqa: F401  (imports the SDK quietly)
 
     try:
         model = TestCase.model_validate(fields)
@@ -232,7 +232,7 @@ class ProjectRuntime:
 
     def models_for(self, suite: Suite, case: dict[str, Any]) -> Any:
         """The case's models: the user's hook, cassettes, or live providers."""
-        from .models.factory import case_models
+        from pytest_connic.models.factory import case_models
 
         return case_models(self.session, self.services, suite, case)
 
@@ -308,7 +308,7 @@ class CaseRun:
     def _decided(self, records: list[RunRecord | None]) -> str | None:
         if not self.settings.early_stop:
             return None
-        from .earlystop import decision
+        from pytest_connic.execution.earlystop import decision
 
         done = [r for r in records if r is not None]
         passed = sum(1 for r in done if r.passed)
@@ -417,7 +417,7 @@ class CaseRun:
 
 def run_case_item(session: ConnicSession, item: CaseItem) -> None:
     """Run the case behind ``item`` and raise on a bad verdict."""
-    from .collect import CaseFailed, CaseInfrastructureError
+    from pytest_connic.plugin.items import CaseFailed, CaseInfrastructureError
 
     runtime: ProjectRuntime = session.runtime(item.project_root)
     outcome = runtime.run_case(item.suite, item.spec, item.nodeid)

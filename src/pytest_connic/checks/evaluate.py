@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .compiled import Checks, ChildCheck, ToolCallCheck
-from .expressions import MISSING, Expression
-from .records import RunRecord, ToolCallRecord, TriggerRecord
-from .runtime.payload import parse_json
+from pytest_connic.checks.compiled import Checks, ChildCheck, ToolCallCheck
+from pytest_connic.expressions import MISSING, Expression
+from pytest_connic.records.run import RunRecord, ToolCallRecord, TriggerRecord
+from pytest_connic.runtime.payload import parse_json
 
 
 def _calls(record: RunRecord, tool: str) -> list[ToolCallRecord]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .records import (
+from pytest_connic.records.run import (
     ApprovalRecord,
     CaseOutcome,
     GuardrailRecord,

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .secrets import Masker, secret_values_from_env
-from .settings import Settings
+from pytest_connic.plugin.options import Settings
+from pytest_connic.secrets import Masker, secret_values_from_env
 
 if TYPE_CHECKING:
-    from .collect import CaseItem
-    from .project import ProjectIndex
-    from .records import CaseOutcome, RunRecord
+    from pytest_connic.plugin.items import CaseItem
+    from pytest_connic.project.loader import ProjectIndex
+    from pytest_connic.records.run import CaseOutcome, RunRecord
 
 
 class ConnicSession:
@@ -42,7 +42,7 @@ class ConnicSession:
         """The project's agents as collection sees them (no user code executed)."""
         with self._lock:
             if root not in self._indexes:
-                from .project import index_project
+                from pytest_connic.project.loader import index_project
 
                 self._indexes[root] = index_project(root)
             return self._indexes[root]
@@ -51,8 +51,8 @@ class ConnicSession:
         """The project's runtime (real modules, local services), built on first use."""
         with self._lock:
             if root not in self._runtimes:
-                from .project import RuntimeProject
-                from .runner import ProjectRuntime
+                from pytest_connic.execution.case import ProjectRuntime
+                from pytest_connic.project.loader import RuntimeProject
 
                 self._apply_env(root)
                 self._runtimes[root] = ProjectRuntime(self, RuntimeProject(root))
@@ -63,8 +63,8 @@ class ConnicSession:
         name = self.settings.env
         if not name or root in self._envs:
             return
-        from .envfile import EnvFileError, apply_env
-        from .project import ProjectError
+        from pytest_connic.project.envfile import EnvFileError, apply_env
+        from pytest_connic.project.loader import ProjectError
 
         try:
             applied = apply_env(root, name)
@@ -75,15 +75,15 @@ class ConnicSession:
 
     def run_item(self, item: CaseItem) -> None:
         """Run one case item; raises ``CaseFailed`` / ``CaseInfrastructureError`` on a bad verdict."""
-        from .collect import CaseFailed
-        from .project import ProjectError
-        from .runner import run_case_item
+        from pytest_connic.execution.case import run_case_item
+        from pytest_connic.plugin.items import CaseFailed
+        from pytest_connic.project.loader import ProjectError
 
         self.coverage_roots.add(item.project_root)
         try:
             run_case_item(self, item)
         except ProjectError as exc:
-            from .reports.failure import failure_text
+            from pytest_connic.reports.failure import failure_text
 
             outcome = self._setup_outcome(item, str(exc))
             raise CaseFailed(failure_text(outcome, self.masker), outcome) from None
@@ -92,7 +92,7 @@ class ConnicSession:
 
     def _add_junit_properties(self, item: CaseItem) -> None:
         if item.outcome is not None and self.settings.junit_properties:
-            from .reports.junit import junit_properties
+            from pytest_connic.reports.junit import junit_properties
 
             item.user_properties.extend(junit_properties(item.outcome))
 
@@ -104,7 +104,7 @@ class ConnicSession:
 
     def _setup_outcome(self, item: CaseItem, error: str) -> CaseOutcome:
         """The outcome of a case that could not start (invalid, or its project/env failed)."""
-        from .records import CaseOutcome
+        from pytest_connic.records.run import CaseOutcome
 
         spec, suite = item.spec, item.suite
         resolved = spec.resolved or {}
@@ -120,7 +120,7 @@ class ConnicSession:
 
     def warn_once(self, key: str, message: str, category: type[Warning] | None = None) -> None:
         """Emit a warning (a ``ConnicWarning`` unless ``category`` says which) once per session for ``key``."""
-        from .warnings import ConnicWarning
+        from pytest_connic.warnings import ConnicWarning
 
         with self._lock:
             if key in self.warned:
@@ -134,7 +134,7 @@ class ConnicSession:
         for runtime in self._runtimes.values():
             runtime.close()
         if self._runtimes:
-            from .runtime import placeholders
+            from pytest_connic.runtime import placeholders
 
             placeholders.uninstall()
         self._runtimes.clear()

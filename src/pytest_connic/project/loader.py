@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import sdk  # noqa: F401  (imports the SDK quietly, before any connic import)
+from pytest_connic.project import sdk  # noqa: F401  (imports the SDK quietly, before any connic import)
 from connic import ProjectLoader
 from connic.core import Agent
 
-from .discovery import DiscoveryError, discover_suites
+from pytest_connic.suite.discovery import DiscoveryError, discover_suites
 
 
 class ProjectError(Exception):
@@ -66,7 +66,7 @@ class ProjectIndex:
 
 def _load(root: Path, *, validation_only: bool) -> tuple[ProjectLoader, list[Agent], list[str]]:
     loader = ProjectLoader(str(root), validation_only=validation_only)
-    from .yamlguard import guard_loader
+    from pytest_connic.project.yamlguard import guard_loader
 
     guard_loader(loader, Path(root))  # alias bombs and huge files never reach the SDK's safe_load
     printed = io.StringIO()

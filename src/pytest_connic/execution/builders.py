@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .mocks import ModuleLoadError, load_fresh
+from pytest_connic.runtime.mocks import ModuleLoadError, load_fresh
 
 Caller = Callable[..., Awaitable[Any]]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_connic.records import ModelTurnRecord, RunRecord, ToolCallRecord, TriggerRecord
-from pytest_connic.reports.jsonsafe import dumps, masked
+from pytest_connic.jsonsafe import dumps, masked
+from pytest_connic.records.run import ModelTurnRecord, RunRecord, ToolCallRecord, TriggerRecord
 from pytest_connic.secrets import Masker
 
 TRIGGER_TOOLS = ("trigger_agent", "trigger_agent_at")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from . import hookspecs
-from .discovery import suite_root
-from .settings import Settings, add_options
+from pytest_connic.plugin import hookspecs
+from pytest_connic.plugin.options import Settings, add_options
+from pytest_connic.suite.discovery import suite_root
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,16 +26,16 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
-    from .state import SESSION_KEY, ConnicSession
+    from pytest_connic.plugin.session import SESSION_KEY, ConnicSession
 
     config.stash[SESSION_KEY] = ConnicSession(config, Settings(config))
-    from .session_hooks import register
+    from pytest_connic.plugin.reporting import register
 
     register(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from .state import SESSION_KEY
+    from pytest_connic.plugin.session import SESSION_KEY
 
     state = config.stash.get(SESSION_KEY, None)
     if state is not None:
@@ -46,7 +46,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
     root = suite_root(file_path)
     if root is None:
         return None
-    from .collect import SuiteFile
+    from pytest_connic.plugin.items import SuiteFile
 
     return SuiteFile.from_parent(parent, path=file_path, project_root=root)
 
@@ -56,8 +56,8 @@ def connic(request: pytest.FixtureRequest) -> Any:
     """Drive the Connic runtime from Python tests: ``connic.run(agent, payload, ...)``.
 
     Returns run records (status, output, error, tool calls, trace) to assert on.
-    See ``pytest_connic.fixture.ConnicRunner``.
+    See ``pytest_connic.plugin.fixture.ConnicRunner``.
     """
-    from .fixture import make_runner
+    from pytest_connic.plugin.fixture import make_runner
 
     return make_runner(request)

@@ -6,7 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .expressions import Expression, ExpressionError, compile_expression, split_tool_call_expression
+from pytest_connic.expressions import (
+    Expression,
+    ExpressionError,
+    compile_expression,
+    split_tool_call_expression,
+)
 
 RESULT_NAMES = ("output", "error", "status", "context")
 TOOL_CALL_NAMES = ("params", "result", "invocations", "context")

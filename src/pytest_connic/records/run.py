@@ -146,15 +146,15 @@ class RunRecord:
         string, else as is; None for a run that ended neither completed nor blocked."""
         if self.status not in ("completed", "blocked"):
             return None
-        from .runtime.payload import parse_json
+        from pytest_connic.runtime.payload import parse_json
 
         return parse_json(self.output_raw)
 
     @property
     def trace(self) -> list[dict[str, Any]]:
         """The run's spans (Connic's trace shape, children included), as reports show them."""
-        from .reports.spans import build_spans
-        from .secrets import Masker
+        from pytest_connic.records.spans import build_spans
+        from pytest_connic.secrets import Masker
 
         return build_spans(self, masker=Masker())
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .options import ABOptions, ABOptionsError
+from pytest_connic.ab.options import ABOptions, ABOptionsError
 
 if TYPE_CHECKING:
-    from ..collect import CaseItem
-    from ..settings import Settings
-    from ..state import ConnicSession
+    from pytest_connic.plugin.items import CaseItem
+    from pytest_connic.plugin.options import Settings
+    from pytest_connic.plugin.session import ConnicSession
 
 WORKER_KEY = "connic_ab"
 
@@ -39,7 +39,7 @@ class ABSession:
     def selection(self, state: ConnicSession, root: Path) -> dict[str, list[str]]:
         """``{base agent: [variants]}`` selected in the project at ``root``."""
         if root not in self._selection:
-            from .selection import select
+            from pytest_connic.ab.selection import select
 
             self._selection[root] = select(state.project_index(root).agents, self.options.variant)
         return self._selection[root]
@@ -47,7 +47,7 @@ class ABSession:
     def section(self) -> dict[str, Any]:
         """The analysed ``ab`` section (computed once, after every entry arrived)."""
         if self._section is None:
-            from .analysis import build_section
+            from pytest_connic.ab.analysis import build_section
 
             self._section = build_section(self.entries, self.options)
         return self._section
@@ -113,7 +113,7 @@ def register(config: pytest.Config, state: ConnicSession) -> None:
 
 def _roots_from_args(config: pytest.Config) -> set[Path]:
     """The Connic projects that hold (or are above) the paths pytest was given."""
-    from ..discovery import find_project_root
+    from pytest_connic.suite.discovery import find_project_root
 
     roots = set()
     base = Path(config.invocation_params.dir)
@@ -127,9 +127,9 @@ def _roots_from_args(config: pytest.Config) -> set[Path]:
 
 def check_selection(config: pytest.Config, state: ConnicSession, roots: set[Path]) -> None:
     """A ``VARIANT`` that names no variant agent of any of these projects is a usage error."""
-    from ..discovery import DiscoveryError
-    from ..project import ProjectError
-    from .selection import no_match_message, variants
+    from pytest_connic.ab.selection import no_match_message, variants
+    from pytest_connic.project.loader import ProjectError
+    from pytest_connic.suite.discovery import DiscoveryError
 
     ab = config.stash[AB_KEY]
     try:
@@ -145,8 +145,8 @@ def add_section(config: pytest.Config, report: dict[str, Any]) -> None:
     """Add the ``ab`` key to a JSON report (nothing without ``--connic-ab``)."""
     ab = config.stash.get(AB_KEY, None)
     if ab is not None:
-        from ..reports.jsonsafe import masked
-        from ..state import SESSION_KEY
+        from pytest_connic.jsonsafe import masked
+        from pytest_connic.plugin.session import SESSION_KEY
 
         report["ab"] = masked(ab.section(), config.stash[SESSION_KEY].masker)
 
@@ -163,7 +163,7 @@ class ABPlugin:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """The same check over the projects collection found (those below the given paths); an
         xdist worker cannot end the session with a usage error, so it leaves this to the controller."""
-        from ..collect import CaseItem
+        from pytest_connic.plugin.items import CaseItem
 
         if not _is_worker(self.config):
             check_selection(self.config, self.state, {i.project_root for i in items if isinstance(i, CaseItem)})
@@ -172,7 +172,7 @@ class ABPlugin:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[
             None, object, object]:
         result = yield
-        from ..collect import CaseItem
+        from pytest_connic.plugin.items import CaseItem
 
         if isinstance(item, CaseItem):
             self._compare(item)
@@ -185,8 +185,8 @@ class ABPlugin:
         variants = self.ab.selection(self.state, item.project_root).get(item.suite.agent_name)
         if not variants:
             return
-        from ..project import ProjectError
-        from .experiment import compare_case
+        from pytest_connic.ab.experiment import compare_case
+        from pytest_connic.project.loader import ProjectError
 
         try:
             runtime = self.state.runtime(item.project_root)
@@ -197,7 +197,7 @@ class ABPlugin:
 
     def pytest_sessionfinish(self) -> None:
         if _is_worker(self.config):
-            from ..reports.jsonsafe import masked
+            from pytest_connic.jsonsafe import masked
 
             entries = [masked(e, self.state.masker) for e in self.ab.entries]
             self.config.workeroutput[WORKER_KEY] = json.dumps(entries)  # type: ignore[attr-defined]
@@ -206,8 +206,8 @@ class ABPlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if _is_worker(self.config) or self.config.option.collectonly:
             return
-        from ..reports.ab_report import terminal_lines
-        from ..reports.jsonsafe import masked
+        from pytest_connic.jsonsafe import masked
+        from pytest_connic.reports.ab_report import terminal_lines
 
         lines = terminal_lines(masked(self.ab.section(), self.state.masker))
         if lines:

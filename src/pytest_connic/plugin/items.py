@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .discovery import DiscoveryError
-from .warnings import ConnicWarning
+from pytest_connic.suite.discovery import DiscoveryError
+from pytest_connic.warnings import ConnicWarning
 
 if TYPE_CHECKING:
-    from .records import CaseOutcome
-    from .state import ConnicSession
-    from .suite import CaseSpec, Suite
+    from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.suite.loader import CaseSpec, Suite
 
 # The SDK (and pydantic behind it) is imported by the first suite collected, not by importing
 # this module: session hooks look for ``CaseItem``s in every session, Connic project or not.
@@ -42,7 +42,7 @@ class CaseInfrastructureError(Exception):
 
 
 def _session(config: pytest.Config) -> ConnicSession:
-    from .state import SESSION_KEY
+    from pytest_connic.plugin.session import SESSION_KEY
 
     return config.stash[SESSION_KEY]
 
@@ -78,8 +78,8 @@ class SuiteFile(pytest.File):
             return self._collect()
 
     def _collect(self) -> list[pytest.Item]:
-        from .project import ProjectError
-        from .suite import SuiteError, load_suite
+        from pytest_connic.project.loader import ProjectError
+        from pytest_connic.suite.loader import SuiteError, load_suite
 
         state = _session(self.config)
         try:
@@ -151,7 +151,7 @@ class CaseItem(pytest.Item):
     def runtest(self) -> None:
         verdict = self._verdict[0] if self._verdict is not None else None
         if self.outcome is not None:
-            from .models.factory import divergence_notes, warn_divergence
+            from pytest_connic.models.factory import divergence_notes, warn_divergence
 
             try:
                 warn_divergence(divergence_notes(self.outcome))

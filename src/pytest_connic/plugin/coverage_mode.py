@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ..records import CaseOutcome, RunRecord
-    from ..state import ConnicSession
+    from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.records.run import CaseOutcome, RunRecord
 
 
 def project_roots(state: ConnicSession) -> list[Path]:
     """The Connic projects of this session: the ones whose suites were collected, else the
     projects the command-line paths (or the invocation directory) lie in."""
-    from ..discovery import find_project_root
+    from pytest_connic.suite.discovery import find_project_root
 
     roots = set(state.coverage_roots)
     if not roots:
@@ -47,7 +47,7 @@ def called_tools(outcomes: list[CaseOutcome]) -> dict[str, list[str]]:
 
 
 def build_report(state: ConnicSession, root: Path) -> dict[str, Any]:
-    from ..coverage import add_runtime_coverage, asserted_from_suites, compute_coverage
+    from pytest_connic.coverage.compute import add_runtime_coverage, asserted_from_suites, compute_coverage
 
     report = compute_coverage(root)
     asserted, asserted_params = asserted_from_suites(root)
@@ -62,9 +62,13 @@ def finish_coverage(state: ConnicSession, session: pytest.Session, suite_collect
     fails), raised to 1 when other (Python) tests of the session failed. Otherwise (a normal run
     with ``--connic-coverage-json`` or the gate) a failing report turns a passing session into 1.
     """
-    from .. import sdk  # noqa: F401 - the SDK's import warnings stay quiet (an xdist controller collects nothing)
-    from ..coverage import coverage_exit_status, render_coverage, render_runtime_coverage
-    from ..session_hooks import output_path
+    from pytest_connic.coverage.compute import (
+        coverage_exit_status,
+        render_coverage,
+        render_runtime_coverage,
+    )
+    from pytest_connic.plugin.reporting import output_path
+    from pytest_connic.project import sdk  # noqa: F401 - the SDK's import warnings stay quiet (an xdist controller collects nothing)
 
     settings = state.settings
     reports = {root: build_report(state, root) for root in project_roots(state)}

@@ -1,0 +1,1 @@
+"""One case: resolution, its runs (concurrent, bounded), builders, the threshold verdict and early stop."""

@@ -1,0 +1,1 @@
+"""Suites: discovery, YAML with positions, validation into a ``Suite`` of ``CaseSpec``."""
