@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_connic.suite.loader import SuiteError, load_suite
-from pytest_connic.suite.positions import MAX_BYTES, MAX_DEPTH, YamlError, load_with_positions
+from pytest_connic.yamlpos import MAX_BYTES, MAX_DEPTH, YamlError, load_with_positions
 
 CORPUS = Path(__file__).parent / "corpus"
 SEEDS = [p.read_text("utf-8") for p in sorted(CORPUS.glob("*/*.yaml")) if p.stat().st_size < 4000]
@@ -329,7 +329,7 @@ def test_nesting_a_thousand_deep_is_refused_without_recursion_error(project: Pat
 def test_nesting_far_past_the_c_stack_does_not_crash_the_process() -> None:
     """libyaml's composer recurses in C: 100,000 levels would crash the interpreter (SIGSEGV)."""
     code = (
-        "from pytest_connic.suite.positions import YamlError, load_with_positions\n"
+        "from pytest_connic.yamlpos import YamlError, load_with_positions\n"
         "try:\n    load_with_positions('[' * 100_000 + ']' * 100_000)\n"
         "except YamlError as exc:\n    print('refused:', exc.message, exc.line, exc.column)\n"
     )

@@ -24,7 +24,7 @@ from conftest import ConnicProject
 from pytest_connic.checks.compiled import RESULT_NAMES, TOOL_CALL_NAMES, compile_case
 from pytest_connic.execution.case import ReusingDaemonExecutor
 from pytest_connic.expressions import LITERAL_NAMES, EvaluationError, ExpressionError, compile_expression
-from pytest_connic.suite.positions import load_with_positions
+from pytest_connic.yamlpos import load_with_positions
 
 # ------------------------------------------------------------------------ expression cache
 
@@ -165,7 +165,7 @@ def test_a_registered_string_constructor_is_honoured() -> None:
         pass
 
     Loader.add_constructor("tag:yaml.org,2002:str", lambda loader, node: node.value.upper())
-    from pytest_connic.suite.positions import _Builder
+    from pytest_connic.yamlpos import _Builder
 
     loader = Loader("a: b\n")
     try:

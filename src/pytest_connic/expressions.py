@@ -81,7 +81,7 @@ _Eval = Callable[[Mapping[str, Any], bool], Any]
 _PATHS: Final = (ast.Name, ast.Attribute, ast.Subscript)
 
 
-class _Positions:
+class _SourceOffsets:
     """Map ast positions (line, UTF-8 byte column) to character offsets in the original source."""
 
     def __init__(self, text: str, shift: int) -> None:
@@ -142,7 +142,7 @@ def _is_value_literal(node: ast.expr) -> bool:
     )
 
 
-def _parse(source: str, where: str) -> tuple[ast.expr, _Positions]:
+def _parse(source: str, where: str) -> tuple[ast.expr, _SourceOffsets]:
     """Check the size and syntax of ``source``; return the expression node and its position map."""
     if not isinstance(source, str):
         raise ExpressionError(f"{where} must be a string, not {type(source).__name__}", repr(source))
@@ -153,7 +153,7 @@ def _parse(source: str, where: str) -> tuple[ast.expr, _Positions]:
             f"{where} is {len(source)} characters long; the maximum is {MAX_LENGTH}", source
         )
     text = source.lstrip()  # eval mode rejects leading whitespace, which YAML block scalars can leave
-    positions = _Positions(text, len(source) - len(text))
+    positions = _SourceOffsets(text, len(source) - len(text))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "invalid escape sequence": Python's concern, not ours
@@ -222,7 +222,7 @@ class _Compiler:
     """
 
     def __init__(
-        self, source: str, positions: _Positions, base: int, allowed: frozenset[str], where: str
+        self, source: str, positions: _SourceOffsets, base: int, allowed: frozenset[str], where: str
     ) -> None:
         self.source, self.positions, self.base = source, positions, base
         self.allowed, self.where, self.nodes = allowed, where, 0
@@ -474,13 +474,13 @@ class Expression:
         *,
         where: str,
         allowed: frozenset[str],
-        positions: _Positions | None = None,
+        positions: _SourceOffsets | None = None,
         base: int = 0,
         names: frozenset[str] | None = None,
     ) -> None:
         self.source, self.where, self.allowed = source, where, allowed
         #: ``(node, positions, base)``; None until needed for an expression compiled from its source
-        self._tree: tuple[ast.expr, _Positions, int] | None = (
+        self._tree: tuple[ast.expr, _SourceOffsets, int] | None = (
             None if node is None or positions is None else (node, positions, base)
         )
         if names is None:
@@ -541,7 +541,7 @@ class Expression:
         values = ", ".join(f"{text} = {value}" for text, value in shown.items())
         return f"{self.source} where {values}" if shown else self.source
 
-    def _syntax(self) -> tuple[ast.expr, _Positions, int]:
+    def _syntax(self) -> tuple[ast.expr, _SourceOffsets, int]:
         tree = self._tree
         if tree is None:  # parsed and validated when compiled: this cannot fail
             node, positions = _parse(self.source, self.where)

@@ -10,7 +10,6 @@ from typing import Any
 from pytest_connic.checks.compiled import Checks, ChildCheck, ToolCallCheck
 from pytest_connic.expressions import MISSING, Expression
 from pytest_connic.records.run import RunRecord, ToolCallRecord, TriggerRecord
-from pytest_connic.runtime.payload import parse_json
 
 
 def _calls(record: RunRecord, tool: str) -> list[ToolCallRecord]:
@@ -81,8 +80,7 @@ def _order_holds(record: RunRecord, order: list[str]) -> bool:
 
 def result_bindings(record: RunRecord, context: dict[str, Any]) -> dict[str, Any]:
     """The ``expected_result`` bindings of a run."""
-    output = parse_json(record.output_raw) if record.status in ("completed", "blocked") else None
-    return {"output": output, "error": record.error, "status": record.status, "context": context}
+    return {"output": record.output, "error": record.error, "status": record.status, "context": context}
 
 
 def evaluate_run(record: RunRecord, checks: Checks, context: dict[str, Any]) -> list[str]:

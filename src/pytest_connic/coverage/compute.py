@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_connic.suite.discovery import DiscoveryError, discover_suites
+from pytest_connic.project.layout import DiscoveryError, discover_suites
 
 __all__ = [
     "CoverageReport",
@@ -67,18 +67,16 @@ class _Suite:
 def compute_coverage(project_root: Path) -> CoverageReport:
     """What ``connic test --coverage --json`` prints for the project: ``agents`` rows, ``overall``,
     and ``error`` when agents failed to load or suites of unreported agents failed to parse."""
-    from connic.loader import ProjectLoader
-
+    from pytest_connic.project import sdk
     from pytest_connic.project.yamlguard import guard_loader
 
-    loader = ProjectLoader(str(project_root), validation_only=True)
+    loader = sdk.ProjectLoader(str(project_root), validation_only=True)
     guard_loader(loader, project_root)  # alias bombs never reach the SDK's unbounded safe_load
     try:
         agents = loader.load_agents()
     except FileNotFoundError as exc:
         return CoverageReport({"agents": [], "overall": 0.0, "error": str(exc)})
-    # The SDK exposes load errors only through this attribute; ``connic lint`` reads it too.
-    load_errors: list[str] = list(getattr(loader, "_load_errors", []))
+    load_errors = list(sdk.load_errors(loader))
     try:
         by_agent = _suites_by_agent(project_root)
     except DiscoveryError as exc:
@@ -129,9 +127,8 @@ def _load_suites(project_root: Path) -> Iterator[_Suite]:
 def _parse_suite(path: Path, project_root: Path) -> _Suite | None:
     """Parse one suite exactly as Connic does; ``None`` for an empty document."""
     import yaml
-    from connic.project_paths import contained_source
-    from connic.test_schema import TestFile
 
+    from pytest_connic.project.sdk import TestFile, contained_source
     from pytest_connic.project.yamlguard import refusal
 
     rel = path.relative_to(project_root)
@@ -309,9 +306,9 @@ def _table(headers: list[str], rows: list[list[str]], indent: int = 4) -> list[s
 
 def _escape(text: str) -> str:
     """Connic's rendering of control characters (``\\x0a``), so nothing steers the terminal."""
-    from connic.terminal import escape_terminal_text
+    from pytest_connic.project.sdk import escape_terminal_text
 
-    return str(escape_terminal_text(text))
+    return escape_terminal_text(text)
 
 
 def merge_called(a: Mapping[str, Iterable[str]], b: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:

@@ -25,7 +25,7 @@ from pytest_connic.checks.compiled import CompiledCase, compile_case
 from pytest_connic.checks.evaluate import evaluate_run
 from pytest_connic.execution import builders
 from pytest_connic.expressions import ExpressionError
-from pytest_connic.project.loader import RuntimeProject
+from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.records.run import CaseOutcome, RunRecord
 from pytest_connic.reports.failure import failure_text, infrastructure_text
 from pytest_connic.runtime import placeholders
@@ -207,7 +207,7 @@ _Job = tuple[Future[Any], Callable[[], Any]]
 class ProjectRuntime:
     """One project's runtime within a session: services, models, and the case loop."""
 
-    def __init__(self, session: ConnicSession, project: RuntimeProject) -> None:
+    def __init__(self, session: ConnicSession, project: LoadedProject) -> None:
         placeholders.install()
         self.session = session
         self.project = project

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from pytest_connic.models.base import CassetteError
-from pytest_connic.suite.positions import Positions, YamlError, format_path, load_with_positions
+from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, load_with_positions
 
 VERSION = 1
 #: a file name longer than this (UTF-8 bytes, without ``.yaml``) is cut and gets a hash suffix
@@ -137,7 +137,7 @@ def cassette_path(cassette_dir: Path, suite_rel: str, case_name: str) -> Path:
 class _Checker:
     """Validates the loaded data and turns it into a ``Cassette``; errors carry ``path:line:col``."""
 
-    def __init__(self, path: Path | str, positions: Positions) -> None:
+    def __init__(self, path: Path | str, positions: YamlPositions) -> None:
         self.path = path
         self.positions = positions
 

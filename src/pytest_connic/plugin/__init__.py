@@ -13,7 +13,7 @@ import pytest
 
 from pytest_connic.plugin import hookspecs
 from pytest_connic.plugin.options import Settings, add_options
-from pytest_connic.suite.discovery import suite_root
+from pytest_connic.project.layout import suite_root
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

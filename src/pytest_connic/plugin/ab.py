@@ -113,7 +113,7 @@ def register(config: pytest.Config, state: ConnicSession) -> None:
 
 def _roots_from_args(config: pytest.Config) -> set[Path]:
     """The Connic projects that hold (or are above) the paths pytest was given."""
-    from pytest_connic.suite.discovery import find_project_root
+    from pytest_connic.project.layout import find_project_root
 
     roots = set()
     base = Path(config.invocation_params.dir)
@@ -128,8 +128,8 @@ def _roots_from_args(config: pytest.Config) -> set[Path]:
 def check_selection(config: pytest.Config, state: ConnicSession, roots: set[Path]) -> None:
     """A ``VARIANT`` that names no variant agent of any of these projects is a usage error."""
     from pytest_connic.ab.selection import no_match_message, variants
-    from pytest_connic.project.loader import ProjectError
-    from pytest_connic.suite.discovery import DiscoveryError
+    from pytest_connic.project.layout import DiscoveryError
+    from pytest_connic.project.load import ProjectError
 
     ab = config.stash[AB_KEY]
     try:
@@ -186,7 +186,7 @@ class ABPlugin:
         if not variants:
             return
         from pytest_connic.ab.experiment import compare_case
-        from pytest_connic.project.loader import ProjectError
+        from pytest_connic.project.load import ProjectError
 
         try:
             runtime = self.state.runtime(item.project_root)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def project_roots(state: ConnicSession) -> list[Path]:
     """The Connic projects of this session: the ones whose suites were collected, else the
     projects the command-line paths (or the invocation directory) lie in."""
-    from pytest_connic.suite.discovery import find_project_root
+    from pytest_connic.project.layout import find_project_root
 
     roots = set(state.coverage_roots)
     if not roots:

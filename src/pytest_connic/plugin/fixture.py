@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from pytest_connic.project.layout import find_project_root
 from pytest_connic.records.run import CaseOutcome, RunRecord
-from pytest_connic.suite.discovery import find_project_root
 
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime
@@ -112,7 +112,7 @@ class ConnicRunner:
 
     def runtime(self, project_root: str | os.PathLike[str] | None = None) -> ProjectRuntime:
         """The session's runtime of the project (built once, shared with suite cases)."""
-        from pytest_connic.project.loader import ProjectError
+        from pytest_connic.project.load import ProjectError
 
         root = self.project_root(project_root)
         try:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_connic.suite.discovery import DiscoveryError
+from pytest_connic.project.layout import DiscoveryError
 from pytest_connic.warnings import ConnicWarning
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class SuiteFile(pytest.File):
             return self._collect()
 
     def _collect(self) -> list[pytest.Item]:
-        from pytest_connic.project.loader import ProjectError
+        from pytest_connic.project.load import ProjectError
         from pytest_connic.suite.loader import SuiteError, load_suite
 
         state = _session(self.config)

@@ -230,7 +230,7 @@ def _send_to_controller(config: pytest.Config, state: ConnicSession, sent: set[s
 
 
 def _is_suite_file(config: pytest.Config, nodeid: str) -> bool:
-    from pytest_connic.suite.discovery import suite_root
+    from pytest_connic.project.layout import suite_root
 
     if not nodeid or "::" in nodeid:
         return False

@@ -14,7 +14,7 @@ from pytest_connic.secrets import Masker, secret_values_from_env
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.items import CaseItem
-    from pytest_connic.project.loader import ProjectIndex
+    from pytest_connic.project.index import ProjectIndex
     from pytest_connic.records.run import CaseOutcome, RunRecord
 
 
@@ -42,7 +42,7 @@ class ConnicSession:
         """The project's agents as collection sees them (no user code executed)."""
         with self._lock:
             if root not in self._indexes:
-                from pytest_connic.project.loader import index_project
+                from pytest_connic.project.index import index_project
 
                 self._indexes[root] = index_project(root)
             return self._indexes[root]
@@ -52,10 +52,10 @@ class ConnicSession:
         with self._lock:
             if root not in self._runtimes:
                 from pytest_connic.execution.case import ProjectRuntime
-                from pytest_connic.project.loader import RuntimeProject
+                from pytest_connic.project.loaded import LoadedProject
 
                 self._apply_env(root)
-                self._runtimes[root] = ProjectRuntime(self, RuntimeProject(root))
+                self._runtimes[root] = ProjectRuntime(self, LoadedProject(root))
             return self._runtimes[root]
 
     def _apply_env(self, root: Path) -> None:
@@ -64,7 +64,7 @@ class ConnicSession:
         if not name or root in self._envs:
             return
         from pytest_connic.project.envfile import EnvFileError, apply_env
-        from pytest_connic.project.loader import ProjectError
+        from pytest_connic.project.load import ProjectError
 
         try:
             applied = apply_env(root, name)
@@ -77,7 +77,7 @@ class ConnicSession:
         """Run one case item; raises ``CaseFailed`` / ``CaseInfrastructureError`` on a bad verdict."""
         from pytest_connic.execution.case import run_case_item
         from pytest_connic.plugin.items import CaseFailed
-        from pytest_connic.project.loader import ProjectError
+        from pytest_connic.project.load import ProjectError
 
         self.coverage_roots.add(item.project_root)
         try:

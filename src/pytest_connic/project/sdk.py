@@ -1,13 +1,23 @@
-"""Import the Connic SDK once, quietly.
+"""The Connic SDK boundary: every use of the SDK goes through this module.
 
-The SDK's pydantic models use class-based ``Config`` and emit
-``PydanticDeprecatedSince20`` at import; that is the SDK's business, not the
-user's, so it stays out of every test run's warning summary.
+Importing it imports the SDK, once and quietly: the SDK's pydantic models use class-based
+``Config`` and emit ``PydanticDeprecatedSince20`` at import; that is the SDK's business, not
+the user's, so it stays out of every test run's warning summary. Import this module where
+the SDK is needed, not before: a session without Connic suites never imports the SDK.
+
+The SDK's public names that pytest-connic uses are re-exported here, and every private
+access (an underscore attribute, a module the SDK does not document) is a named function
+below, so that an SDK upgrade that moves one of them breaks in one place.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -16,6 +26,117 @@ with warnings.catch_warnings():
     import connic.loader
     import connic.test_schema
     import connic.tools
+
+from connic import AbortTool, GuardrailResult, ProjectLoader, StopProcessing
+from connic import tools as sdk_tools
+from connic.core import Agent, AgentType, GuardrailRule, Tool
+from connic.loader import PREDEFINED_TOOL_ALIASES, PREDEFINED_TOOL_NAMES
+from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
+
+__all__ = [
+    "PREDEFINED_TOOL_ALIASES",
+    "PREDEFINED_TOOL_NAMES",
+    "AbortTool",
+    "Agent",
+    "AgentType",
+    "ChildAgentExpectation",
+    "GuardrailResult",
+    "GuardrailRule",
+    "ProjectLoader",
+    "StopProcessing",
+    "TestCase",
+    "TestDefaults",
+    "TestFile",
+    "Tool",
+    "contained_source",
+    "escape_terminal_text",
+    "exclude_agent_files",
+    "generate_schema",
+    "load_errors",
+    "sdk_tools",
+    "validate_project_files",
+]
+
+
+def load_errors(loader: Any) -> list[str]:
+    """The loader's list of load errors, itself (callers may append to it).
+
+    The SDK exposes load errors only through the private ``ProjectLoader._load_errors``;
+    ``connic lint`` reads it too.
+    """
+    errors: list[str] = loader._load_errors
+    return errors
+
+
+def generate_schema(function: Callable[..., Any]) -> dict[str, Any]:
+    """The JSON schema of a tool function's parameters, from the SDK's own generator
+    (the private ``ProjectLoader._generate_schema``), so a local tool is described exactly
+    as Connic describes it."""
+    schema: dict[str, Any] = ProjectLoader(".", validation_only=True)._generate_schema(function)
+    return schema
+
+
+def contained_source(path: Path, directory: Path) -> Any:
+    """``path``, checked to stay inside ``directory`` the way Connic checks a suite file
+    (``connic.project_paths.contained_source``, an undocumented module)."""
+    from connic.project_paths import contained_source as contained
+
+    return contained(path, directory)
+
+
+def escape_terminal_text(text: str) -> str:
+    """Connic's rendering of control characters (``\\x0a``), so nothing steers the terminal
+    (``connic.terminal.escape_terminal_text``, an undocumented module)."""
+    from connic.terminal import escape_terminal_text as escape
+
+    return str(escape(text))
+
+
+def exclude_agent_files(loader: Any, refused: Mapping[Path, str]) -> None:
+    """Keep ``loader`` from reading the agent files in ``refused`` (path -> message): they are
+    left out of its discovery, and a ``_defaults.yaml`` among them fails the cascade of its
+    directory with its message. Wraps the loader's private ``_discover_agent_files`` and
+    ``_load_defaults_for_directory``, the SDK's only way in."""
+    discover = loader._discover_agent_files
+    defaults = loader._load_defaults_for_directory
+
+    def discover_bounded() -> list[Path]:
+        return [p for p in discover() if p not in refused]
+
+    def defaults_bounded(directory: Path) -> Any:
+        message = refused.get(Path(directory) / "_defaults.yaml")
+        if message is not None:
+            raise ValueError(message)
+        return defaults(directory)
+
+    loader._discover_agent_files = discover_bounded
+    loader._load_defaults_for_directory = defaults_bounded
+
+
+_CWD_LOCK = threading.Lock()
+
+
+def validate_project_files(root: Path) -> str | None:
+    """Connic's own packaging check (the private ``connic.cli._validate_project_files``: file
+    types, links, the 5 MB code and 25 MB total limits), with Connic's message; None when the
+    project would upload, or when the SDK no longer has the check (nothing to compare against).
+
+    The check reads the current directory, so it runs there under a lock. ``connic.cli`` is
+    heavy (questionary, prompt_toolkit, httpx): imported on the first call.
+    """
+    from connic import cli
+
+    validate = getattr(cli, "_validate_project_files", None)
+    if validate is None:
+        return None
+    with _CWD_LOCK:
+        previous = os.getcwd()
+        os.chdir(root)
+        try:
+            valid, message, _ = validate()
+        finally:
+            os.chdir(previous)
+    return None if valid else str(message)
 
 
 def _exceptions_alias() -> None:
@@ -33,7 +154,7 @@ def _exceptions_alias() -> None:
         if hasattr(connic.core, name):
             setattr(module, name, getattr(connic.core, name))
     sys.modules["connic.exceptions"] = module
-    connic.exceptions = module
+    connic.exceptions = module  # type: ignore[attr-defined]
 
 
 _exceptions_alias()

@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_connic.suite.positions import MAX_BYTES, YamlError, load_with_positions
+from pytest_connic.project import sdk
+from pytest_connic.yamlpos import MAX_BYTES, YamlError, load_with_positions
 
 #: a refusal for these reasons only: anything else (a syntax error) the SDK reports itself
 _BOUNDS = ("too large", "too deeply")
@@ -69,7 +70,7 @@ def _guard_connectors(loader: Any, root: Path) -> None:
         refused = _refused(Path(getattr(loader, "connectors_dir", root / "connectors")), root)
         if not refused:
             return load(*args, **kwargs)
-        loader._load_errors.extend(f"Failed to load connector: {m}" for m in refused.values())
+        sdk.load_errors(loader).extend(f"Failed to load connector: {m}" for m in refused.values())
         return {}
 
     loader.load_connectors = load_bounded
@@ -85,20 +86,6 @@ def guard_loader(loader: Any, root: Path) -> None:
     refused = _refused(Path(loader.agents_dir), root)
     if not refused:
         return
-    discover = loader._discover_agent_files
-    defaults = loader._load_defaults_for_directory
-
-    def discover_bounded() -> list[Path]:
-        return [p for p in discover() if p not in refused]
-
-    def defaults_bounded(directory: Path) -> Any:
-        message = refused.get(Path(directory) / "_defaults.yaml")
-        if message is not None:
-            raise ValueError(message)
-        return defaults(directory)
-
-    loader._discover_agent_files = discover_bounded
-    loader._load_defaults_for_directory = defaults_bounded
-    for path, message in refused.items():
-        if path.stem != "_defaults":
-            loader._load_errors.append(f"Failed to load agent: {message}")
+    sdk.exclude_agent_files(loader, refused)
+    sdk.load_errors(loader).extend(
+        f"Failed to load agent: {message}" for path, message in refused.items() if path.stem != "_defaults")

@@ -14,7 +14,7 @@ import connic.tools as connic_tools
 from connic.core import Agent
 
 from pytest_connic.models.base import Model, ModelRequest, ModelResponse, ToolCallRequest
-from pytest_connic.project.loader import RuntimeProject
+from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.runtime.scope import RunAborted
 from pytest_connic.secrets import Masker
 
@@ -43,7 +43,7 @@ class ProjectServices:
 
     def __init__(
         self,
-        project: RuntimeProject,
+        project: LoadedProject,
         *,
         data_dir: Path,
         masker: Masker,

@@ -24,13 +24,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_connic.project import sdk  # noqa: F401  (imports the SDK quietly, before any connic import)
-from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 from pydantic import TypeAdapter, ValidationError
 
 from pytest_connic.checks.compiled import CompiledCase, compile_case
 from pytest_connic.expressions import ExpressionError
-from pytest_connic.suite.positions import Positions, YamlError, format_path, load_with_positions
+from pytest_connic.project.sdk import ChildAgentExpectation, TestCase, TestDefaults, TestFile
+from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, load_with_positions
 
 
 class SuiteError(Exception):
@@ -79,13 +78,13 @@ def _known_keys(where: str) -> list[str]:
     return sorted(node["properties"])
 
 
-def _loc(relpath: str, positions: Positions, path: tuple[Any, ...], *, key: bool = False) -> str:
+def _loc(relpath: str, positions: YamlPositions, path: tuple[Any, ...], *, key: bool = False) -> str:
     line, col = positions.of(path, key=key)
     return f"{relpath}:{line}:{col}"
 
 
 def _unknown_keys(
-    data: dict[Any, Any], where: str, path: tuple[Any, ...], relpath: str, positions: Positions
+    data: dict[Any, Any], where: str, path: tuple[Any, ...], relpath: str, positions: YamlPositions
 ) -> list[str]:
     known = _known_keys(where)
     errors = []
@@ -111,7 +110,7 @@ _ENTRY_SHAPE = "expected_tool_calls entries must be a string or a single-key map
 
 
 def _pydantic_errors(
-    exc: ValidationError, path: tuple[Any, ...], relpath: str, positions: Positions, raw: Any = None
+    exc: ValidationError, path: tuple[Any, ...], relpath: str, positions: YamlPositions, raw: Any = None
 ) -> list[str]:
     out = []
     for err in exc.errors():
@@ -233,7 +232,7 @@ def load_suite(path: Path, project_root: Path) -> Suite | None:
     return _build_suite(data, positions, path, relpath)
 
 
-def _build_suite(data: dict[Any, Any], positions: Positions, path: Path, relpath: str) -> Suite:
+def _build_suite(data: dict[Any, Any], positions: YamlPositions, path: Path, relpath: str) -> Suite:
     errors = _unknown_keys(data, "top", (), relpath, positions)
     clean = data  # unknown and x- keys: reported above, ignored by Connic's models
     defaults_raw = clean.get("defaults", {})
@@ -281,7 +280,7 @@ def _build_suite(data: dict[Any, Any], positions: Positions, path: Path, relpath
     return suite
 
 
-def _duplicate_names(tests: list[Any], relpath: str, positions: Positions) -> list[str]:
+def _duplicate_names(tests: list[Any], relpath: str, positions: YamlPositions) -> list[str]:
     seen: dict[str, int] = {}
     errors = []
     for index, case in enumerate(tests):
@@ -315,7 +314,7 @@ def _case_name(raw: Any, index: int) -> str:
     return f"tests[{index}]"
 
 
-def _build_case(suite: Suite, index: int, raw: Any, positions: Positions) -> CaseSpec:
+def _build_case(suite: Suite, index: int, raw: Any, positions: YamlPositions) -> CaseSpec:
     path: tuple[Any, ...] = ("tests", index)
     line = positions.of(path)[0]
     spec = CaseSpec(index=index, name=_case_name(raw, index), line=line, raw=raw if isinstance(raw, dict) else {})
@@ -345,20 +344,20 @@ def _build_case(suite: Suite, index: int, raw: Any, positions: Positions) -> Cas
     return spec
 
 
-def _expression_error(exc: ExpressionError, path: tuple[Any, ...], relpath: str, positions: Positions) -> str:
+def _expression_error(exc: ExpressionError, path: tuple[Any, ...], relpath: str, positions: YamlPositions) -> str:
     key_path = (*path, *getattr(exc, "key_path", ()))
     line, col = positions.of(key_path)
     return f"{relpath}:{line}:{col}: {format_path(key_path)}: {exc}"
 
 
-def _nested_unknown_keys(raw: dict[Any, Any], path: tuple[Any, ...], relpath: str, pos: Positions) -> list[str]:
+def _nested_unknown_keys(raw: dict[Any, Any], path: tuple[Any, ...], relpath: str, pos: YamlPositions) -> list[str]:
     errors = _unknown_keys(raw, "case", path, relpath, pos)
     children = raw.get("expected_child_agents")
     errors += _child_unknown_keys(children, (*path, "expected_child_agents"), relpath, pos)
     return errors
 
 
-def _child_unknown_keys(children: Any, path: tuple[Any, ...], relpath: str, pos: Positions) -> list[str]:
+def _child_unknown_keys(children: Any, path: tuple[Any, ...], relpath: str, pos: YamlPositions) -> list[str]:
     if not isinstance(children, dict):
         return []
     errors = []

@@ -45,7 +45,7 @@ class YamlError(Exception):
 
 
 @dataclass
-class Positions:
+class YamlPositions:
     """Where each key path starts: the value's position, and the key's for mapping entries."""
 
     values: dict[Path, tuple[int, int]] = field(default_factory=dict)
@@ -67,7 +67,7 @@ class Positions:
 class _Builder:
     def __init__(self, loader: yaml.SafeLoader) -> None:
         self.loader = loader
-        self.positions = Positions()
+        self.positions = YamlPositions()
         self.count = 0
         # A plain string scalar is its own text (SafeConstructor.construct_yaml_str); taking it
         # directly skips the constructor's bookkeeping for most of a suite's values. Only while
@@ -183,7 +183,7 @@ def _reader_error(text: str, exc: yaml.reader.ReaderError) -> YamlError:
     return YamlError(f"invalid YAML: unacceptable character {what}: {exc.reason}", line, column)
 
 
-def load_with_positions(text: str) -> tuple[Any, Positions]:
+def load_with_positions(text: str) -> tuple[Any, YamlPositions]:
     """Parse one YAML document safely; ``(None, ...)`` for an empty document."""
     size = len(text) if len(text) > MAX_BYTES else len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
@@ -193,7 +193,7 @@ def load_with_positions(text: str) -> tuple[Any, Positions]:
         loader = _loader_for(text)  # the pure-Python reader checks characters here already
         node = loader.get_single_node()
         if node is None:
-            return None, Positions()
+            return None, YamlPositions()
         builder = _Builder(loader)
         data = builder.build(node, (), 0)
         return data, builder.positions

@@ -59,7 +59,3 @@ def discover_suites(project_root: Path) -> list[Path]:
             found.append(path)
     return found
 
-
-def suite_relpath(path: Path, project_root: Path) -> str:
-    """``tests/<suite>.yaml`` as a POSIX path relative to the project root."""
-    return path.relative_to(project_root).as_posix()

@@ -1,0 +1,69 @@
+"""The project index: what collection needs to know about a Connic project (its agents, load
+errors and warnings), loaded with ``validation_only=True`` so that no user code runs."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_connic.project import sdk
+from pytest_connic.project.layout import DiscoveryError, discover_suites
+from pytest_connic.project.load import load_agents
+
+
+@dataclass
+class ProjectIndex:
+    """What collection needs to know about a project: its agents and load errors."""
+
+    root: Path
+    agents: dict[str, sdk.Agent] = field(default_factory=dict)
+    load_errors: list[str] = field(default_factory=list)
+    #: what the SDK printed while loading (warnings such as an unloadable schema)
+    warnings: list[str] = field(default_factory=list)
+    _first_suite: tuple[Path | None] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def is_first_suite(self, path: Path) -> bool:
+        """Whether ``path`` is the project's first suite in Connic's order, where load errors are
+        reported (every suite, when the layout is refused). Found once per project, not per suite."""
+        if self._first_suite is None:
+            try:
+                suites = discover_suites(self.root)
+            except DiscoveryError:
+                return True
+            self._first_suite = (suites[0] if suites else None,)
+        return self._first_suite[0] == path
+
+    def unknown_agent_message(self, relpath: str, agent_name: str, from_stem: bool) -> str | None:
+        """Connic's ``unknown agent`` error for a suite, or None when the agent exists."""
+        if agent_name in self.agents:
+            return None
+        message = f"{relpath}: unknown agent '{agent_name}'"
+        if from_stem:
+            message += " (from the file name; set `agent:` to target another agent)"
+        matches = difflib.get_close_matches(agent_name, sorted(self.agents), n=3)
+        if matches:
+            message += f". Did you mean {', '.join(repr(m) for m in matches)}?"
+        failed = [e for e in self.load_errors if f"'{agent_name}'" in e or f"/{agent_name}.yaml" in e]
+        if failed:
+            message += "\n" + "\n".join(f"  {e}" for e in failed)
+        return message
+
+
+def index_project(root: Path) -> ProjectIndex:
+    """Load a project's agents without executing any of its code."""
+    loader, agents, warnings = load_agents(root, validation_only=True)
+    index = ProjectIndex(root=root, warnings=warnings)
+    for agent in agents:
+        index.agents.setdefault(agent.config.name, agent)
+    index.load_errors = list(sdk.load_errors(loader))
+    upload_error = upload_check(root)
+    if upload_error:
+        index.load_errors.append(f"the project cannot be uploaded to Connic: {upload_error}")
+    return index
+
+
+def upload_check(root: Path) -> str | None:
+    """Connic's own packaging check (file types, links, the 5 MB code and 25 MB total limits),
+    with Connic's message; None when the project would upload."""
+    return sdk.validate_project_files(root)
