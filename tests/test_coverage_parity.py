@@ -19,16 +19,17 @@ from typing import Any
 import pytest
 
 from pytest_connic.coverage.compute import (
-    add_runtime_coverage,
-    asserted_from_suites,
     compute_coverage,
     coverage_exit_status,
-    merge_called,
-    params_in_expression,
-    render_coverage,
-    render_runtime_coverage,
     resolve_tool,
     tool_inventory,
+)
+from pytest_connic.coverage.render import render_coverage, render_runtime_coverage
+from pytest_connic.coverage.runtime import (
+    add_runtime_coverage,
+    asserted_from_suites,
+    merge_called,
+    params_in_expression,
 )
 
 TOOLS = {

@@ -47,7 +47,8 @@ def called_tools(outcomes: list[CaseOutcome]) -> dict[str, list[str]]:
 
 
 def build_report(state: ConnicSession, root: Path) -> dict[str, Any]:
-    from pytest_connic.coverage.compute import add_runtime_coverage, asserted_from_suites, compute_coverage
+    from pytest_connic.coverage.compute import compute_coverage
+    from pytest_connic.coverage.runtime import add_runtime_coverage, asserted_from_suites
 
     report = compute_coverage(root)
     asserted, asserted_params = asserted_from_suites(root)
@@ -62,11 +63,8 @@ def finish_coverage(state: ConnicSession, session: pytest.Session, suite_collect
     fails), raised to 1 when other (Python) tests of the session failed. Otherwise (a normal run
     with ``--connic-coverage-json`` or the gate) a failing report turns a passing session into 1.
     """
-    from pytest_connic.coverage.compute import (
-        coverage_exit_status,
-        render_coverage,
-        render_runtime_coverage,
-    )
+    from pytest_connic.coverage.compute import coverage_exit_status
+    from pytest_connic.coverage.render import render_coverage, render_runtime_coverage
     from pytest_connic.plugin.reporting import output_path
     from pytest_connic.project import sdk  # noqa: F401 - the SDK's import warnings stay quiet (an xdist controller collects nothing)
 
