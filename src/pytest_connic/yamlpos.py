@@ -20,7 +20,8 @@ MAX_NODES = 200_000
 MAX_DEPTH = 64
 MAX_BYTES = 10 * 1024 * 1024
 
-Path = tuple[Any, ...]
+#: a key path into a document: mapping keys and sequence indexes, ("tests", 2, "name")
+KeyPath = tuple[Any, ...]
 
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
@@ -28,7 +29,7 @@ _MERGE = "tag:yaml.org,2002:merge"
 _STR = "tag:yaml.org,2002:str"
 
 #: libyaml's parser when PyYAML has it (the composer runs in C), else the pure-Python one
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _C_MAX_STRUCTURE = 5_000
 #: text that libyaml reads differently from PyYAML (a leading BOM is fine)
 _C_DIFFERS = re.compile(r"[\t\x85\u2028\u2029\ufeff]|!(?:\s|$)|[|>][-+0-9]*#")
@@ -48,10 +49,10 @@ class YamlError(Exception):
 class YamlPositions:
     """Where each key path starts: the value's position, and the key's for mapping entries."""
 
-    values: dict[Path, tuple[int, int]] = field(default_factory=dict)
-    keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    values: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+    keys: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
 
-    def of(self, path: Path, *, key: bool = False) -> tuple[int, int]:
+    def of(self, path: KeyPath, *, key: bool = False) -> tuple[int, int]:
         """The position of ``path``, or of its nearest known ancestor."""
         table = self.keys if key else self.values
         probe = tuple(path)
@@ -86,7 +87,7 @@ class _Builder:
         if depth > MAX_DEPTH:
             raise YamlError(f"document nested too deeply (more than {MAX_DEPTH} levels)", *_mark(node))
 
-    def build(self, node: yaml.Node, path: Path, depth: int) -> Any:
+    def build(self, node: yaml.Node, path: KeyPath, depth: int) -> Any:
         self._bound(node, depth)
         self.positions.values[path] = _mark(node)
         if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
@@ -108,7 +109,7 @@ class _Builder:
                 if not isinstance(sub, yaml.ScalarNode):
                     self._count(sub, depth + 1)
 
-    def _mapping(self, node: yaml.MappingNode, path: Path, depth: int) -> dict[Any, Any]:
+    def _mapping(self, node: yaml.MappingNode, path: KeyPath, depth: int) -> dict[Any, Any]:
         if any(key.tag == _MERGE for key, _ in node.value):
             _check_merge_size(node)
         self.loader.flatten_mapping(node)  # YAML merge keys (<<)
@@ -222,7 +223,7 @@ def load_with_positions(text: str) -> tuple[Any, YamlPositions]:
             loader.dispose()
 
 
-def format_path(path: Path) -> str:
+def format_path(path: KeyPath) -> str:
     """``('tests', 2, 'expected_tool_calls', 0)`` → ``tests[2].expected_tool_calls[0]``."""
     out = ""
     for part in path:

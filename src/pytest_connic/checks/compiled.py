@@ -12,13 +12,12 @@ from pytest_connic.expressions import (
     compile_expression,
     split_tool_call_expression,
 )
+from pytest_connic.yamlpos import KeyPath
 
 RESULT_NAMES = ("output", "error", "status", "context")
 TOOL_CALL_NAMES = ("params", "result", "invocations", "context")
 APPROVAL_NAMES = ("params", "context")
 PAYLOAD_NAMES = ("payload", "payload_raw", "context")
-
-KeyPath = tuple[Any, ...]
 
 
 @dataclass

@@ -5,6 +5,7 @@ Every failed check is collected, in Connic's order, with its evaluated operands.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pytest_connic.checks.compiled import Checks, ChildCheck, ToolCallCheck
@@ -70,7 +71,7 @@ def _mixed_holds(expr: Expression, calls: list[ToolCallRecord], context: dict[st
     )
 
 
-def _order_holds(record: RunRecord, order: list[str]) -> bool:
+def _order_holds(record: RunRecord, order: Sequence[str]) -> bool:
     position = 0
     for call in record.tool_calls:
         if position < len(order) and order[position] in (call.ref, call.name):

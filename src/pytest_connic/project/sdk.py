@@ -154,7 +154,7 @@ def _exceptions_alias() -> None:
         if hasattr(connic.core, name):
             setattr(module, name, getattr(connic.core, name))
     sys.modules["connic.exceptions"] = module
-    connic.exceptions = module  # type: ignore[attr-defined]
+    connic.exceptions = module
 
 
 _exceptions_alias()
