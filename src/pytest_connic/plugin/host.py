@@ -12,7 +12,7 @@ import pytest
 class PytestHost:
     """Answers the runtime's questions with the ``pytest_connic_*`` hooks of ``config``."""
 
-    def __init__(self, config: pytest.Config, warn_once: Callable[[str, str, type[Warning] | None], None]) -> None:
+    def __init__(self, config: pytest.Config, warn_once: Callable[..., None]) -> None:
         self.config = config
         #: the session's own method, called directly so that a warning points at the runtime's line
         self.warn_once = warn_once

@@ -10,11 +10,11 @@ from typing import Any
 import jsonschema
 
 from pytest_connic.expressions import ExpressionError, compile_expression
-from pytest_connic.jsonsafe import json_text
+from pytest_connic.jsonsafe import json_text, parse_json
 from pytest_connic.models.base import ModelRequest, ModelResponse, ToolSpec
 from pytest_connic.records.run import ModelTurnRecord, RunRecord
 from pytest_connic.runtime.dispatch import call_tool, tool_catalog
-from pytest_connic.runtime.payload import message_text, parse_json, tool_agent_payload
+from pytest_connic.runtime.payload import message_text, tool_agent_payload
 from pytest_connic.runtime.signals import AwaitingApproval, RunFailed
 from pytest_connic.runtime.state import InvocationState
 

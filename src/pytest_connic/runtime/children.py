@@ -28,9 +28,8 @@ from typing import Any
 
 from connic.core import AgentType
 
-from pytest_connic.jsonsafe import json_text
+from pytest_connic.jsonsafe import json_text, parse_json
 from pytest_connic.records.run import RunRecord, TriggerRecord
-from pytest_connic.runtime.payload import parse_json
 from pytest_connic.runtime.state import InvocationState
 
 MAX_DEPTH = 16

@@ -10,6 +10,10 @@ from typing import Any
 
 from pytest_connic.jsonsafe import json_text, parse_json
 
+#: ``parse_json`` is re-exported for checks/evaluate.py until it imports it from jsonsafe
+__all__ = ["FilesError", "content_parts", "deliver", "is_attachments", "load_fixtures", "message_text",
+           "parse_json", "tool_agent_payload"]
+
 
 class FilesError(Exception):
     """A ``files:`` entry (``tests/files/<name>``) is missing or unreadable: the case fails before any run."""
