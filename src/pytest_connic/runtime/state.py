@@ -50,9 +50,6 @@ class RunScope:
     approvals: list[ApprovalDecision] = field(default_factory=list)
     approvals_used: set[int] = field(default_factory=set)
     strict_approvals: bool = False
-    notes: list[str] = field(default_factory=list)
-    #: the invocation currently running (for connic.tools placeholders)
-    invocations: int = 0
     #: ``time.perf_counter()`` value at which the run times out (set by the root invocation)
     deadline: float | None = None
     #: the lifecycle that runs a child or a stage (set by the lifecycle of the root invocation)
