@@ -27,9 +27,7 @@ from typing import Any
 
 import connic.tools as connic_tools
 
-from pytest_connic.runtime.predefined_dispatch import run_predefined
 from pytest_connic.runtime.services import RuntimeServices
-from pytest_connic.runtime.state import CURRENT
 
 #: the services of the project whose builder is running (set around build/cleanup)
 BUILDER_SERVICES: contextvars.ContextVar[RuntimeServices | None] = contextvars.ContextVar(
@@ -77,6 +75,12 @@ def _make(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     async def dispatcher(*args: Any, **kwargs: Any) -> Any:
+        # imported at call time: a dispatcher installed in connic.tools outlives a re-import of
+        # pytest-connic's modules (pytester restores sys.modules between inner runs), and must
+        # see the invocation that the current modules run
+        from pytest_connic.runtime.predefined_dispatch import run_predefined
+        from pytest_connic.runtime.state import CURRENT
+
         try:
             params = dict(signature.bind(*args, **kwargs).arguments)
         except TypeError as exc:
