@@ -20,7 +20,7 @@ from pytest_connic.runtime.guardrails import (
     regex_patterns,
     regex_violation,
 )
-from pytest_connic.runtime.scope import RunAborted
+from pytest_connic.runtime.signals import RunAborted
 
 
 def pii(*entities: str, type: str = "pii") -> GuardrailRule:

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import ConnicProject
 from pytest_connic.runtime.payload import (
-    FixtureError,
+    FilesError,
     deliver,
     load_fixtures,
     message_text,
@@ -226,5 +226,5 @@ def test_load_fixtures_guesses_mime_types_and_refuses_escapes(tmp_path: object) 
     loaded = load_fixtures(root, ["a.pdf", "b.json"])
     assert [(f["name"], f["mime_type"]) for f in loaded] == [("a.pdf", "application/pdf"), ("b.json", "application/json")]
     assert base64.b64decode(loaded[0]["data"]) == b"%PDF"
-    with pytest.raises(FixtureError, match="missing fixture: tests/files/../secret.txt"):
+    with pytest.raises(FilesError, match="missing fixture: tests/files/../secret.txt"):
         load_fixtures(root, ["../secret.txt"])

@@ -47,6 +47,44 @@ def json_text(value: Any, *, default: Any = str, ensure_ascii: bool = False) -> 
         return json.dumps(to_jsonable(value), ensure_ascii=ensure_ascii)
 
 
+def trace_data(value: Any) -> Any:
+    """``value`` as plain JSON data for a run's trace (a tool's params and result): what a JSON
+    round trip gives (bytes as ``<n bytes>``, an object with ``model_dump()`` as its dump), and
+    for what JSON cannot hold (a cycle, a huge int, deep nesting, an odd key) :func:`to_jsonable`.
+    Never raises."""
+    try:
+        return json.loads(json.dumps(value, default=_trace_default))
+    except (TypeError, ValueError, RecursionError):
+        return to_jsonable(value)
+
+
+def _trace_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    if hasattr(value, "model_dump"):
+        try:
+            return value.model_dump()
+        except Exception as exc:  # noqa: BLE001 - a user object's broken model_dump: JSON cannot hold it either
+            raise TypeError(f"{type(value).__name__}.model_dump() raised {type(exc).__name__}") from None
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def parse_json(text: Any) -> Any:
+    """The JSON value of ``text`` when it is a string (or UTF-8 bytes) holding valid JSON, else
+    ``text`` itself."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            return text
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past Python's stack
+        return text
+
+
 def _convert(value: Any, path: frozenset[int], depth: int) -> Any:
     if isinstance(value, str):
         return _text(value)

@@ -31,9 +31,9 @@ from pytest_connic.reports.failure import failure_text, infrastructure_text
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.invocation import Invocation, output_text
 from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
-from pytest_connic.runtime.payload import FixtureError, load_fixtures
-from pytest_connic.runtime.scope import RunScope
-from pytest_connic.runtime.services import ProjectServices
+from pytest_connic.runtime.payload import FilesError, load_fixtures
+from pytest_connic.runtime.services import RuntimeServices
+from pytest_connic.runtime.state import RunScope
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.items import CaseItem
@@ -213,14 +213,13 @@ class ProjectRuntime:
         self.project = project
         self._data_dir = tempfile.TemporaryDirectory(prefix="connic-data-")
         env = session.settings.env or "default"
-        config = session.config
-        self.services = ProjectServices(
+        from pytest_connic.plugin.host import PytestHost  # the host belongs to the plugin layer: see the lead
+
+        self.services = RuntimeServices(
             project,
             data_dir=Path(self._data_dir.name) / env,
             masker=session.masker,
-            hook=config.hook,
-            config=config,
-            warn_once=session.warn_once,
+            host=PytestHost(session.config, session.warn_once),
         )
         placeholders.rebind_modules(project.modules())
         self.executor = ReusingDaemonExecutor()
@@ -275,7 +274,7 @@ class CaseRun:
             names = list(self.case.get("files") or [])
             self.fixtures = load_fixtures(self.root, names) if names else []
             self._check_modules()
-        except (FixtureError, ModuleLoadError) as exc:
+        except (FilesError, ModuleLoadError) as exc:
             self.outcome.setup_error = str(exc)
             return
         semaphore = asyncio.Semaphore(self.settings.concurrency)

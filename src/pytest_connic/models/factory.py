@@ -14,14 +14,14 @@ from pytest_connic.warnings import CassetteDivergenceWarning
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
     from pytest_connic.records.run import CaseOutcome
-    from pytest_connic.runtime.services import ProjectServices
+    from pytest_connic.runtime.services import RuntimeServices
     from pytest_connic.suite.loader import Suite
 
 
 class HookedRunModels:
     """One run's models: ``pytest_connic_make_model`` first, then the case's cassette/live source."""
 
-    def __init__(self, base: Any, services: ProjectServices, case: dict[str, Any] | None, index: int) -> None:
+    def __init__(self, base: Any, services: RuntimeServices, case: dict[str, Any] | None, index: int) -> None:
         self.base = base
         self.services = services
         self.case = case
@@ -44,7 +44,7 @@ class HookedRunModels:
 class HookedCaseModels:
     """The model source of one case."""
 
-    def __init__(self, base: CaseModels, services: ProjectServices, case: dict[str, Any] | None) -> None:
+    def __init__(self, base: CaseModels, services: RuntimeServices, case: dict[str, Any] | None) -> None:
         self.base = base
         self.services = services
         self.case = case
@@ -78,14 +78,14 @@ def warn_divergence(notes: list[str]) -> None:
     )
 
 
-def case_models(session: ConnicSession, services: ProjectServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
+def case_models(session: ConnicSession, services: RuntimeServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
     """Build the model source of a case from the session's settings."""
     path = cassette_path(services.root / session.settings.cassette_dir, suite.relpath, case["name"])
     return models_at(session, services, path, case)
 
 
 def models_at(
-    session: ConnicSession, services: ProjectServices, path: Path, case: dict[str, Any] | None
+    session: ConnicSession, services: RuntimeServices, path: Path, case: dict[str, Any] | None
 ) -> HookedCaseModels:
     """The model source replaying (or recording) the cassette at ``path``; ``case`` is what
     ``pytest_connic_make_model`` receives (None for the ``connic`` fixture)."""

@@ -5,20 +5,18 @@ from __future__ import annotations
 import base64
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jsonschema
 
 from pytest_connic.expressions import ExpressionError, compile_expression
-from pytest_connic.jsonsafe import json_text
+from pytest_connic.jsonsafe import json_text, parse_json
 from pytest_connic.models.base import ModelRequest, ModelResponse, ToolSpec
-from pytest_connic.records.run import ModelTurnRecord
+from pytest_connic.records.run import ModelTurnRecord, RunRecord
 from pytest_connic.runtime.dispatch import call_tool, tool_catalog
-from pytest_connic.runtime.payload import parse_json, tool_agent_payload
-from pytest_connic.runtime.scope import AwaitingApproval, RunFailed
-
-if TYPE_CHECKING:
-    from pytest_connic.runtime.invocation import Invocation
+from pytest_connic.runtime.payload import message_text, tool_agent_payload
+from pytest_connic.runtime.signals import AwaitingApproval, RunFailed
+from pytest_connic.runtime.state import InvocationState
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -58,7 +56,7 @@ def _condition_true(condition: str, bindings: dict[str, Any]) -> bool:
         return False
 
 
-def visible_tools(inv: Invocation) -> list[ToolSpec]:
+def visible_tools(inv: InvocationState) -> list[ToolSpec]:
     """The tools the model is offered this run (conditional tools whose condition holds)."""
     bindings = {"context": inv.context, "input": inv.delivered}
     specs = []
@@ -71,7 +69,7 @@ def visible_tools(inv: Invocation) -> list[ToolSpec]:
     return specs
 
 
-def _request(inv: Invocation, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> ModelRequest:
+def _request(inv: InvocationState, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> ModelRequest:
     config = inv.config
     retry = config.retry_options.model_dump() if config.retry_options else None
     return ModelRequest(
@@ -89,7 +87,7 @@ def _request(inv: Invocation, messages: list[dict[str, Any]], tools: list[ToolSp
     )
 
 
-def _record_turn(inv: Invocation, index: int, response: ModelResponse, started: float) -> None:
+def _record_turn(inv: InvocationState, index: int, response: ModelResponse, started: float) -> None:
     inv.record.model_turns.append(
         ModelTurnRecord(
             agent=inv.config.name,
@@ -106,10 +104,10 @@ def _record_turn(inv: Invocation, index: int, response: ModelResponse, started: 
         inv.context["fallback_model_used"] = response.model
 
 
-async def run_llm(inv: Invocation, content: dict[str, Any]) -> Any:
+async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
     """The agent loop: one model call per iteration, tool calls dispatched in order."""
     # a triggered child took its model when it was triggered (runtime/children.py)
-    model = getattr(inv, "reserved_model", None) or inv.scope.models.model_for(inv.config.name, root=inv.root)
+    model = inv.reserved_model or inv.scope.models.model_for(inv.config.name, root=inv.root)
     messages: list[dict[str, Any]] = [user_message(content)]
     for iteration in range(inv.config.max_iterations):
         started = time.perf_counter()
@@ -142,7 +140,7 @@ def _assistant_message(response: ModelResponse) -> dict[str, Any]:
     }
 
 
-def _final_output(inv: Invocation, text: str) -> str:
+def _final_output(inv: InvocationState, text: str) -> str:
     schema = inv.config.output_schema_dict
     if schema:
         value = parse_json(text)
@@ -157,15 +155,13 @@ def _final_output(inv: Invocation, text: str) -> str:
     return text
 
 
-async def run_tool_agent(inv: Invocation, content: dict[str, Any]) -> Any:
+async def run_tool_agent(inv: InvocationState, content: dict[str, Any]) -> Any:
     """A tool agent: its body tool called as ``f(payload=..., [context=...])``."""
     ref = inv.config.tool_name or ""
     payload = tool_agent_payload(inv.delivered, inv.original_payload)
     parts = content.get("parts") or []
     if parts and isinstance(parts[0], dict) and "text" in parts[0]:
         text = parts[0]["text"]
-        from pytest_connic.runtime.payload import message_text
-
         if text != message_text(inv.delivered):  # before middleware rewrote the input
             value = parse_json(text)
             payload = value if isinstance(value, dict) else {"input": value}
@@ -174,16 +170,14 @@ async def run_tool_agent(inv: Invocation, content: dict[str, Any]) -> Any:
     return await call_tool(inv, name, {"payload": payload}, body=True)
 
 
-async def run_sequential(inv: Invocation) -> Any:
+async def run_sequential(inv: InvocationState) -> Any:
     """Stages in order, each stage's output the next stage's input; one trace."""
-    from pytest_connic.runtime.invocation import Invocation as Stage
-
     value: Any = inv.original_payload
     files = inv.delivered.get("files") or []
     output: Any = None
     for stage_name in inv.config.agents:
-        stage = Stage(inv.scope, stage_name, value, files, root=False, depth=inv.depth + 1)
-        record = await stage.run()
+        stage = InvocationState.create(inv.scope, stage_name, value, files, root=False, depth=inv.depth + 1)
+        record = await inv.scope.run_invocation(stage)
         _merge_stage(inv, record)
         if record.status == "awaiting_approval":
             raise AwaitingApproval(record.error or f"stage '{stage_name}' awaits approval")
@@ -195,7 +189,7 @@ async def run_sequential(inv: Invocation) -> Any:
     return output
 
 
-def _merge_stage(inv: Invocation, record: Any) -> None:
+def _merge_stage(inv: InvocationState, record: RunRecord) -> None:
     inv.record.tool_calls.extend(record.tool_calls)
     inv.record.model_turns.extend(record.model_turns)
     inv.record.triggers.extend(record.triggers)

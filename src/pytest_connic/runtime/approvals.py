@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_connic.expressions import EvaluationError, Expression, ExpressionError, compile_expression
 from pytest_connic.records.run import ApprovalRecord, ToolCallRecord
-from pytest_connic.runtime.scope import AwaitingApproval, RunAborted, RunFailed
+from pytest_connic.runtime.signals import AwaitingApproval, RunAborted, RunFailed
+from pytest_connic.runtime.state import CatalogEntry, InvocationState
 
 if TYPE_CHECKING:
     from pytest_connic.checks.compiled import ApprovalDecision
-    from pytest_connic.runtime.dispatch import CatalogEntry
-    from pytest_connic.runtime.invocation import Invocation
 
 _JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
 
@@ -32,7 +31,7 @@ def _condition(source: str) -> Expression:
     return compile_expression(source, ("param", "context"), where="approval condition")
 
 
-def _requires_approval(inv: Invocation, entry: CatalogEntry, params: dict[str, Any]) -> bool:
+def _requires_approval(inv: InvocationState, entry: CatalogEntry, params: dict[str, Any]) -> bool:
     approval = inv.config.approval
     if approval is None:
         return False
@@ -77,7 +76,7 @@ def _check_input_params(entry: CatalogEntry, params: dict[str, Any]) -> None:
         raise ApprovalInputError(f"{entry.name}: {'; '.join(problems)}")
 
 
-def _match(inv: Invocation, ref: str, params: dict[str, Any]) -> ApprovalDecision | None:
+def _match(inv: InvocationState, ref: str, params: dict[str, Any]) -> ApprovalDecision | None:
     """The first unused entry for ``ref`` whose ``params`` expression holds (spec §6.2)."""
     scope = inv.scope
     for decision in scope.approvals:
@@ -92,7 +91,7 @@ def _match(inv: Invocation, ref: str, params: dict[str, Any]) -> ApprovalDecisio
     return None
 
 
-def _unmatched_detail(inv: Invocation, ref: str, params: dict[str, Any]) -> str:
+def _unmatched_detail(inv: InvocationState, ref: str, params: dict[str, Any]) -> str:
     """Why no entry answered: what the entries for this tool said (or that there are none)."""
     scope = inv.scope
     own = [d for d in scope.approvals if d.tool == ref]
@@ -111,7 +110,7 @@ def _unmatched_detail(inv: Invocation, ref: str, params: dict[str, Any]) -> str:
 
 
 async def gate(
-    inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]
+    inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]
 ) -> tuple[str, Any] | None:
     """Apply the approval gate to a call.
 

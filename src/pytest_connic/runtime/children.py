@@ -1,6 +1,6 @@
 """Child agents started with ``trigger_agent`` / ``trigger_agent_at`` (spec §7).
 
-A child runs in-process as an ``Invocation`` of the same run scope: the case's mocks,
+A child runs in-process as an invocation of the same run scope: the case's mocks,
 approval decisions, builder context and models apply to it, and its trace (tool
 calls, model turns, its own children) hangs off the parent's ``TriggerRecord``.
 
@@ -24,16 +24,13 @@ import copy
 import datetime as dt
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from connic.core import AgentType
 
-from pytest_connic.jsonsafe import json_text
+from pytest_connic.jsonsafe import json_text, parse_json
 from pytest_connic.records.run import RunRecord, TriggerRecord
-from pytest_connic.runtime.payload import parse_json
-
-if TYPE_CHECKING:
-    from pytest_connic.runtime.invocation import Invocation
+from pytest_connic.runtime.state import InvocationState
 
 MAX_DEPTH = 16
 MAX_SCHEDULE = dt.timedelta(days=30)
@@ -47,7 +44,7 @@ def _payload_forms(payload: Any) -> tuple[Any, str]:
     return copy.deepcopy(payload), ""
 
 
-def _check(inv: Invocation, agent_name: Any, payload: Any) -> None:
+def _check(inv: InvocationState, agent_name: Any, payload: Any) -> None:
     agents = inv.services.project.agents
     if not isinstance(agent_name, str) or agent_name not in agents:
         known = ", ".join(sorted(agents))
@@ -59,29 +56,28 @@ def _check(inv: Invocation, agent_name: Any, payload: Any) -> None:
                          "in a loop?)")
 
 
-def _child(inv: Invocation, agent_name: str, payload: Any, timeout: float | None) -> Invocation:
+def _child(inv: InvocationState, agent_name: str, payload: Any, timeout: float | None) -> InvocationState:
     """The child invocation; an LLM child takes its model now, so that cassette entries
     ``children.<agent>[i]`` follow the order of the triggers even when children overlap."""
-    from pytest_connic.runtime.invocation import Invocation as Child
-
     value = parse_json(payload) if isinstance(payload, str) else copy.deepcopy(payload)
     files = value.pop("files", None) if isinstance(value, dict) else None
-    child = Child(inv.scope, agent_name, value, files if isinstance(files, list) else None,
-                  root=False, depth=inv.depth + 1, timeout_s=timeout,
-                  timeout_label="timeout_seconds of trigger_agent" if timeout is not None else None)
-    child.triggered = True  # type: ignore[attr-defined]  # a run of its own (a pipeline stage is not)
-    child.session_id = getattr(inv, "session_id", inv.record.run_id)  # type: ignore[attr-defined]
+    child = InvocationState.create(
+        inv.scope, agent_name, value, files if isinstance(files, list) else None,
+        root=False, depth=inv.depth + 1, timeout_s=timeout,
+        timeout_label="timeout_seconds of trigger_agent" if timeout is not None else None,
+        session_id=inv.session_id,
+    )
+    child.triggered = True  # a run of its own (a pipeline stage is not)
     if child.config.type == AgentType.LLM:
-        model = inv.scope.models.model_for(agent_name, root=False)
-        child.reserved_model = model  # type: ignore[attr-defined]
+        child.reserved_model = inv.scope.models.model_for(agent_name, root=False)
     return child
 
 
-def _adopt(inv: Invocation, trigger: TriggerRecord, child: Invocation) -> None:
+def _adopt(inv: InvocationState, trigger: TriggerRecord, child: InvocationState) -> None:
     """Hang the child's run under its trigger; its failures become the parent's. A child
     that ended early for its own reason leaves its unused cassette turns unchecked."""
     record = trigger.child_run = child.record
-    ended_early = getattr(getattr(child, "reserved_model", None), "ended_early", None)
+    ended_early = getattr(child.reserved_model, "ended_early", None)
     if record.status != "completed" and ended_early is not None:
         ended_early()
     where = f"in child agent '{record.agent_name}' (run {record.run_id})"
@@ -91,7 +87,7 @@ def _adopt(inv: Invocation, trigger: TriggerRecord, child: Invocation) -> None:
 
 
 async def trigger_agent(
-    inv: Invocation,
+    inv: InvocationState,
     agent_name: str,
     payload: Any,
     wait_for_response: bool = True,
@@ -110,7 +106,7 @@ async def trigger_agent(
         return {"run_id": child.record.run_id}
     started = time.perf_counter()
     try:
-        record = await child.run()
+        record = await inv.scope.run_invocation(child)
     finally:  # also when the parent's run is cancelled meanwhile
         _adopt(inv, trigger, child)
     inv.record.events.append({"type": "trigger", "agent": agent_name, "waited": True,
@@ -118,14 +114,14 @@ async def trigger_agent(
     return _outcome(child, record)
 
 
-async def _in_background(inv: Invocation, trigger: TriggerRecord, child: Invocation) -> None:
+async def _in_background(inv: InvocationState, trigger: TriggerRecord, child: InvocationState) -> None:
     try:
-        await child.run()
+        await inv.scope.run_invocation(child)
     finally:  # also when the parent gives up waiting and cancels it
         _adopt(inv, trigger, child)
 
 
-def _outcome(child: Invocation, record: RunRecord) -> dict[str, Any]:
+def _outcome(child: InvocationState, record: RunRecord) -> dict[str, Any]:
     """What a waited ``trigger_agent`` returns to its caller."""
     timed_out = (record.status == "failed" and (record.error or "").startswith("run timed out")
                  and (child.timeout_label or "").startswith("timeout_seconds"))
@@ -165,7 +161,7 @@ def _scheduled_for(delay: Any, unix_timestamp: Any, now: dt.datetime) -> dt.date
 
 
 async def trigger_agent_at(
-    inv: Invocation,
+    inv: InvocationState,
     agent_name: str,
     payload: Any,
     delay: dict[str, float] | None = None,

@@ -10,34 +10,27 @@ import base64
 import json
 import time
 import traceback
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from connic import AbortTool, StopProcessing
 from connic.core import Tool
 
+from pytest_connic.jsonsafe import json_text, trace_data
 from pytest_connic.records.run import ToolCallRecord
 from pytest_connic.runtime.approvals import ApprovalInputError, gate
 from pytest_connic.runtime.mocks import signature_errors, tool_ladder
-from pytest_connic.runtime.scope import (
-    AwaitingApproval,
-    InfrastructureFailure,
-    RunAborted,
-    RunFailed,
-    accepts_positional,
-    takes_context,
-)
+from pytest_connic.runtime.predefined_dispatch import run_predefined
+from pytest_connic.runtime.scope import accepts_positional, takes_context
 from pytest_connic.runtime.services import predefined_description, predefined_schema
-
-if TYPE_CHECKING:
-    from pytest_connic.runtime.invocation import Invocation
+from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
+from pytest_connic.runtime.state import CatalogEntry, InvocationState
 
 DISCOVERY = ("search_tools", "use_tool")
 #: exceptions that end a run (or a call) their own way and pass through user code untouched
 SIGNALS = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure)
 
 
-async def call_middleware(inv: Invocation, phase: str, func: Any, *args: Any) -> Any:
+async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: Any) -> Any:
     """Run a middleware phase (the real one or its mock), spec §9.5: ``StopProcessing``
     passes through, any other exception fails the run."""
     try:
@@ -48,20 +41,6 @@ async def call_middleware(inv: Invocation, phase: str, func: Any, *args: Any) ->
         raise RunFailed(
             f"middleware {phase} of agent '{inv.config.name}' raised {type(exc).__name__}: {exc}"
         ) from None
-
-
-@dataclass
-class CatalogEntry:
-    """A tool an agent can call, as the model names it."""
-
-    name: str
-    ref: str
-    description: str
-    parameters: dict[str, Any]
-    kind: str  #: custom | predefined | input | discovery
-    tool: Tool | None = None
-    condition: str | None = None
-    discoverable: bool = False
 
 
 def _entry(tool: Tool, *, discoverable: bool) -> CatalogEntry:
@@ -83,11 +62,10 @@ def _entry(tool: Tool, *, discoverable: bool) -> CatalogEntry:
                         tool.condition, discoverable)
 
 
-def tool_catalog(inv: Invocation) -> dict[str, CatalogEntry]:
+def tool_catalog(inv: InvocationState) -> dict[str, CatalogEntry]:
     """Every tool of the agent by model-facing name (tools, discoverable tools, approval inputs)."""
-    cached: dict[str, CatalogEntry] | None = getattr(inv, "_catalog", None)
-    if cached is not None:
-        return cached
+    if inv.catalog is not None:
+        return inv.catalog
     catalog: dict[str, CatalogEntry] = {}
     for tool in inv.agent.tools:
         catalog[tool.name] = _entry(tool, discoverable=False)
@@ -97,30 +75,8 @@ def tool_catalog(inv: Invocation) -> dict[str, CatalogEntry]:
     for item in approval.inputs if approval else []:
         ((name, spec),) = item.items()
         catalog[name] = CatalogEntry(name, name, spec.prompt, spec.parameters_schema(), "input")
-    inv._catalog = catalog  # type: ignore[attr-defined]
+    inv.catalog = catalog
     return catalog
-
-
-def _jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data for the trace (bytes as ``<n bytes>``); never raises: a value
-    JSON cannot hold (a cycle, a huge int, deep nesting, an odd key) keeps what it can."""
-    try:
-        return json.loads(json.dumps(value, default=_default))
-    except (TypeError, ValueError, RecursionError):
-        from pytest_connic.jsonsafe import to_jsonable
-
-        return to_jsonable(value)
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray)):
-        return f"<{len(value)} bytes>"
-    if hasattr(value, "model_dump"):
-        try:
-            return value.model_dump()
-        except Exception as exc:  # noqa: BLE001 - a user object's broken model_dump: JSON cannot hold it either
-            raise TypeError(f"{type(value).__name__}.model_dump() raised {type(exc).__name__}") from None
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def _model_bytes(value: bytes | bytearray) -> str:
@@ -134,7 +90,7 @@ def _model_bytes(value: bytes | bytearray) -> str:
 def _model_default(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _model_bytes(bytes(value))
-    return _jsonable(value)
+    return trace_data(value)
 
 
 def to_model_text(value: Any) -> str:
@@ -142,8 +98,6 @@ def to_model_text(value: Any) -> str:
     as ``file_read``'s ``content``) as their text when UTF-8, else base64. Never raises."""
     if isinstance(value, str):
         return value
-    from pytest_connic.jsonsafe import json_text
-
     return json_text(value, default=_model_default)  # a cycle, a huge int, odd keys, deep nesting
 
 
@@ -181,7 +135,7 @@ def internal_error(exc: BaseException, doing: str) -> RunAborted:
     )
 
 
-async def call_tool(inv: Invocation, name: str, arguments: Any, *, body: bool = False,
+async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bool = False,
                     via_discovery: bool = False) -> str:
     """Dispatch one call; returns what the model reads back (a result or an error text).
 
@@ -240,7 +194,7 @@ class _Aborted(Exception):
         self.origin = origin
 
 
-async def _pipeline(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+async def _pipeline(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
     try:
         decided = await gate(inv, entry, record, params)
     except ApprovalInputError as exc:  # the model called an approval input with bad arguments
@@ -248,7 +202,7 @@ async def _pipeline(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord
     if decided is not None:  # rejected with on_rejection: continue, or an input tool's answer
         kind, value = decided
         if kind == "result":
-            record.has_result, record.result = True, _jsonable(value)
+            record.has_result, record.result = True, trace_data(value)
         return value
     hooks = inv.services.project.hooks(inv.config.name) if entry.kind != "input" else None
     try:
@@ -262,16 +216,16 @@ async def _pipeline(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord
         record.aborted = True
         record.error = f"aborted by {abort.origin} (AbortTool): {_short(abort.result)}"
         return abort.result
-    record.has_result, record.result = True, _jsonable(result)
+    record.has_result, record.result = True, trace_data(result)
     return result
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(_jsonable(value), ensure_ascii=False)
+    text = value if isinstance(value, str) else json.dumps(trace_data(value), ensure_ascii=False)
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-def _hook_func(inv: Invocation, entry: CatalogEntry, hooks: Any, phase: str) -> tuple[Any, str | None]:
+def _hook_func(inv: InvocationState, entry: CatalogEntry, hooks: Any, phase: str) -> tuple[Any, str | None]:
     """The function for a hook phase (its mock, else the real hook) and the mock's name.
 
     A mock replaces only a phase that the agent's hooks file defines (spec §5.3)."""
@@ -292,7 +246,7 @@ def _origin(phase: str, mock: str | None) -> str:
     return f"{phase} hook mock {mock}" if mock else f"{phase} hook"
 
 
-async def _before_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params: dict[str, Any]) -> dict[str, Any]:
+async def _before_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, params: dict[str, Any]) -> dict[str, Any]:
     func, mock = _hook_func(inv, entry, hooks, "before")
     if func is None:
         return params
@@ -312,7 +266,7 @@ async def _before_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params:
     return {**params, **changed}
 
 
-async def _after_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params: dict[str, Any], result: Any) -> Any:
+async def _after_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, params: dict[str, Any], result: Any) -> Any:
     func, mock = _hook_func(inv, entry, hooks, "after")
     if func is None:
         return result
@@ -329,14 +283,12 @@ async def _after_hook(inv: Invocation, entry: CatalogEntry, hooks: Any, params: 
     return result if changed is None else changed  # None = keep the result
 
 
-async def _execute(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+async def _execute(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
     try:
         if entry.kind == "custom":
             return await _custom(inv, entry, record, params)
         if entry.kind == "discovery":
             return _search_tools(inv, params)
-        from pytest_connic.runtime.predefined_dispatch import run_predefined
-
         # the local implementations refuse bad arguments by raising, as Connic's tools do
         return await user_code(run_predefined(inv, entry.name, params))
     except AbortTool as abort:
@@ -344,7 +296,7 @@ async def _execute(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord,
         raise _Aborted(abort.result, origin) from None
 
 
-async def _custom(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+async def _custom(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
     assert entry.tool is not None
     mock = inv.scope.mocks.tool(entry.ref)
     if mock is not None:
@@ -369,7 +321,7 @@ async def _custom(inv: Invocation, entry: CatalogEntry, record: ToolCallRecord, 
         raise
 
 
-def _search_tools(inv: Invocation, params: dict[str, Any]) -> dict[str, Any]:
+def _search_tools(inv: InvocationState, params: dict[str, Any]) -> dict[str, Any]:
     query = str(params.get("query", "")).lower()
     words = [w for w in query.replace("_", " ").split() if w]
     found = []
@@ -384,7 +336,7 @@ def _search_tools(inv: Invocation, params: dict[str, Any]) -> dict[str, Any]:
     return {"tools": [{"name": e.name, "description": e.description, "parameters": e.parameters} for _, e in found]}
 
 
-async def _use_tool(inv: Invocation, arguments: Any) -> str:
+async def _use_tool(inv: InvocationState, arguments: Any) -> str:
     args = arguments if isinstance(arguments, dict) else {}
     target = str(args.get("tool_name", ""))
     entry = tool_catalog(inv).get(target)

@@ -12,28 +12,17 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from connic import GuardrailResult
+from connic.core import GuardrailRule
 
 from pytest_connic.records.run import GuardrailRecord
 from pytest_connic.runtime.mocks import guardrail_ladder
-from pytest_connic.runtime.scope import RunAborted
+from pytest_connic.runtime.signals import RunAborted
+from pytest_connic.runtime.state import InvocationState
 from pytest_connic.warnings import GuardrailNotEvaluatedWarning
 
-if TYPE_CHECKING:
-    from connic.core import GuardrailRule
-
-    from pytest_connic.runtime.invocation import Invocation
-
-MODEL_BASED = frozenset({
-    "prompt_injection",
-    "moderation",
-    "topic_restriction",
-    "relevance",
-    "system_prompt_leakage",
-    "data_exfiltration",
-})
 DEFAULT_REJECTION = "Your request was blocked by a guardrail."
 _STATUS = {"block": "blocked", "warn": "warned", "redact": "redacted"}
 
@@ -199,7 +188,7 @@ def as_result(value: Any, source: str) -> GuardrailResult:
     return GuardrailResult(passed=False, message=f"{source} returned {type(value).__name__}, not GuardrailResult")
 
 
-async def _custom(inv: Invocation, rule: GuardrailRule, direction: str, text: str) -> tuple[GuardrailResult, str | None]:
+async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str, text: str) -> tuple[GuardrailResult, str | None]:
     name = rule.name or ""
     try:  # the real file must load, mocked or not (spec §5.4)
         real = inv.services.project.guardrail(name)
@@ -221,21 +210,16 @@ async def _custom(inv: Invocation, rule: GuardrailRule, direction: str, text: st
     return as_result(result, mock_name or f"guardrails/{name}.py::check"), mock_name
 
 
-async def _model_based(inv: Invocation, rule: GuardrailRule, direction: str, text: str) -> GuardrailResult | None:
-    hook = inv.services.hook
-    result = None
-    if hook is not None:
-        try:
-            result = hook.pytest_connic_guardrail(
-                config=inv.services.config, rule=rule, direction=direction, content=text, context=inv.context
-            )
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception as exc:  # noqa: BLE001  (user code)
-            raise RunAborted(f"pytest_connic_guardrail raised {type(exc).__name__} for the {direction} "
-                             f"guardrail '{rule.type}': {exc}") from None
+async def _model_based(inv: InvocationState, rule: GuardrailRule, direction: str, text: str) -> GuardrailResult | None:
+    try:
+        result = inv.services.host.guardrail(rule, direction, text, inv.context)
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as exc:  # noqa: BLE001  (user code)
+        raise RunAborted(f"pytest_connic_guardrail raised {type(exc).__name__} for the {direction} "
+                         f"guardrail '{rule.type}': {exc}") from None
     if result is None:
-        inv.services.warn_once(
+        inv.services.host.warn_once(
             f"guardrail:{rule.type}",
             f"built-in guardrail '{rule.type}' needs a model and was not evaluated locally (counted as "
             "passed); implement the hook pytest_connic_guardrail in conftest.py to check it",
@@ -245,7 +229,7 @@ async def _model_based(inv: Invocation, rule: GuardrailRule, direction: str, tex
     return as_result(result, "pytest_connic_guardrail")
 
 
-async def _evaluate(inv: Invocation, rule: GuardrailRule, direction: str, text: str) -> tuple[GuardrailRecord, str]:
+async def _evaluate(inv: InvocationState, rule: GuardrailRule, direction: str, text: str) -> tuple[GuardrailRecord, str]:
     """The record of one rule and the rejection message it would give."""
     record = GuardrailRecord(direction=direction, type=rule.type, name=rule.name, status="passed")
     rejection = _rejection(rule)
@@ -255,7 +239,7 @@ async def _evaluate(inv: Invocation, rule: GuardrailRule, direction: str, text: 
         passed, record.message = result.passed, result.message
     elif rule.type in ("pii", "pii_leakage"):
         for entity in unknown_entities(rule):
-            inv.services.warn_once(f"pii:{entity}", f"pii entity '{entity}' has no local detector and is not checked")
+            inv.services.host.warn_once(f"pii:{entity}", f"pii entity '{entity}' has no local detector and is not checked")
         found = pii_findings(rule, text)
         passed = not found
         record.message = f"found {', '.join(found)}" if found else None
@@ -287,7 +271,7 @@ def _rejection(rule: GuardrailRule, specific: str | None = None) -> str:
     return DEFAULT_REJECTION
 
 
-async def _run(inv: Invocation, direction: str, text: str) -> str | None:
+async def _run(inv: InvocationState, direction: str, text: str) -> str | None:
     config = inv.config.guardrails
     rules = getattr(config, direction, []) if config else []
     for rule in rules:
@@ -302,24 +286,24 @@ async def _run(inv: Invocation, direction: str, text: str) -> str | None:
     return None
 
 
-def _redact_input(inv: Invocation, rule: GuardrailRule) -> None:
+def _redact_input(inv: InvocationState, rule: GuardrailRule) -> None:
     """Redact the delivered payload in place (it is also ``context["payload"]``), files aside."""
     for key, value in list(inv.delivered.items()):
         if key != "files":
             inv.delivered[key] = _redact_value(rule, value)
 
 
-async def run_input(inv: Invocation, text: str) -> str | None:
+async def run_input(inv: InvocationState, text: str) -> str | None:
     """Run the input guardrails; the rejection message when one blocks."""
     return await _run(inv, "input", text)
 
 
-async def run_output(inv: Invocation, text: str) -> str | None:
+async def run_output(inv: InvocationState, text: str) -> str | None:
     """Run the output guardrails; the rejection message when one blocks."""
     return await _run(inv, "output", text)
 
 
-def redacted_output(inv: Invocation, output: Any) -> Any:
+def redacted_output(inv: InvocationState, output: Any) -> Any:
     """The output with the findings of redact-mode output rules replaced (strings, also nested)."""
     config = inv.config.guardrails
     if not config:

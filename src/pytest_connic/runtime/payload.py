@@ -8,24 +8,15 @@ import mimetypes
 from pathlib import Path
 from typing import Any
 
+from pytest_connic.jsonsafe import json_text, parse_json
 
-class FixtureError(Exception):
-    """A ``files:`` fixture is missing or unreadable: the case fails before any run."""
+#: ``parse_json`` is re-exported for checks/evaluate.py until it imports it from jsonsafe
+__all__ = ["FilesError", "content_parts", "deliver", "is_attachments", "load_fixtures", "message_text",
+           "parse_json", "tool_agent_payload"]
 
 
-def parse_json(text: Any) -> Any:
-    """The JSON value of ``text`` when it is a string holding valid JSON, else ``text`` itself."""
-    if isinstance(text, (bytes, bytearray)):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            return text
-    if not isinstance(text, str):
-        return text
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: JSON nested past Python's stack
-        return text
+class FilesError(Exception):
+    """A ``files:`` entry (``tests/files/<name>``) is missing or unreadable: the case fails before any run."""
 
 
 def load_fixtures(project_root: Path, names: list[str]) -> list[dict[str, str]]:
@@ -37,14 +28,14 @@ def load_fixtures(project_root: Path, names: list[str]) -> list[dict[str, str]]:
         link = next((p for p in (base / name, base, base.parent) if p.is_symlink()), None)
         if link is not None:  # checked first: a link to /etc/passwd must not read as "missing"
             where = link.relative_to(project_root).as_posix()
-            raise FixtureError(f"fixture tests/files/{name}: {where} is a symbolic link; Connic refuses links")
+            raise FilesError(f"fixture tests/files/{name}: {where} is a symbolic link; Connic refuses links")
         path = (files_dir / name).resolve()
         hidden = name.startswith(".")
         if hidden or not path.is_relative_to(files_dir) or not path.is_file():
             why = " (hidden files are never uploaded to Connic)" if hidden and path.is_file() else ""
-            raise FixtureError(f"missing fixture: tests/files/{name} does not exist{why}")
+            raise FilesError(f"missing fixture: tests/files/{name} does not exist{why}")
         if path.is_symlink() or (files_dir / name).is_symlink():
-            raise FixtureError(f"fixture tests/files/{name} is a symbolic link; Connic refuses links")
+            raise FilesError(f"fixture tests/files/{name} is a symbolic link; Connic refuses links")
         mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
         out.append({"data": base64.b64encode(path.read_bytes()).decode("ascii"), "mime_type": mime, "name": name})
     return out
@@ -80,8 +71,6 @@ def message_text(delivered: dict[str, Any]) -> str:
     rest = {k: v for k, v in delivered.items() if k != "files" or not is_attachments(v)}
     if set(rest) == {"message"} and isinstance(rest["message"], str):
         return rest["message"]
-    from pytest_connic.jsonsafe import json_text
-
     return json_text(rest)  # a builder's payload may hold a cycle, a huge int, ...
 
 

@@ -23,15 +23,14 @@ import functools
 import inspect
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import connic.tools as connic_tools
 
-if TYPE_CHECKING:
-    from pytest_connic.runtime.services import ProjectServices
+from pytest_connic.runtime.services import RuntimeServices
 
 #: the services of the project whose builder is running (set around build/cleanup)
-BUILDER_SERVICES: contextvars.ContextVar[ProjectServices | None] = contextvars.ContextVar(
+BUILDER_SERVICES: contextvars.ContextVar[RuntimeServices | None] = contextvars.ContextVar(
     "connic_builder_services", default=None
 )
 
@@ -76,8 +75,11 @@ def _make(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     async def dispatcher(*args: Any, **kwargs: Any) -> Any:
-        from pytest_connic.runtime.invocation import CURRENT
+        # imported at call time: a dispatcher installed in connic.tools outlives a re-import of
+        # pytest-connic's modules (pytester restores sys.modules between inner runs), and must
+        # see the invocation that the current modules run
         from pytest_connic.runtime.predefined_dispatch import run_predefined
+        from pytest_connic.runtime.state import CURRENT
 
         try:
             params = dict(signature.bind(*args, **kwargs).arguments)

@@ -19,12 +19,10 @@ from __future__ import annotations
 import inspect
 import re
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_connic.runtime.children import trigger_agent, trigger_agent_at
-
-if TYPE_CHECKING:
-    from pytest_connic.runtime.invocation import Invocation
+from pytest_connic.runtime.state import InvocationState
 
 HOOK = "pytest_connic_predefined_tool"
 OFFLINE_HINT = (
@@ -39,31 +37,23 @@ class PredefinedUnavailable(Exception):
     """A predefined tool with no local implementation and no hook answer."""
 
 
-async def _from_hook(inv: Invocation, name: str, params: dict[str, Any]) -> tuple[bool, Any]:
-    hook = inv.services.hook
-    if hook is None:
-        return False, None
-    result = hook.pytest_connic_predefined_tool(
-        config=inv.services.config, name=name, params=params, context=inv.context
-    )
+async def _from_hook(inv: InvocationState, name: str, params: dict[str, Any]) -> tuple[bool, Any]:
+    result = inv.services.host.predefined_tool(name, params, inv.context)
     if inspect.isawaitable(result):
         result = await result
     return result is not None, result
 
 
-def _data_tools(inv: Invocation) -> dict[str, Any]:
+def _data_tools(inv: InvocationState) -> dict[str, Any]:
     """The local data tools as this run sees them: the agent's access rules, its run id
     (``file_list(scope="run")``) and session (the run of the case, children included)."""
-    tools: dict[str, Any] | None = getattr(inv, "_connic_data_tools", None)
-    if tools is None:
-        session = getattr(inv, "session_id", inv.record.run_id)
-        tools = inv.services.local.tools_for(inv.config.name, inv.config, run_id=inv.record.run_id,
-                                             session_id=session)
-        inv._connic_data_tools = tools  # type: ignore[attr-defined]
-    return tools
+    if inv.data_tools is None:
+        inv.data_tools = inv.services.local.tools_for(inv.config.name, inv.config, run_id=inv.record.run_id,
+                                                      session_id=inv.session_id)
+    return inv.data_tools
 
 
-async def run_predefined(inv: Invocation, name: str, params: dict[str, Any]) -> Any:
+async def run_predefined(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
     """Run predefined tool ``name`` for ``inv`` with ``params``."""
     if name == "send_connector":
         return await send_connector(inv, **params)
@@ -77,7 +67,7 @@ async def run_predefined(inv: Invocation, name: str, params: dict[str, Any]) -> 
     func = _data_tools(inv).get(name)
     if func is None:
         message = OFFLINE_HINT.format(name=name)
-        inv.services.warn_once(f"predefined-offline:{name}", message)
+        inv.services.host.warn_once(f"predefined-offline:{name}", message)
         raise PredefinedUnavailable(message)
     return await func(**params)
 
@@ -85,20 +75,19 @@ async def run_predefined(inv: Invocation, name: str, params: dict[str, Any]) -> 
 # --------------------------------------------------------------------------- outbound connectors
 
 
-def _connectors(inv: Invocation) -> tuple[dict[str, Any], list[str]]:
+def _connectors(inv: InvocationState) -> tuple[dict[str, Any], list[str]]:
     """The project's ``connectors/*.yaml`` as the SDK loads them, and their load errors (cached)."""
-    project = inv.services.project
-    cached: tuple[dict[str, Any], list[str]] | None = getattr(project, "_connic_connectors", None)
-    if cached is None:
+    services = inv.services
+    if services.connectors is None:
+        project = services.project
         loader = project.loader
         known = len(loader._load_errors)
         connectors = loader.load_connectors(list(project.agents.values()))
-        cached = (connectors, [e for e in loader._load_errors[known:] if "connector" in e])
-        project._connic_connectors = cached  # type: ignore[attr-defined]
-    return cached
+        services.connectors = (connectors, [e for e in loader._load_errors[known:] if "connector" in e])
+    return services.connectors
 
 
-def _links(inv: Invocation, usage: str) -> list[tuple[str, Any]]:
+def _links(inv: InvocationState, usage: str) -> list[tuple[str, Any]]:
     """``(connector key, AgentLink)`` of every outbound connector linking this agent with ``usage``."""
     connectors, _errors = _connectors(inv)
     found = []
@@ -112,7 +101,7 @@ def _links(inv: Invocation, usage: str) -> list[tuple[str, Any]]:
     return found
 
 
-def _record_outbound(inv: Invocation, entry: dict[str, Any]) -> None:
+def _record_outbound(inv: InvocationState, entry: dict[str, Any]) -> None:
     entry = {**entry, "agent": inv.config.name, "delivered": False}
     inv.record.outbound.append(entry)
     label = entry.get("action_name") or entry.get("connector")
@@ -120,7 +109,7 @@ def _record_outbound(inv: Invocation, entry: dict[str, Any]) -> None:
     inv.record.events.append({"type": "outbound", "name": name, **entry})
 
 
-async def send_connector(inv: Invocation, action_name: str, payload: Any,
+async def send_connector(inv: InvocationState, action_name: str, payload: Any,
                          idempotency_key: str | None = None) -> Any:
     """``send_connector``: validated, recorded in the run record and trace, never delivered."""
     if not isinstance(action_name, str) or not _ACTION_NAME.fullmatch(action_name):
@@ -148,10 +137,10 @@ async def send_connector(inv: Invocation, action_name: str, payload: Any,
     return {"status": "queued", "queued": True, "connector_run_id": run_id}
 
 
-def record_automatic_outbound(inv: Invocation) -> None:
+def record_automatic_outbound(inv: InvocationState) -> None:
     """After a run: what ``usage: automatic`` connectors would deliver (completed runs only,
     not after ``StopProcessing(publish_outbound=False)``). Stages of a pipeline are not runs."""
-    if inv.record.status != "completed" or not (inv.root or getattr(inv, "triggered", False)):
+    if inv.record.status != "completed" or not (inv.root or inv.triggered):
         return
     events = inv.record.events
     if any(e.get("type") == "stop_processing" and e.get("publish_outbound") is False for e in events):

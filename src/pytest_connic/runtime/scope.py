@@ -1,57 +1,13 @@
-"""What one run of a case shares across the agent invocations it makes."""
+"""Running user code: the daemon-thread executor, and what a function's signature accepts."""
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
 import inspect
 import itertools
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from pytest_connic.checks.compiled import ApprovalDecision
-    from pytest_connic.models.base import RunModels
-    from pytest_connic.runtime.mocks import MockSet
-    from pytest_connic.runtime.services import ProjectServices
-
-
-class RunAborted(Exception):
-    """Ends the run at once and fails it with ``message`` as a check failure
-    (strict mocks, a mocked call that misses the signature, a cassette problem)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class RunFailed(Exception):
-    """Ends the run with status ``failed`` and ``message`` as its error."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class AwaitingApproval(Exception):
-    """A gated call has no scripted decision: the run ends ``awaiting_approval``."""
-
-
-class InfrastructureFailure(Exception):
-    """A provider failed: the case is an error, the session exits 2."""
-
-
-class ExitCalled(Exception):
-    """User code called ``sys.exit()``: it ends that call (a failing tool, hook, builder, ...),
-    never the run's event loop or the pytest session."""
-
-    def __init__(self, code: Any) -> None:
-        super().__init__(f"sys.exit({code!r}) was called")
-        self.code = code
+from typing import Any
 
 
 class DaemonExecutor(Executor):
@@ -84,42 +40,6 @@ class DaemonExecutor(Executor):
 
         threading.Thread(target=work, name=f"{self.name}-{next(self._ids)}", daemon=True).start()
         return future
-
-
-@dataclass
-class RunScope:
-    """Shared by the root invocation of a run and every child it triggers."""
-
-    services: ProjectServices
-    case: dict[str, Any]  #: the resolved case record ({} for the connic fixture without one)
-    run_index: int
-    builder_context: dict[str, Any]
-    mocks: MockSet
-    models: RunModels
-    executor: Executor
-    approvals: list[ApprovalDecision] = field(default_factory=list)
-    approvals_used: set[int] = field(default_factory=set)
-    strict_approvals: bool = False
-    notes: list[str] = field(default_factory=list)
-    #: the invocation currently running (for connic.tools placeholders)
-    invocations: int = 0
-    #: ``time.perf_counter()`` value at which the run times out (set by the root invocation)
-    deadline: float | None = None
-
-    async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call user code: coroutines awaited, sync functions in a worker thread
-        (so a slow sync tool does not hold up the other runs)."""
-        try:
-            if inspect.iscoroutinefunction(func):
-                return await func(*args, **kwargs)
-            loop = asyncio.get_running_loop()
-            ctx = contextvars.copy_context()
-            result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, func, *args, **kwargs))
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        except SystemExit as exc:  # left alone, asyncio would let it end the whole session
-            raise ExitCalled(exc.code) from None
 
 
 def accepts_positional(func: Callable[..., Any], count: int) -> bool:

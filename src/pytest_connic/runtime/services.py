@@ -1,5 +1,5 @@
 """Per-project runtime services: the loaded project, local predefined tools,
-model construction, and the user's hooks."""
+model construction, and the host (the user's hooks, warnings)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from connic.core import Agent
 
 from pytest_connic.models.base import Model, ModelRequest, ModelResponse, ToolCallRequest
 from pytest_connic.project.loaded import LoadedProject
-from pytest_connic.runtime.scope import RunAborted
+from pytest_connic.runtime.ports import Host
+from pytest_connic.runtime.predefined import LocalServices
+from pytest_connic.runtime.signals import RunAborted
 from pytest_connic.secrets import Masker
 
 
@@ -38,47 +40,25 @@ def predefined_description(name: str) -> str:
     return (doc or name).split("\n\n")[0]
 
 
-class ProjectServices:
+class RuntimeServices:
     """Everything runs of one project share within a session."""
 
-    def __init__(
-        self,
-        project: LoadedProject,
-        *,
-        data_dir: Path,
-        masker: Masker,
-        hook: Any,
-        config: Any,
-        warn_once: Callable[..., None],
-    ) -> None:
+    def __init__(self, project: LoadedProject, *, data_dir: Path, masker: Masker, host: Host) -> None:
         self.project = project
         self.root = project.root
         self.masker = masker
-        self.hook = hook
-        self.config = config
-        self.warn_once = warn_once
-        from pytest_connic.runtime.predefined import LocalServices
-
+        self.host = host
         self.local = LocalServices(data_dir)
-        self._bound: dict[str, dict[str, Callable[..., Any]]] = {}
+        #: the project's ``connectors/*.yaml`` as the SDK loads them, and their load errors
+        #: (loaded on first use, runtime/predefined_dispatch.py)
+        self.connectors: tuple[dict[str, Any], list[str]] | None = None
 
     def agent(self, name: str) -> Agent:
         return self.project.agent(name)
 
-    def data_tools(self, agent: Agent) -> dict[str, Callable[..., Any]]:
-        """The agent's local db_*/file_*/retrieval_* implementations, bound to its access rules."""
-        name = agent.config.name
-        if name not in self._bound:
-            self._bound[name] = self.local.tools_for(name, agent.config)
-        return self._bound[name]
-
     def user_model(self, agent: Agent, case: dict[str, Any] | None, run_index: int) -> Model | None:
-        """A model supplied by a conftest.py through ``pytest_connic_make_model``."""
-        if self.hook is None:
-            return None
-        model = self.hook.pytest_connic_make_model(
-            config=self.config, agent=agent, model=agent.config.model or "", case=case, run_index=run_index
-        )
+        """A model supplied by the host (a conftest.py's ``pytest_connic_make_model``)."""
+        model = self.host.make_model(agent, agent.config.model or "", case, run_index)
         if model is None:
             return None
         source = f"the model that pytest_connic_make_model supplied for agent '{agent.config.name}'"
@@ -86,9 +66,7 @@ class ProjectServices:
         return adapted if isinstance(adapted, _FunctionModel) else _CheckedModel(adapted, source)
 
     def close(self) -> None:
-        close = getattr(self.local, "close", None)
-        if close is not None:
-            close()
+        self.local.close()
 
 
 class _FunctionModel:

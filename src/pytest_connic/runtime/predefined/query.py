@@ -63,11 +63,6 @@ def resolve(document: Any, path: str) -> Any:
     return value
 
 
-def is_missing(value: Any) -> bool:
-    """True for the marker ``resolve`` returns when a path does not exist."""
-    return value is _MISSING
-
-
 def json_equal(left: Any, right: Any) -> bool:
     """JSON equality: ``true`` is not ``1``, ``1`` equals ``1.0``, containers compare deeply."""
     if _is_number(left) and _is_number(right):

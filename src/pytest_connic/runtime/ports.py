@@ -1,0 +1,60 @@
+"""The ports through which the runtime reaches the outside.
+
+The runtime never imports the layer that drives it (pytest, the ``connic`` fixture, a library
+caller): whoever builds the :class:`~pytest_connic.runtime.services.RuntimeServices` hands it a
+:class:`Host`. ``pytest_connic.plugin.host.PytestHost`` answers over pytest's hook relay (the
+``pytest_connic_*`` hooks of a conftest.py); :class:`NullHost` has no user hooks.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any, Protocol
+
+from pytest_connic.warnings import ConnicWarning
+
+
+class Host(Protocol):
+    """What the runtime asks of the program that runs it.
+
+    Each method answers None when the host has nothing to say (the runtime then uses its
+    default: cassettes or live models, the local tool, a guardrail not evaluated). A result
+    may be awaitable where the hook allows it (``guardrail``, ``predefined_tool``)."""
+
+    def make_model(self, agent: Any, model: str, case: dict[str, Any] | None, run_index: int) -> object | None:
+        """A model for one agent invocation (``pytest_connic_make_model``)."""
+
+    def guardrail(self, rule: Any, direction: str, content: str, context: dict[str, Any]) -> object | None:
+        """The result of a model-based built-in guardrail (``pytest_connic_guardrail``)."""
+
+    def predefined_tool(self, name: str, params: dict[str, Any], context: dict[str, Any]) -> object | None:
+        """The result of a predefined tool call (``pytest_connic_predefined_tool``)."""
+
+    def warn_once(self, key: str, message: str, category: type[Warning] | None = None) -> None:
+        """Emit ``message`` (a ``ConnicWarning`` unless ``category`` says which) once per ``key``."""
+
+
+class NullHost:
+    """A host without user hooks, for library use: every question is answered with None, and
+    each warning is emitted once per key."""
+
+    def __init__(self) -> None:
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def make_model(self, agent: Any, model: str, case: dict[str, Any] | None, run_index: int) -> object | None:
+        return None
+
+    def guardrail(self, rule: Any, direction: str, content: str, context: dict[str, Any]) -> object | None:
+        return None
+
+    def predefined_tool(self, name: str, params: dict[str, Any], context: dict[str, Any]) -> object | None:
+        return None
+
+    def warn_once(self, key: str, message: str, category: type[Warning] | None = None) -> None:
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        warnings.warn((category or ConnicWarning)(message), stacklevel=2)

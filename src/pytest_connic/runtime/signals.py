@@ -1,0 +1,39 @@
+"""The exceptions that end a run (or one call of user code) their own way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RunAborted(Exception):
+    """Ends the run at once and fails it with ``message`` as a check failure
+    (strict mocks, a mocked call that misses the signature, a cassette problem)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class RunFailed(Exception):
+    """Ends the run with status ``failed`` and ``message`` as its error."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class AwaitingApproval(Exception):
+    """A gated call has no scripted decision: the run ends ``awaiting_approval``."""
+
+
+class InfrastructureFailure(Exception):
+    """A provider failed: the case is an error, the session exits 2."""
+
+
+class ExitCalled(Exception):
+    """User code called ``sys.exit()``: it ends that call (a failing tool, hook, builder, ...),
+    never the run's event loop or the pytest session."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__(f"sys.exit({code!r}) was called")
+        self.code = code

@@ -1,0 +1,172 @@
+"""The state of a run and of one agent invocation in it, as declared data.
+
+Every module of the runtime that works on an invocation (agents, dispatch, approvals,
+guardrails, children, predefined tools) takes an :class:`InvocationState`; the lifecycle
+(``runtime/invocation.py``) sits on top of them. Starting a child or a pipeline stage goes
+through :meth:`RunScope.run_invocation`, the port the lifecycle sets on the run's scope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import datetime as dt
+import functools
+import inspect
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from connic.core import Agent, AgentConfig, Tool
+
+from pytest_connic.records.run import RunRecord
+from pytest_connic.runtime.payload import deliver
+from pytest_connic.runtime.signals import ExitCalled
+
+if TYPE_CHECKING:
+    from pytest_connic.checks.compiled import ApprovalDecision
+    from pytest_connic.models.base import Model, RunModels
+    from pytest_connic.runtime.mocks import MockSet
+    from pytest_connic.runtime.services import RuntimeServices
+
+#: runs one invocation's whole lifecycle (set on the scope by ``runtime/invocation.py``)
+Lifecycle = Callable[["InvocationState"], Awaitable[RunRecord]]
+
+
+@dataclass
+class RunScope:
+    """Shared by the root invocation of a run and every child it triggers."""
+
+    services: RuntimeServices
+    case: dict[str, Any]  #: the resolved case record ({} for the connic fixture without one)
+    run_index: int
+    builder_context: dict[str, Any]
+    mocks: MockSet
+    models: RunModels
+    executor: Executor
+    approvals: list[ApprovalDecision] = field(default_factory=list)
+    approvals_used: set[int] = field(default_factory=set)
+    strict_approvals: bool = False
+    #: ``time.perf_counter()`` value at which the run times out (set by the root invocation)
+    deadline: float | None = None
+    #: the lifecycle that runs a child or a stage (set by the lifecycle of the root invocation)
+    lifecycle: Lifecycle | None = None
+
+    async def run_invocation(self, invocation: InvocationState) -> RunRecord:
+        """Run ``invocation`` (a child or a pipeline stage of this run) through the lifecycle."""
+        if self.lifecycle is None:
+            raise RuntimeError("no lifecycle set on this run scope (start the run with runtime.invocation)")
+        return await self.lifecycle(invocation)
+
+    async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call user code: coroutines awaited, sync functions in a worker thread
+        (so a slow sync tool does not hold up the other runs)."""
+        try:
+            if inspect.iscoroutinefunction(func):
+                return await func(*args, **kwargs)
+            loop = asyncio.get_running_loop()
+            ctx = contextvars.copy_context()
+            result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, func, *args, **kwargs))
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except SystemExit as exc:  # left alone, asyncio would let it end the whole session
+            raise ExitCalled(exc.code) from None
+
+
+@dataclass
+class CatalogEntry:
+    """A tool an agent can call, as the model names it."""
+
+    name: str
+    ref: str
+    description: str
+    parameters: dict[str, Any]
+    kind: str  #: custom | predefined | input | discovery
+    tool: Tool | None = None
+    condition: str | None = None
+    discoverable: bool = False
+
+
+@dataclass
+class InvocationState:
+    """One agent run, the case's own or a child's (or a stage of a pipeline)."""
+
+    scope: RunScope
+    services: RuntimeServices
+    agent: Agent
+    config: AgentConfig  #: the agent's configuration (its YAML)
+    root: bool  #: the case's own agent (not a child, not a stage)
+    depth: int
+    original_payload: Any
+    delivered: dict[str, Any]  #: the payload as Connic delivers it (spec §4.1)
+    timeout_s: float | None
+    timeout_label: str | None
+    record: RunRecord
+    context: dict[str, Any]  #: the run context user code sees
+    middleware: Any  #: what the SDK loaded from the agent's middleware file (None: none)
+    session_id: str  #: the run id of the case's run (children included)
+    #: ``time.perf_counter()`` value at which this invocation times out
+    deadline: float | None = None
+    started: float = 0.0
+    background: list[asyncio.Task[Any]] = field(default_factory=list)
+    #: started by ``trigger_agent``: a run of its own (a pipeline stage is not)
+    triggered: bool = False
+    #: the model a triggered LLM child took when it was triggered (runtime/children.py)
+    reserved_model: Model | None = None
+    #: the agent's tools by model-facing name (built on first use, runtime/dispatch.py)
+    catalog: dict[str, CatalogEntry] | None = None
+    #: the local data tools bound to this run (built on first use, runtime/predefined_dispatch.py)
+    data_tools: dict[str, Callable[..., Any]] | None = None
+
+    @classmethod
+    def create(
+        cls,
+        scope: RunScope,
+        agent_name: str,
+        payload: Any,
+        files: list[dict[str, str]] | None = None,
+        *,
+        root: bool,
+        depth: int = 0,
+        timeout_s: float | None = None,
+        timeout_label: str | None = None,
+        session_id: str | None = None,
+    ) -> InvocationState:
+        """A fresh invocation of ``agent_name`` with ``payload`` (and ``files``) in ``scope``."""
+        services = scope.services
+        agent = services.agent(agent_name)
+        config = agent.config
+        delivered = deliver(payload, files or [])
+        # the agent's own `timeout` applies too, whichever is shorter (spec §11.15)
+        if config.timeout and (timeout_s is None or float(config.timeout) < timeout_s):
+            timeout_s, timeout_label = float(config.timeout), f"timeout of agent '{agent_name}'"
+        record = RunRecord(run_id=str(uuid.uuid4()), agent_name=agent_name, index=scope.run_index)
+        record.input = delivered
+        context: dict[str, Any] = {
+            "run_id": record.run_id,
+            "agent_name": agent_name,
+            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(),
+            "payload": delivered,
+        }
+        record.run_context = context
+        return cls(
+            scope=scope, services=services, agent=agent, config=config, root=root, depth=depth,
+            original_payload=payload, delivered=delivered, timeout_s=timeout_s, timeout_label=timeout_label,
+            record=record, context=context, middleware=services.project.middleware(agent_name),
+            session_id=session_id or record.run_id,
+        )
+
+    def remaining_s(self) -> float | None:
+        """Seconds left before this invocation or its run times out (None: no limit)."""
+        deadlines = [d for d in (self.deadline, self.scope.deadline) if d is not None]
+        if not deadlines:
+            return None
+        return max(min(deadlines) - time.perf_counter(), 0.001)
+
+
+#: the invocation currently running (for the ``connic.tools`` placeholders)
+CURRENT: contextvars.ContextVar[InvocationState | None] = contextvars.ContextVar("connic_invocation", default=None)
