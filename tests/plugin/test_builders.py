@@ -1,0 +1,337 @@
+"""Builders (spec §4.3): ``build`` and ``cleanup`` (sync or async), the arguments they get,
+the ``context`` shared with assertions, files merged with the built payload, Connic's cleanup
+verdicts, and a fresh builder and mocks module for every run, also when runs are concurrent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import types
+from pathlib import Path
+
+import pytest
+
+from helpers.project import ConnicProject, esc
+from pytest_connic.execution import builders
+from pytest_connic.runtime.mocks import ModuleLoadError
+
+#: The model calls what the payload lists ({"calls": [...]}), then answers with the tool results
+#: it read and the text of the user message (attached files as their mime types).
+SCRIPTED_MODEL = '''
+import json
+
+from pytest_connic.models.base import ModelResponse, ToolCallRequest
+
+
+def _load(text):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def pytest_connic_make_model(config, agent, model, case, run_index):
+    def answer(request):
+        content = request.messages[0]["content"]
+        if isinstance(content, list):
+            text = " ".join(p["text"] for p in content if p["type"] == "text")
+            files = [p["mime_type"] for p in content if p["type"] == "file"]
+        else:
+            text, files = content, []
+        read = [_load(m["content"]) for m in request.messages if m["role"] == "tool"]
+        plan = _load(text)
+        calls = plan.get("calls", []) if isinstance(plan, dict) else []
+        if calls and not read:
+            return ModelResponse(tool_calls=[
+                ToolCallRequest(id=f"call{i}", name=name, arguments=args) for i, (name, args) in enumerate(calls)
+            ])
+        return json.dumps({"read": read, "user": text, "files": files})
+    return answer
+'''
+
+BILLING = '''
+def refund(charge_id: str, amount: float) -> dict:
+    """Refund a charge."""
+    return {"refunded": charge_id, "amount": amount}
+'''
+
+
+def _bill(project: ConnicProject) -> None:
+    project.tool("billing", BILLING)
+    project.agent("bill", tools=["billing.refund"])
+    project.write("conftest.py", SCRIPTED_MODEL)
+    project.write("tests/files/note.txt", "a note")
+
+
+# --------------------------------------------------------------------------- unit
+
+
+def test_builder_and_mocks_paths_accept_the_py_suffix(tmp_path: Path) -> None:
+    assert builders.builder_path(tmp_path, "seed") == tmp_path / "tests" / "builders" / "seed.py"
+    assert builders.builder_path(tmp_path, "seed.py") == tmp_path / "tests" / "builders" / "seed.py"
+    assert builders.mocks_path(tmp_path, "m.py") == tmp_path / "tests" / "mocks" / "m.py"
+
+
+def test_every_load_is_a_new_module_object(tmp_path: Path) -> None:
+    path = tmp_path / "tests" / "builders" / "seed.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("STATE = []\ndef build(*a):\n    STATE.append(1)\n    return len(STATE)\n")
+    first, second = builders.load_builder(tmp_path, "seed"), builders.load_builder(tmp_path, "seed")
+    assert first is not second
+    assert first.build() == 1 and first.build() == 2 and second.build() == 1
+    path.write_text("x = 1\n")
+    with pytest.raises(ModuleLoadError, match=r"tests/builders/seed.py defines no build\(\) function"):
+        builders.load_builder(tmp_path, "seed")
+
+
+@pytest.mark.parametrize(
+    "built, fixtures, payload, rest",
+    [
+        ({"a": 1, "files": [{"name": "b"}]}, [{"name": "y"}], {"a": 1, "files": [{"name": "b"}, {"name": "y"}]}, []),
+        ({"a": 1}, [{"name": "y"}], {"a": 1}, [{"name": "y"}]),
+        ("text", [{"name": "y"}], "text", [{"name": "y"}]),
+    ],
+)
+def test_merge_files_puts_the_builders_files_first(built: object, fixtures: list[dict[str, str]], payload: object,
+                                                  rest: list[dict[str, str]]) -> None:
+    assert builders.merge_files(built, fixtures) == (payload, rest)
+
+
+@pytest.mark.parametrize(
+    "cleanup_source, verdict",
+    [
+        ("def cleanup(run, context, args):\n    return None\n", None),
+        ("async def cleanup(run, context, args):\n    return True\n", None),
+        ("def cleanup(run, context, args):\n    return False\n", "builder cleanup returned False"),
+        ("def cleanup(run, context, args):\n    return 'ok'\n", "builder cleanup must return bool or None, got str"),
+        ("def cleanup(run, context, args):\n    return 0\n", "builder cleanup must return bool or None, got int"),
+        ("def cleanup(run, context, args):\n    raise ValueError('gone')\n", "builder cleanup raised: gone"),
+        ("def cleanup(run, context, args):\n    raise KeyError\n", "builder cleanup raised: KeyError"),
+        ("cleanup = None\n", None),
+    ],
+)
+def test_cleanup_verdicts(cleanup_source: str, verdict: str | None) -> None:
+    module = types.ModuleType("b")
+    exec(cleanup_source, vars(module))  # noqa: S102  (the module under test, from the table above)
+
+    async def call(func, *args):  # type: ignore[no-untyped-def]
+        result = func(*args)
+        return await result if asyncio.iscoroutine(result) else result
+
+    assert asyncio.run(builders.cleanup(call, module, {}, {}, {"builder_args": None})) == verdict
+
+
+# --------------------------------------------------------------------------- pytester
+
+ARGS_BUILDER = '''
+def build(context, builder_args, test_name, payload, files):
+    context["seen"] = {"builder_args": builder_args, "test_name": test_name, "payload": payload, "files": files}
+    context["charge_id"] = "ch_" + test_name.split()[0]
+    amount = builder_args.get("amount", 1)
+    return {"calls": [["refund", {"charge_id": context["charge_id"], "amount": amount}]]}
+
+
+def cleanup(run, context, builder_args):
+    context["delivered_files"] = [f["name"] for f in run["input"].get("files", [])]
+    context["raw_output"] = run["output"]
+    context["run_context_id"] = run["context"]["run_id"]
+    return True
+'''
+
+ASYNC_BUILDER = '''
+import asyncio
+import base64
+
+
+async def build(context, builder_args, test_name, payload, files):
+    await asyncio.sleep(0)
+    built = {"data": base64.b64encode(b"built").decode(), "mime_type": "image/png", "name": "built.png"}
+    if builder_args.get("text"):
+        return "plain text"
+    return {"calls": [], "files": [built]}
+
+
+async def cleanup(run, context, builder_args):
+    context["delivered_files"] = [f["name"] for f in run["input"].get("files", [])]
+    context["delivered_keys"] = sorted(run["input"])
+'''
+
+
+def test_build_arguments_context_and_files(project: ConnicProject) -> None:
+    _bill(project)
+    project.write("tests/builders/charge.py", ARGS_BUILDER)
+    project.write("tests/builders/attach.py", ASYNC_BUILDER)
+    project.suite("bill", '''
+        tests:
+          - name: refunds the built charge
+            builder: charge
+            builder_args: {amount: 42}
+            payload: static text
+            files: [note.txt]
+            expected_result: >-
+              context.seen.builder_args == {"amount": 42} and context.seen.payload == "static text"
+              and context.seen.test_name == "refunds the built charge" and context.seen.files == ["note.txt"]
+              and context.delivered_files == ["note.txt"] and output.read[0].refunded == context.charge_id
+              and '"refunded": "ch_refunds"' in context.raw_output
+            expected_tool_calls:
+              - billing.refund: params.charge_id == context.charge_id and params.amount == 42
+          - name: without builder_args or payload
+            builder: charge.py
+            expected_result: context.seen.builder_args == {} and context.seen.payload == None
+          - name: built files come before the YAML files
+            builder: attach
+            files: [note.txt]
+            expected_result: >-
+              context.delivered_files == ["built.png", "note.txt"] and output.files == ["image/png", "text/plain"]
+          - name: a built string becomes the message
+            builder: attach
+            builder_args: {text: true}
+            files: [note.txt]
+            expected_result: >-
+              context.delivered_keys == ["files", "message"] and output.user == "plain text"
+              and context.delivered_files == ["note.txt"]
+    ''')
+
+    result = project.run("--connic-json", "report.json")
+
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    result.assert_outcomes(passed=4)
+    (first,) = json.loads((project.root / "report.json").read_text())["cases"][0]["runs_detail"]
+    # the run context the builder's cleanup read is the run's own
+    assert first["run_context"]["run_id"] == first["run_id"]
+
+
+VERDICTS = '''
+def build(context, builder_args, test_name, payload, files):
+    if builder_args.get("build") == "raise":
+        raise ValueError("no stock")
+    if builder_args.get("build") == "int":
+        return 42
+    return builder_args.get("payload", "hello")
+
+
+def cleanup(run, context, builder_args):
+    with open("cleanups.log", "a") as fh:
+        fh.write(f"{builder_args['verdict']} output={run['output']!r}\\n")
+    verdict = builder_args["verdict"]
+    if verdict == "raise":
+        raise RuntimeError("teardown failed")
+    return {"none": None, "true": True, "false": False, "int": 42}[verdict]
+'''
+
+FAILING_MIDDLEWARE = '''
+def before(content, context):
+    if content["parts"][0]["text"] == "fail":
+        raise RuntimeError("agent broke")
+    return content
+'''
+
+
+def test_cleanup_verdicts_and_cleanup_after_failures(project: ConnicProject) -> None:
+    _bill(project)
+    project.write("tests/builders/verdict.py", VERDICTS)
+    project.write("tests/builders/empty.py", "VALUE = 1\n")
+    project.write("middleware/bill.py", FAILING_MIDDLEWARE)
+    project.suite("bill", '''
+        tests:
+          - {name: returns None, builder: verdict, builder_args: {verdict: none}}
+          - {name: returns True, builder: verdict, builder_args: {verdict: "true"}}
+          - {name: returns False, builder: verdict, builder_args: {verdict: "false"}}
+          - {name: returns an int, builder: verdict, builder_args: {verdict: int}}
+          - {name: raises, builder: verdict, builder_args: {verdict: raise}}
+          - {name: the agent fails, builder: verdict, builder_args: {verdict: "false", payload: fail}}
+          - {name: build raises, builder: verdict, builder_args: {verdict: none, build: raise}}
+          - {name: build returns an int, builder: verdict, builder_args: {verdict: "true", build: int}}
+          - {name: missing builder, builder: nowhere}
+          - {name: builder without build, builder: empty}
+    ''')
+
+    result = project.run()
+
+    result.assert_outcomes(passed=2, failed=8)
+    result.stdout.fnmatch_lines_random([esc(line) for line in [
+        "*case 'returns False' (bill) failed*needs 1: builder cleanup returned False",
+        "*case 'returns an int' (bill) failed*needs 1: builder cleanup must return bool or None, got int",
+        "*case 'raises' (bill) failed*needs 1: builder cleanup raised: teardown failed",
+        ("*case 'the agent fails' (bill) failed*needs 1: agent error: middleware before of agent 'bill' raised "
+        "RuntimeError: agent broke"),
+        "*case 'build raises' (bill) failed*needs 1: builder build raised: ValueError: no stock",
+        "*case 'build returns an int' (bill) failed*needs 1: builder build must return str or dict, got int",
+        ("*case 'missing builder' (bill) could not be set up: builder 'nowhere': tests/builders/nowhere.py "
+        "does not exist"),
+        ("*case 'builder without build' (bill) failed*: builder 'empty': tests/builders/empty.py defines no "
+        "build() function"),
+    ]])
+    # a False verdict adds to the run's other failures
+    result.stdout.fnmatch_lines(["*Failed:  agent error: middleware before of agent 'bill' raised*",
+                                 "*builder cleanup returned False"])
+    # cleanup ran for every built run: after a failed agent and after a failed build too
+    assert sorted((project.root / "cleanups.log").read_text().splitlines()) == sorted([
+        "none output='{\"read\": [], \"user\": \"hello\", \"files\": []}'",
+        "true output='{\"read\": [], \"user\": \"hello\", \"files\": []}'",
+        "false output='{\"read\": [], \"user\": \"hello\", \"files\": []}'",
+        "int output='{\"read\": [], \"user\": \"hello\", \"files\": []}'",
+        "raise output='{\"read\": [], \"user\": \"hello\", \"files\": []}'",
+        "false output=None",
+        "none output=None",
+        "true output=None",
+    ])
+
+
+COUNTING_BUILDER = '''
+import asyncio
+
+COUNT = 0
+
+
+async def build(context, builder_args, test_name, payload, files):
+    global COUNT
+    COUNT += 1
+    context["count"] = COUNT
+    with open("arrivals.log", "a") as fh:
+        fh.write("x\\n")
+    wanted = builder_args.get("overlap", 0)
+    for _ in range(1000):  # wait until every run has started its build (they run concurrently)
+        with open("arrivals.log") as fh:
+            if len(fh.read().split()) >= wanted:
+                break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("runs did not overlap")
+    return {"calls": [["refund", {"charge_id": "ch_1", "amount": 1}], ["refund", {"charge_id": "ch_2", "amount": 2}]]}
+'''
+
+COUNTING_MOCKS = '''
+CALLS = 0
+
+
+def mock_billing_refund(tool_name, params, context):
+    global CALLS
+    CALLS += 1
+    return {"calls_seen_by_this_module": CALLS}
+'''
+
+
+@pytest.mark.parametrize("concurrency, overlap", [("8", 3), ("1", 0)])
+def test_each_run_gets_fresh_builder_and_mocks_modules(project: ConnicProject, concurrency: str,
+                                                       overlap: int) -> None:
+    _bill(project)
+    project.write("tests/builders/counting.py", COUNTING_BUILDER)
+    project.write("tests/mocks/counting.py", COUNTING_MOCKS)
+    project.suite("bill", f'''
+        tests:
+          - name: module state does not leak between runs
+            builder: counting
+            builder_args: {{overlap: {overlap}}}
+            mocks: counting
+            runs: 3
+            expected_result: context.count == 1 and output.read[1].calls_seen_by_this_module == 2
+            expected_tool_calls:
+              - billing.refund: params.charge_id == "ch_1" and result.calls_seen_by_this_module == 1
+    ''')
+
+    result = project.run("--connic-concurrency", concurrency)
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*bill::module state does not leak between runs*3/3*"])
+    assert len((project.root / "arrivals.log").read_text().split()) == 3
