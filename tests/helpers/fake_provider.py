@@ -107,6 +107,8 @@ class FakeProvider:
     def __init__(self, script: Script = (), *, latency: float = 0.0) -> None:
         self.latency = latency
         self.requests: list[Received] = []
+        #: answers sent back in full (a client that gave up first never counts)
+        self.answered = 0
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         if callable(script):
@@ -257,8 +259,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         try:
             self.wfile.write(data)
+            self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
-            pass
+            return
+        with self.provider._lock:
+            self.provider.answered += 1
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the per-request log lines."""

@@ -105,9 +105,8 @@ def test_a_blocked_call_holds_up_no_other_and_errors_reach_the_caller() -> None:
     executor = ReusingDaemonExecutor(idle_s=0.2)
     release = threading.Event()
     blocked = executor.submit(release.wait, 5)
-    started = time.perf_counter()
     assert executor.submit(lambda: 42).result(timeout=5) == 42
-    assert time.perf_counter() - started < 2
+    assert not blocked.done()  # the other call finished while this one still waits
     failing = executor.submit(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         failing.result(timeout=5)

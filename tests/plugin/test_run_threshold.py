@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from typing import Any
 
 import pytest
@@ -81,17 +80,12 @@ def sleepy(calc: ConnicProject) -> ConnicProject:
 def test_runs_of_a_case_execute_concurrently(sleepy: ConnicProject) -> None:
     sleepy.suite("lab", "tests:\n  - name: naps\n    payload: hi\n    runs: 8\n")
     sleepy.replies("lab", "naps", [("nap", {"seconds": 0.3})], "rested")
-    started = time.perf_counter()
     result = sleepy.run("-q", "--connic-concurrency", "8")
-    elapsed = time.perf_counter() - started
     result.assert_outcomes(passed=1)
     naps = _naps(sleepy)
     assert len(naps) == 8 and len({n["run_id"] for n in naps}) == 8
-    # all eight sync tool calls were sleeping at the same moment ...
+    # all eight sync tool calls were sleeping at the same moment (not one after another)
     assert max(n["start"] for n in naps) < min(n["end"] for n in naps)
-    # ... so the runs took far less than the sum of their sleeps (2.4 s); generous bound
-    assert max(n["end"] for n in naps) - min(n["start"] for n in naps) < 0.5 * 8 * 0.3
-    assert elapsed < 10  # the whole in-process pytest run, a sanity bound only
 
 
 def test_concurrency_1_runs_sequentially(sleepy: ConnicProject) -> None:
