@@ -84,3 +84,36 @@ EVIDENCE_TOOLS = textwrap.dedent(
         return {"run_id": context["run_id"], "agent": context["agent_name"], "seen": context["seen"]}
     '''
 )
+
+#: A project conftest.py whose model asks for the calls listed in the payload
+#: (``{"calls": [[name, args], ...]}``), then answers with every tool result it read back
+#: (JSON-decoded where possible): ``{"read": [...]}``; ``{"read": []}`` for a payload without calls.
+SCRIPTED_MODEL = textwrap.dedent(
+    '''
+import json
+
+from pytest_connic.models.base import ModelResponse, ToolCallRequest
+
+
+def _load(text):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def pytest_connic_make_model(config, agent, model, case, run_index):
+    def answer(request):
+        read = [_load(m["content"]) for m in request.messages if m["role"] == "tool"]
+        if read:
+            return json.dumps({"read": read})
+        plan = _load(request.messages[0]["content"])
+        calls = plan.get("calls", []) if isinstance(plan, dict) else []
+        if not calls:
+            return json.dumps({"read": []})
+        return ModelResponse(tool_calls=[
+            ToolCallRequest(id=f"call{i}", name=name, arguments=args) for i, (name, args) in enumerate(calls)
+        ])
+    return answer
+'''
+)

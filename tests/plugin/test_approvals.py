@@ -10,17 +10,6 @@ import pytest
 
 from helpers.project import ConnicProject
 
-
-@pytest.fixture
-def project(project: ConnicProject) -> ConnicProject:
-    """The conftest's project, with Hypothesis' pytest plugin off in the inner runs: it imports
-    Hypothesis in every in-process session (pytester drops modules first imported inside one),
-    which costs seconds per run."""
-    run = project.run
-    project.run = lambda *args: run("-p", "no:hypothesispytest", *args)  # type: ignore[method-assign]
-    return project
-
-
 OPS_TOOLS = '''
 def delete_order(order_id: str) -> dict:
     """Delete an order.

@@ -6,32 +6,8 @@ from __future__ import annotations
 
 import json
 
+from helpers.models import SCRIPTED_MODEL
 from helpers.project import ConnicProject
-
-SCRIPTED_MODEL = '''
-import json
-
-from pytest_connic.models.base import ModelResponse, ToolCallRequest
-
-
-def _load(text):
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
-
-
-def pytest_connic_make_model(config, agent, model, case, run_index):
-    def answer(request):
-        read = [_load(m["content"]) for m in request.messages if m["role"] == "tool"]
-        if read:
-            return json.dumps({"read": read})
-        plan = json.loads(request.messages[0]["content"])
-        return ModelResponse(tool_calls=[
-            ToolCallRequest(id=f"call{i}", name=name, arguments=args) for i, (name, args) in enumerate(plan["calls"])
-        ])
-    return answer
-'''
 
 TOOLS = '''
 def greet(name: str, greeting: str = "hello", punctuation: str = ".") -> dict:

@@ -10,6 +10,7 @@ from typing import Any, Literal, Optional
 
 import pytest
 
+from helpers.models import SCRIPTED_MODEL
 from helpers.project import ConnicProject, esc
 from pytest_connic.runtime.mocks import (
     MockSet,
@@ -163,32 +164,6 @@ def test_argument_schema(annotation: Any, schema: dict[str, Any]) -> None:
 
 # --------------------------------------------------------------------------- pytester: a CRM project
 
-#: the model asks for the calls listed in the payload, then answers with what it read back
-SCRIPTED_MODEL = '''
-import json
-
-from pytest_connic.models.base import ModelResponse, ToolCallRequest
-
-
-def _load(text):
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
-
-
-def pytest_connic_make_model(config, agent, model, case, run_index):
-    def answer(request):
-        read = [_load(m["content"]) for m in request.messages if m["role"] == "tool"]
-        if read:
-            return json.dumps({"read": read})
-        plan = _load(request.messages[0]["content"])
-        calls = plan.get("calls", []) if isinstance(plan, dict) else []
-        return ModelResponse(tool_calls=[
-            ToolCallRequest(id=f"call{i}", name=name, arguments=args) for i, (name, args) in enumerate(calls)
-        ]) if calls else json.dumps({"read": []})
-    return answer
-'''
 
 CUSTOMER = '''
 def add_customer(name: str, note: str = "") -> dict:

@@ -17,16 +17,6 @@ from helpers.project import CALC_TOOLS, ConnicProject
 from pytest_connic.runtime import placeholders
 
 
-@pytest.fixture
-def project(project: ConnicProject) -> ConnicProject:
-    """The conftest's project, with Hypothesis' pytest plugin off in the inner runs: it imports
-    Hypothesis in every in-process session (pytester drops modules first imported inside one),
-    which costs seconds per run."""
-    run = project.run
-    project.run = lambda *args: run("-p", "no:hypothesispytest", *args)  # type: ignore[method-assign]
-    return project
-
-
 def runs(project: ConnicProject, report: str = "report.json") -> dict[str, dict[str, Any]]:
     cases = json.loads((project.root / report).read_text())["cases"]
     return {c["test_name"]: c["runs_detail"][0] for c in cases}
