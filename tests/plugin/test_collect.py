@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import re
+from pathlib import Path
+
 import pytest
 
 from helpers.project import ConnicProject, esc
 
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 SIMPLE = """
 tests:
   - name: {name}
@@ -330,3 +335,58 @@ def test_coverage_mode_is_bounded_too(echo: ConnicProject) -> None:
         ("*✗ Failed to load agent: agents/other.yaml:6:*: document too large: more than 200000 values*"
         "; Test files failed to parse: tests/bombed.yaml:*:*: document too large: more than 200000 values*"),
     ])
+
+
+# ------------------------------------------------------------------------ paused collector (docs/performance.md)
+
+
+def test_collection_leaves_the_garbage_collector_as_it_found_it(calc: ConnicProject) -> None:
+    calc.suite("echo", "agent: echo\ntests:\n  - name: one\n    payload: hi\n  - name: two\n    payload: hi\n")
+    assert gc.isenabled()
+    assert calc.run("--collect-only", "-q").ret == 0
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert calc.run("--collect-only", "-q").ret == 0
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+# ------------------------------------------------------------------------ a whole pytest run over corpus files
+# (the corpus: tests/corpus/, tests/unit/suite/test_validation_parity.py)
+
+
+RUN_FILES = [
+    "invalid/tests_empty_list", "invalid/version_float", "invalid/yaml_bad_indentation",
+    "invalid/yaml_control_character", "invalid/duplicate_names", "invalid/files_non_ascii",
+    "invalid/tool_calls_int", "invalid/approval_response_with_reject", "invalid/grandchild_null",
+    "invalid/builder_args_int_key", "unknown_keys/case_expected_tool_call", "unknown_keys/top_agnet",
+    "plugin_only/expected_result_call", "plugin_only/approval_params_singular",
+]
+
+
+def test_pytest_run_over_corpus_suites_reports_every_error_located(project: ConnicProject) -> None:
+    names = []
+    for rel in RUN_FILES:
+        source = CORPUS / f"{rel}.yaml"
+        name = source.stem.replace("_", "-")
+        (project.root / "tests" / f"{name}.yaml").parent.mkdir(exist_ok=True)
+        (project.root / "tests" / f"{name}.yaml").write_bytes(source.read_bytes())
+        project.agent(name)
+        names.append(name)
+    result = project.run("-q", "-rE", "--continue-on-collection-errors")
+    output = result.stdout.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    assert "pytest_connic" not in output  # no frame of plugin code
+    result.assert_outcomes(errors=len(names))  # collection errors and invalid cases failing in setup
+    section = output.split("= ERRORS =", 1)[1].split("\n=", 1)[0]
+    messages = [line for line in section.splitlines()[1:] if not re.match(r"_{3,} ERROR ", line)]
+    assert len(messages) == len(names)  # one located line per suite, nothing else (no traceback)
+    for line in messages:
+        assert re.match(r"tests/[\w-]+\.yaml:\d+:\d+: \S", line), line
+    assert {line.split(".yaml:", 1)[0].removeprefix("tests/") for line in messages} == set(names)
+    summary = [line for line in output.splitlines() if line.startswith("ERROR ")]
+    assert len(summary) == len(names)
+    for line in summary:  # collection errors are listed by file; setup errors add their (cut) message
+        assert re.fullmatch(r"ERROR tests/[\w-]+\.yaml(::\S+ - Failed: tests/.*)?", line), line

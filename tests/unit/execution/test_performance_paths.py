@@ -7,20 +7,18 @@
   holds up no other), errors reach the caller, and idle threads end.
 - String scalars are taken as their text, without PyYAML's constructor: the result is still
   exactly ``yaml.safe_load``'s.
-- The garbage collector is paused only while a suite file is collected.
+- The garbage collector is paused only while a suite file is collected (in `tests/plugin/test_collect.py`).
 """
 
 from __future__ import annotations
 
 import ast
-import gc
 import threading
 import time
 
 import pytest
 import yaml
 
-from helpers.project import ConnicProject
 from pytest_connic.checks.compiled import RESULT_NAMES, TOOL_CALL_NAMES, compile_case
 from pytest_connic.execution.case import ReusingDaemonExecutor
 from pytest_connic.expressions import LITERAL_NAMES, EvaluationError, ExpressionError, compile_expression
@@ -171,19 +169,3 @@ def test_a_registered_string_constructor_is_honoured() -> None:
         assert _Builder(loader).build(loader.get_single_node(), (), 0) == {"A": "B"}
     finally:
         loader.dispose()
-
-
-# ------------------------------------------------------------------------ paused collector
-
-
-def test_collection_leaves_the_garbage_collector_as_it_found_it(calc: ConnicProject) -> None:
-    calc.suite("echo", "agent: echo\ntests:\n  - name: one\n    payload: hi\n  - name: two\n    payload: hi\n")
-    assert gc.isenabled()
-    assert calc.run("--collect-only", "-q").ret == 0
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        assert calc.run("--collect-only", "-q").ret == 0
-        assert not gc.isenabled()
-    finally:
-        gc.enable()

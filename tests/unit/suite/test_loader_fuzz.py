@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from pytest_connic.suite.loader import SuiteError, load_suite
 from pytest_connic.suite.positions import MAX_BYTES, MAX_DEPTH, YamlError, load_with_positions
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = Path(__file__).resolve().parents[2] / "corpus"
 SEEDS = [p.read_text("utf-8") for p in sorted(CORPUS.glob("*/*.yaml")) if p.stat().st_size < 4000]
 LOCATED = re.compile(r"tests/fuzz\.yaml:(\d+):(\d+): \S")
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
