@@ -24,14 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {
     # mutated agents/*.yaml of examples/order-desk, through a real pytest session each
-    "agents": ["tests/test_hardening_fuzz.py::test_mutated_agent_yaml_ends_in_located_errors_or_verdicts"],
+    "agents": ["tests/plugin/test_example_project.py::test_mutated_agent_yaml_ends_in_located_errors_or_verdicts"],
     # mutated cassettes (text and structure: malformed tool calls), replayed through the plugin
-    "cassettes": ["tests/test_hardening_fuzz.py::test_mutated_cassettes_end_in_located_errors_or_verdicts"],
+    "cassettes": ["tests/plugin/test_example_project.py::test_mutated_cassettes_end_in_located_errors_or_verdicts"],
     # random and mutated suites through the suite loader, and Connic's verdict on random suites
-    "suites": ["tests/test_loader_fuzz.py"],
+    "suites": ["tests/unit/suite/test_loader_fuzz.py"],
     # random text and DSL-like text through the expression compiler and evaluator
-    "expressions": ["tests/test_expressions.py::test_random_text_only_ever_raises_expression_error",
-                    "tests/test_expressions.py::test_dsl_like_text_compiles_or_fails_cleanly_and_evaluation_never_raises"],
+    "expressions": ["tests/unit/checks/test_expressions.py::test_random_text_only_ever_raises_expression_error",
+                    "tests/unit/checks/test_expressions.py::test_dsl_like_text_compiles_or_fails_cleanly_and_evaluation_never_raises"],
 }
 
 

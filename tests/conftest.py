@@ -1,92 +1,28 @@
-"""Test helpers: small real Connic projects written into pytester's directory."""
+"""Test fixtures: small real Connic projects written into pytester's directory.
+
+The plugin's modules are imported here, once, in the outer test process: pytester restores
+``sys.modules`` after each in-process run, so a module first imported inside an inner run is
+imported (and assertion-rewritten) again by the next one. Imported up front, every inner run
+reuses them. The SDK boundary comes first: it imports the Connic SDK quietly.
+"""
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
-from typing import Any
+import importlib
+import pkgutil
 
 import hypothesis  # noqa: F401  (imported once here: in-process pytester runs then reuse it)
 import pytest
-import yaml
+
+import pytest_connic
+from helpers.chromium import find_chromium
+from helpers.project import CALC_TOOLS, ConnicProject
 
 pytest_plugins = ["pytester"]
 
-
-def esc(pattern: str) -> str:
-    """An fnmatch pattern with ``[`` and ``]`` taken literally (key paths like ``tests[0]``)."""
-    return pattern.replace("[", "\x00").replace("]", "[]]").replace("\x00", "[[]")
-
-
-class ConnicProject:
-    """Writes a Connic project (agents, tools, suites, cassettes, ...) and runs pytest on it."""
-
-    def __init__(self, pytester: pytest.Pytester) -> None:
-        self.pytester = pytester
-        self.root: Path = pytester.path
-        (self.root / "agents").mkdir(exist_ok=True)
-
-    def write(self, rel: str, text: str) -> Path:
-        path = self.root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"), "utf-8")
-        return path
-
-    def agent(self, name: str, **fields: Any) -> Path:
-        data: dict[str, Any] = {"version": "1.0", "name": name, "description": f"the {name} agent"}
-        if fields.get("type", "llm") == "llm":
-            data.update(model="openai/gpt-4o-mini", system_prompt=f"You are {name}.")
-        data.update(fields)
-        return self.write(f"agents/{name}.yaml", yaml.safe_dump(data, sort_keys=False))
-
-    def tool(self, module: str, source: str) -> Path:
-        return self.write(f"tools/{module.replace('.', '/')}.py", source)
-
-    def suite(self, name: str, text: str) -> Path:
-        return self.write(f"tests/{name}.yaml", text)
-
-    def cassette(self, suite: str, case: str, runs: list[Any]) -> Path:
-        data = {"version": 1, "runs": runs}
-        return self.write(f"cassettes/{suite}/{case}.yaml", yaml.safe_dump(data, sort_keys=False))
-
-    def replies(self, suite: str, case: str, *turns: Any) -> Path:
-        """A one-run cassette; each turn a string (final answer) or a list of (tool, args) calls."""
-        out = []
-        for turn in turns:
-            if isinstance(turn, str):
-                out.append({"content": turn})
-            else:
-                out.append({"tool_calls": [{"name": n, "arguments": a} for n, a in turn]})
-        return self.cassette(suite, case, [{"turns": out}])
-
-    def run(self, *args: str) -> pytest.RunResult:
-        # Hypothesis's plugin would re-import hypothesis in every in-process run (seconds each)
-        return self.pytester.runpytest("-p", "no:cacheprovider", "-p", "no:hypothesispytest", *args)
-
-    def run_subprocess(self, *args: str) -> pytest.RunResult:
-        return self.pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
-
-
-CALC_TOOLS = '''
-def add(a: int, b: int) -> dict:
-    """Add two numbers.
-
-    Args:
-        a: the first number
-        b: the second number
-    """
-    return {"sum": a + b}
-
-
-def multiply(a: int, b: int) -> dict:
-    """Multiply two numbers."""
-    return {"product": a * b}
-
-
-def echo(payload: dict) -> dict:
-    """Echo the payload back (a tool agent's body)."""
-    return {"got": payload}
-'''
+importlib.import_module("pytest_connic.project.sdk")  # first: the quiet import of the Connic SDK
+for _module in pkgutil.walk_packages(pytest_connic.__path__, "pytest_connic."):
+    importlib.import_module(_module.name)
 
 
 @pytest.fixture
@@ -102,3 +38,9 @@ def calc(project: ConnicProject) -> ConnicProject:
     project.agent("calc", tools=["calc.add", "calc.multiply"])
     project.agent("echo", type="tool", tool_name="calc.echo")
     return project
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """The headless Chromium binary (``/usr/bin/chromium``); without it a skip (a failure under CI)."""
+    return find_chromium()

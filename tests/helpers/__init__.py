@@ -1,0 +1,1 @@
+"""Scaffolding shared by the tests: projects, scripted models, the fake provider, Chromium."""

@@ -1,0 +1,329 @@
+"""Approvals (spec §6): the agent's ``approval:`` config answered by ``approval_decisions``,
+through real pytest runs of small Connic projects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from helpers.project import ConnicProject
+
+OPS_TOOLS = '''
+def delete_order(order_id: str) -> dict:
+    """Delete an order.
+
+    Args:
+        order_id: the order
+    """
+    return {"deleted": order_id}
+
+
+def refund(order_id: str, amount: float = 0) -> dict:
+    """Refund an order.
+
+    Args:
+        order_id: the order
+        amount: how much
+    """
+    return {"refunded": amount}
+'''
+
+#: the run context (not the builder's) is what approval conditions see as ``context``
+OPS_MIDDLEWARE = '''
+def before(content, context):
+    context["refund_limit"] = 50
+    return content
+'''
+
+APPROVAL = {
+    "tools": ["ops.delete_order", {"ops.refund": "param.amount > context.refund_limit"}],
+    "inputs": [{"get_mfa": {"prompt": "Ask the user for an MFA code.", "label": "MFA code",
+                            "sensitive": True, "params": [{"reason": "str"}]}}],
+}
+
+
+@pytest.fixture
+def ops(project: ConnicProject) -> ConnicProject:
+    """Agent ``ops`` (on_rejection: fail) and ``ops-lenient`` (on_rejection: continue)."""
+    project.tool("ops", OPS_TOOLS)
+    project.write("middleware/ops.py", OPS_MIDDLEWARE)
+    project.agent("ops", tools=["ops.delete_order", "ops.refund"], approval=APPROVAL)
+    project.agent("ops-lenient", tools=["ops.delete_order", "ops.refund"],
+                  approval={**APPROVAL, "on_rejection": "continue"})
+    return project
+
+
+def delete(order_id: str = "A1") -> list[tuple[str, dict[str, Any]]]:
+    return [("delete_order", {"order_id": order_id})]
+
+
+def refund(amount: Any = None) -> list[tuple[str, dict[str, Any]]]:
+    args: dict[str, Any] = {"order_id": "A1"}
+    if amount is not None:
+        args["amount"] = amount
+    return [("refund", args)]
+
+
+def runs(project: ConnicProject, report: str = "report.json") -> dict[str, dict[str, Any]]:
+    """The first run of every case in a --connic-json report, by case name."""
+    cases = json.loads((project.root / report).read_text())["cases"]
+    return {c["test_name"]: c["runs_detail"][0] for c in cases}
+
+
+def test_approve_reject_and_timeout_with_on_rejection_fail(ops: ConnicProject) -> None:
+    ops.suite("ops", """
+        version: "1.0"
+        tests:
+          - name: approve
+            payload: delete A1
+            approval_decisions:
+              - {tool: ops.delete_order, decision: approve, reason: checked}
+            expected_tool_calls:
+              - ops.delete_order: result.deleted == "A1"
+            expected_result: output == "deleted"
+          - name: reject
+            payload: delete A1
+            approval_decisions:
+              - {tool: ops.delete_order, decision: reject, reason: not today}
+            expected_result: status == "failed" and "rejected" in error and "not today" in error
+          - name: timeout
+            payload: delete A1
+            approval_decisions:
+              - {tool: ops.delete_order, decision: timeout}
+            expected_result: status == "failed" and "timeout" in error
+          - name: reject unexpected
+            payload: delete A1
+            approval_decisions:
+              - {tool: ops.delete_order, decision: reject, reason: nope}
+    """)
+    for case in ("approve", "reject", "timeout", "reject unexpected"):
+        ops.replies("ops", case, delete(), "deleted")
+    result = ops.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines([
+        "*reject unexpected*agent error: tool call ops.delete_order was rejected by a human approver: nope*"
+    ])
+    detail = runs(ops)
+    (approved,) = detail["approve"]["tool_calls"]
+    assert approved["approval"] == "approved" and approved["result"] == {"deleted": "A1"}
+    assert detail["approve"]["approvals"] == [
+        {"tool": "ops.delete_order", "params": {"order_id": "A1"}, "decision": "approve",
+         "decision_index": 0, "reason": "checked"}
+    ]
+    for case, mark in (("reject", "rejected"), ("timeout", "timeout")):
+        (call,) = detail[case]["tool_calls"]
+        assert (call["approval"], call["has_result"], call["error"]) == (mark, False, f"approval {mark}")
+        assert detail[case]["status"] == "failed"
+
+
+CONTINUE_MODEL = '''
+import json
+
+from pytest_connic.models.base import ModelResponse, ToolCallRequest
+
+
+def pytest_connic_make_model(config, agent, model, case, run_index):
+    def answer(request):
+        seen = [m["content"] for m in request.messages if m["role"] == "tool"]
+        if not seen:
+            return ModelResponse(tool_calls=[ToolCallRequest("c1", "delete_order", {"order_id": "A1"})])
+        return json.dumps({"seen": seen})
+    return answer
+'''
+
+
+def test_on_rejection_continue_returns_the_rejection_to_the_model(ops: ConnicProject) -> None:
+    ops.write("conftest.py", CONTINUE_MODEL)
+    ops.suite("lenient", """
+        version: "1.0"
+        agent: ops-lenient
+        tests:
+          - name: reject
+            payload: delete A1
+            approval_decisions:
+              - {tool: ops.delete_order, decision: reject, reason: too risky}
+            expected_result: >-
+              status == "completed" and "rejected by a human approver: too risky" in output.seen[0]
+              and "did not run" in output.seen[0]
+            expected_tool_calls:
+              - ops.delete_order: invocations == 1
+          - name: timeout
+            payload: delete A1
+            approval_decisions:
+              - {tool: ops.delete_order, decision: timeout}
+            expected_result: '"not approved in time" in output.seen[0]'
+          - name: a rejected call has no result
+            payload: delete A1
+            approval_decisions:
+              - {tool: ops.delete_order, decision: reject}
+            expected_tool_calls:
+              - ops.delete_order: result.deleted == "A1"
+    """)
+    result = ops.run()
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*a rejected call has no result*expected tool call ops.delete_order*"])
+
+
+def test_unanswered_requests_and_unused_entries_strict_and_not(ops: ConnicProject) -> None:
+    ops.suite("ops", """
+        version: "1.0"
+        tests:
+          - name: pending
+            payload: delete A1
+            expected_result: status == "awaiting_approval" and "ops.delete_order" in error
+          - name: pending unexpected
+            payload: delete A1
+          - name: unused entry ignored
+            payload: delete A1
+            approval_decisions:
+              - {tool: ops.delete_order, decision: approve}
+              - {tool: ops.refund, decision: approve}
+          - name: strict pending
+            payload: delete A1
+            strict_approval_decisions: true
+            approval_decisions:
+              - {tool: ops.refund, decision: approve}
+            expected_result: status == "awaiting_approval"
+          - name: strict unused
+            payload: delete A1
+            strict_approval_decisions: true
+            approval_decisions:
+              - {tool: ops.delete_order, decision: approve}
+              - {tool: ops.refund, decision: reject}
+          - name: strict all used
+            payload: delete A1
+            strict_approval_decisions: true
+            approval_decisions:
+              - {tool: ops.delete_order, decision: approve}
+    """)
+    for case in ("pending", "pending unexpected", "unused entry ignored", "strict pending", "strict unused",
+                 "strict all used"):
+        ops.replies("ops", case, delete(), "deleted")
+    result = ops.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=3, failed=3)
+    result.stdout.fnmatch_lines_random([
+        ("*pending unexpected*agent error: approval request for ops.delete_order with params "
+         "{'order_id': 'A1'} has no matching approval_decisions entry: no approval_decisions entry has "
+         "tool 'ops.delete_order'*"),
+        ("*strict pending*strict_approval_decisions: approval request for ops.delete_order*"
+         "(entries exist for: ops.refund)*"),
+        ("*strict unused*strict_approval_decisions: 1 approval decision(s) were never used: "
+         "#1 ops.refund (reject)*"),
+    ])
+    detail = runs(ops)
+    assert detail["pending"]["status"] == "awaiting_approval"
+    assert detail["pending"]["tool_calls"][0]["approval"] == "pending"
+    assert detail["pending"]["approvals"][0]["decision"] is None
+    assert detail["strict pending"]["status"] == "failed"
+
+
+def test_first_unused_matching_entry_with_params_and_builder_context(ops: ConnicProject) -> None:
+    ops.write("tests/builders/limits.py", '''
+        def build(context, builder_args, test_name, payload, files):
+            context["limit"] = 100
+            return payload
+    ''')
+    ops.suite("ops", """
+        version: "1.0"
+        tests:
+          - name: params pick the entry
+            payload: refund twice
+            strict_approval_decisions: true
+            approval_decisions:
+              - {tool: ops.refund, params: "params.amount > 100", decision: approve, reason: big}
+              - {tool: ops.refund, decision: approve, reason: any}
+            expected_tool_calls:
+              - ops.refund: invocations == 2
+          - name: one entry answers one request
+            payload: delete twice
+            approval_decisions:
+              - {tool: ops.delete_order, decision: approve}
+            expected_result: status == "awaiting_approval"
+          - name: builder context in params
+            payload: refund
+            builder: limits
+            strict_approval_decisions: true
+            approval_decisions:
+              - {tool: ops.refund, params: "params.amount < context.limit", decision: approve}
+            expected_tool_calls:
+              - ops.refund: result.refunded == 80
+          - name: condition false needs no approval
+            payload: small refund
+            strict_approval_decisions: true
+            expected_tool_calls:
+              - ops.refund: result.refunded == 10
+          - name: condition error requires approval
+            payload: refund without amount
+            expected_result: status == "awaiting_approval"
+          - name: short name does not match
+            payload: delete A1
+            approval_decisions:
+              - {tool: delete_order, decision: approve}
+            expected_result: status == "awaiting_approval"
+    """)
+    ops.replies("ops", "params pick the entry", refund(80), refund(120), "ok")
+    ops.replies("ops", "one entry answers one request", delete("A1"), delete("A2"), "ok")
+    ops.replies("ops", "builder context in params", refund(80), "ok")
+    ops.replies("ops", "condition false needs no approval", refund(10), "ok")
+    ops.replies("ops", "condition error requires approval", refund(), "ok")
+    ops.replies("ops", "short name does not match", delete(), "ok")
+    result = ops.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=6)
+    detail = runs(ops)
+    picked = [(a["params"]["amount"], a["decision_index"], a["reason"])
+              for a in detail["params pick the entry"]["approvals"]]
+    assert picked == [(80, 1, "any"), (120, 0, "big")]
+    one = detail["one entry answers one request"]
+    assert [c["approval"] for c in one["tool_calls"]] == ["approved", "pending"]
+    assert detail["condition false needs no approval"]["approvals"] == []
+    notes = [e["text"] for e in detail["condition error requires approval"]["events"] if e["type"] == "note"]
+    assert any("could not be evaluated" in n and "approval required" in n for n in notes), notes
+
+
+def test_input_tools_are_answered_with_the_response(ops: ConnicProject) -> None:
+    ops.suite("ops", """
+        version: "1.0"
+        tests:
+          - name: response
+            payload: log in
+            strict_approval_decisions: true
+            approval_decisions:
+              - {tool: get_mfa, params: 'params.reason == "login"', decision: approve, response: "123456"}
+            expected_tool_calls:
+              - get_mfa: params.reason == "login" and result == "123456"
+          - name: rejected input
+            payload: log in
+            approval_decisions:
+              - {tool: get_mfa, decision: reject, reason: no code}
+            expected_result: status == "failed" and "no code" in error
+          - name: unanswered input
+            payload: log in
+            expected_result: status == "awaiting_approval" and "get_mfa" in error
+          - name: approve without response
+            payload: log in
+            approval_decisions:
+              - {tool: get_mfa, decision: approve}
+          - name: params are checked
+            payload: log in
+            strict_approval_decisions: true
+            expected_tool_calls:
+              - get_mfa: invocations == 1
+    """)
+    mfa = [("get_mfa", {"reason": "login"})]
+    for case in ("response", "rejected input", "unanswered input", "approve without response"):
+        ops.replies("ops", case, mfa, "in")
+    ops.replies("ops", "params are checked", [("get_mfa", {"why": "login"})], "in")
+    result = ops.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines([
+        "*approve without response*approval_decisions[[]0[]] approves input tool 'get_mfa' without a resp*"
+    ])
+    detail = runs(ops)
+    (call,) = detail["response"]["tool_calls"]
+    assert (call["ref"], call["approval"], call["result"]) == ("get_mfa", "approved", "123456")
+    (bad,) = detail["params are checked"]["tool_calls"]
+    assert "missing required parameter 'reason'" in bad["error"]
+    assert "unexpected parameter 'why'" in bad["error"]
+    assert detail["params are checked"]["approvals"] == []

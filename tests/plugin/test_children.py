@@ -1,0 +1,405 @@
+"""Child agents (spec §7): ``trigger_agent`` runs the child in-process, ``trigger_agent_at`` is
+recorded, and ``expected_child_agents`` asserts on the tree, through real pytest runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+
+from helpers.project import ConnicProject
+
+WORK_TOOLS = '''
+import asyncio
+
+from connic.tools import trigger_agent
+
+
+def step(x: int) -> dict:
+    """Add one.
+
+    Args:
+        x: a number
+    """
+    return {"x": x + 1}
+
+
+def lookup(key: str) -> dict:
+    """Look a key up (mocked in the tests).
+
+    Args:
+        key: the key
+    """
+    return {"real": key}
+
+
+def body_c(payload: dict) -> dict:
+    """The body of the tool agent c."""
+    return {"c_got": payload}
+
+
+async def nap(payload: dict) -> dict:
+    """The body of the tool agent slowpoke."""
+    await asyncio.sleep(payload["seconds"])
+    return {"slept": payload["seconds"]}
+
+
+async def dispatch(target: str, note: str) -> dict:
+    """Trigger another agent from code.
+
+    Args:
+        target: the agent
+        note: what to tell it
+    """
+    result = await trigger_agent(target, {"note": note})
+    return {"child_status": result["status"], "child_response": result["response"]}
+'''
+
+
+@pytest.fixture
+def tree(project: ConnicProject) -> ConnicProject:
+    """``a`` (LLM) triggers ``b`` (LLM, gated ``work.step``) triggers ``c`` (tool agent)."""
+    project.tool("work", WORK_TOOLS)
+    project.agent("a", tools=["trigger_agent", "trigger_agent_at", "work.dispatch"])
+    project.agent("b", tools=["trigger_agent", "work.step", "work.lookup"],
+                  approval={"tools": ["work.step"]})
+    project.agent("c", type="tool", tool_name="work.body_c")
+    project.agent("slowpoke", type="tool", tool_name="work.nap")
+    return project
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def turns(*items: Any) -> list[dict[str, Any]]:
+    """Cassette turns: a string is a final answer, a list holds tool calls."""
+    return [{"content": i} if isinstance(i, str) else {"tool_calls": list(i)} for i in items]
+
+
+def trigger(agent: str, payload: Any, **more: Any) -> dict[str, Any]:
+    return call("trigger_agent", agent_name=agent, payload=payload, **more)
+
+
+def runs(project: ConnicProject) -> dict[str, dict[str, Any]]:
+    cases = json.loads((project.root / "report.json").read_text())["cases"]
+    return {c["test_name"]: c["runs_detail"][0] for c in cases}
+
+
+def test_a_three_level_chain_asserted_with_nested_expectations(tree: ConnicProject) -> None:
+    tree.suite("a", """
+        version: "1.0"
+        tests:
+          - name: chain
+            payload: go
+            approval_decisions:
+              - {tool: work.step, decision: approve}
+            expected_tool_calls:
+              - trigger_agent: params.agent_name == "b" and result.status == "completed"
+            expected_child_agents:
+              b:
+                expected_payload: payload.n == 1
+                expected_result: output.done == true and status == "completed"
+                expected_tool_calls:
+                  - work.step: result.x == 2
+                expected_tool_call_order: [step, trigger_agent]
+                expected_child_agents:
+                  c:
+                    expected_payload: >-
+                      payload.k == "v" and payload_raw == '{"k": "v"}'
+                    expected_result: output.c_got.k == "v"
+          - name: grandchild mismatch
+            payload: go
+            approval_decisions:
+              - {tool: work.step, decision: approve}
+            expected_child_agents:
+              b:
+                expected_child_agents:
+                  c:
+                    expected_result: output.c_got.k == "w"
+    """)
+    run = {"turns": turns([trigger("b", {"n": 1})], "ok"),
+           "children": {"b": [{"turns": turns([call("step", x=1), trigger("c", '{"k": "v"}')],
+                                              '{"done": true}')}]}}
+    tree.cassette("a", "chain", [run])
+    tree.cassette("a", "grandchild mismatch", [run])
+    result = tree.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        ("*child 'b': no waited trigger satisfied the expectations: child 'c': no waited trigger satisfied "
+         "the expectations: expected_result not satisfied: output.c_got.k == \"w\"*"),
+    ])
+    chain = runs(tree)["chain"]
+    (to_b,) = chain["triggers"]
+    (to_c,) = to_b["child_run"]["triggers"]
+    assert [to_b["child_run"]["agent_name"], to_c["child_run"]["agent_name"]] == ["b", "c"]
+    assert [c["name"] for c in to_b["child_run"]["tool_calls"]] == ["step", "trigger_agent"]
+    assert to_c["child_run"]["tool_calls"][0]["result"] == {"c_got": {"k": "v"}}
+    assert chain["tool_calls"][0]["result"]["response"] == '{"done": true}'
+
+
+def test_fire_and_forget_children_run_in_the_background(tree: ConnicProject) -> None:
+    tree.suite("a", """
+        version: "1.0"
+        tests:
+          - name: payload only
+            payload: go
+            approval_decisions:
+              - {tool: work.step, decision: approve}
+            expected_child_agents:
+              b:
+                expected_triggered: 2
+                expected_payload: payload.which == "first"
+          - name: run assertions need a waited trigger
+            payload: go
+            approval_decisions:
+              - {tool: work.step, decision: approve}
+            expected_child_agents:
+              b:
+                expected_payload: payload.which == "first"
+                expected_result: output.which == "first"
+          - name: cassette entries follow trigger order
+            payload: go
+            approval_decisions:
+              - {tool: work.step, decision: approve}
+            expected_child_agents:
+              b:
+                expected_result: output.which == "second"
+    """)
+    # b's before middleware is slow for the first child, so the waited second one would reach its
+    # model first: the cassette entries still follow the order of the triggers
+    tree.write("middleware/b.py", '''
+        import time
+
+
+        def before(content, context):
+            if context["payload"].get("slow"):
+                time.sleep(0.3)
+            return content
+    ''')
+    # one model turn starts b twice: fire-and-forget first, then waited
+    run = {"turns": turns([trigger("b", {"which": "first", "slow": True}, wait_for_response=False),
+                           trigger("b", {"which": "second"})], "ok"),
+           "children": {"b": [{"turns": turns([call("step", x=1)], '{"which": "first"}')},
+                              {"turns": turns('{"which": "second"}')}]}}
+    for case in ("payload only", "run assertions need a waited trigger",
+                 "cassette entries follow trigger order"):
+        tree.cassette("a", case, [run])
+    result = tree.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*child 'b': no waited trigger satisfied the expectations: expected_pay*"])
+    detail = runs(tree)["payload only"]
+    background, waited = detail["triggers"]
+    assert (background["wait_for_response"], waited["wait_for_response"]) == (False, True)
+    assert list(detail["tool_calls"][0]["result"]) == ["run_id"]
+    assert detail["tool_calls"][0]["result"]["run_id"] == background["child_run"]["run_id"]
+    # the background child ran to completion, traced with its own (approved) tool call
+    assert background["child_run"]["status"] == "completed"
+    assert background["child_run"]["tool_calls"][0]["result"] == {"x": 2}
+
+
+def test_fire_and_forget_alone_cannot_satisfy_run_assertions(tree: ConnicProject) -> None:
+    tree.suite("a", """
+        version: "1.0"
+        tests:
+          - name: only background
+            payload: go
+            expected_child_agents:
+              c:
+                expected_result: output.c_got.k == 1
+    """)
+    tree.replies("a", "only background", [("trigger_agent", {"agent_name": "c", "payload": {"k": 1},
+                                                             "wait_for_response": False})], "ok")
+    result = tree.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*child 'c': assertions require wait_for_response=True*"])
+
+
+def test_expected_payload_over_several_triggers(tree: ConnicProject) -> None:
+    tree.suite("a", """
+        version: "1.0"
+        tests:
+          - name: any trigger matches
+            payload: go
+            expected_child_agents:
+              c:
+                expected_triggered: 3
+                expected_payload: >-
+                  payload.k == 2 and payload_raw == '{"k": 2}'
+          - name: plain text payload
+            payload: go
+            expected_child_agents:
+              c:
+                expected_payload: payload == "plain text" and payload_raw == "plain text"
+          - name: payload and result from the same trigger
+            payload: go
+            expected_child_agents:
+              c:
+                expected_payload: payload.k == 1 and payload_raw == ""
+                expected_result: output.c_got.k == 1
+          - name: payload and result from different triggers
+            payload: go
+            expected_child_agents:
+              c:
+                expected_payload: payload.k == 1
+                expected_result: output.c_got.k == 2
+          - name: too few triggers
+            payload: go
+            expected_child_agents:
+              c: {expected_triggered: 4}
+          - name: no trigger matches
+            payload: go
+            expected_child_agents:
+              c: {expected_payload: payload.k == 9}
+          - name: never triggered
+            payload: go
+            expected_child_agents:
+              b: {}
+    """)
+    payloads = ({"k": 1}, '{"k": 2}', "plain text")
+    three = [("trigger_agent", {"agent_name": "c", "payload": p}) for p in payloads]
+    for case in ("any trigger matches", "plain text payload", "payload and result from the same trigger",
+                 "payload and result from different triggers", "too few triggers", "no trigger matches",
+                 "never triggered"):
+        tree.replies("a", case, three, "ok")
+    result = tree.run()
+    result.assert_outcomes(passed=3, failed=4)
+    result.stdout.fnmatch_lines_random([
+        "*payload and result from different triggers*child 'c': no waited trigger satisfied the expect*",
+        "*too few triggers*child 'c' triggered 3 times, expected >= 4*",
+        ("*no trigger matches*child 'c': no trigger satisfied expected_payload: "
+         "payload.k == 9 where payload.k = 1*"),
+        "*never triggered*child 'b' triggered 0 times, expected >= 1*",
+    ])
+
+
+MOCKS = '''
+def mock_work_lookup(tool_name, params, context):
+    return {"mocked": params["key"], "agent": context["agent_name"]}
+'''
+
+
+def test_mocks_and_approval_decisions_apply_inside_a_child(tree: ConnicProject) -> None:
+    tree.write("tests/mocks/child_mocks.py", MOCKS)
+    tree.suite("a", """
+        version: "1.0"
+        tests:
+          - name: mocked and approved in the child
+            payload: go
+            mocks: child_mocks
+            strict_approval_decisions: true
+            approval_decisions:
+              - {tool: work.step, decision: approve}
+            expected_child_agents:
+              b:
+                expected_tool_calls:
+                  - work.lookup: result.mocked == "k1" and result.agent == "b"
+                  - work.step: result.x == 2
+          - name: unanswered approval in the child
+            payload: go
+            mocks: child_mocks
+            expected_tool_calls:
+              - trigger_agent: result.status == "awaiting_approval"
+            expected_child_agents:
+              b: {expected_result: status == "awaiting_approval"}
+          - name: strict mocks in the child fail the case
+            payload: go
+            mocks: child_mocks
+            strict_mocks: true
+            approval_decisions:
+              - {tool: work.step, decision: approve}
+    """)
+    run = {"turns": turns([trigger("b", {"n": 1})], "ok"),
+           "children": {"b": [{"turns": turns([call("lookup", key="k1"), call("step", x=1)],
+                                              '{"done": true}')}]}}
+    for case in ("mocked and approved in the child", "unanswered approval in the child",
+                 "strict mocks in the child fail the case"):
+        tree.cassette("a", case, [run])
+    # strict_mocks: the mocked lookup passes, the real step (no mock) would run: the child aborts
+    result = tree.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        ("*strict mocks in the child fail the case*in child agent 'b' (run *): "
+         "strict_mocks: work.step has no mock*")
+    ])
+    child = runs(tree)["mocked and approved in the child"]["triggers"][0]["child_run"]
+    lookup, step = child["tool_calls"]
+    assert (lookup["mocked"], lookup["mock_function"]) == (True, "mock_work_lookup")
+    assert (step["approval"], step["mocked"]) == ("approved", False)
+
+
+def test_trigger_timeout_seconds(tree: ConnicProject) -> None:
+    tree.suite("a", """
+        version: "1.0"
+        tests:
+          - name: slow child
+            payload: go
+            expected_tool_calls:
+              - trigger_agent: result.status == "timeout" and "timed out" in result.error
+            expected_child_agents:
+              slowpoke:
+                expected_result: status == "failed" and "timeout_seconds of trigger_agent" in error
+    """)
+    tree.replies("a", "slow child", [("trigger_agent", {"agent_name": "slowpoke", "payload": {"seconds": 5},
+                                                        "timeout_seconds": 1})], "ok")
+    result = tree.run()
+    result.assert_outcomes(passed=1)
+
+
+def test_trigger_agent_at_is_recorded_with_scheduled_at(tree: ConnicProject) -> None:
+    tree.suite("a", """
+        version: "1.0"
+        tests:
+          - name: scheduled
+            payload: go
+            expected_tool_calls:
+              - trigger_agent_at: result.status == "scheduled" and params.delay.h == 2
+            expected_child_agents:
+              c: {expected_payload: payload.report == "daily"}
+          - name: scheduled children cannot be asserted as runs
+            payload: go
+            expected_child_agents:
+              c: {expected_result: output.c_got.report == "daily"}
+    """)
+    scheduled = [("trigger_agent_at", {"agent_name": "c", "payload": {"report": "daily"}, "delay": {"h": 2}}),
+                 ("trigger_agent_at", {"agent_name": "c", "payload": {}, "delay": {"h": 1},
+                                       "unix_timestamp": 1}),
+                 ("trigger_agent_at", {"agent_name": "c", "payload": {}, "unix_timestamp": 1_000_000_000}),
+                 ("trigger_agent_at", {"agent_name": "c", "payload": {}, "delay": {"d": 31}})]
+    tree.replies("a", "scheduled", scheduled, "ok")
+    tree.replies("a", "scheduled children cannot be asserted as runs", scheduled, "ok")
+    before = dt.datetime.now(dt.timezone.utc)
+    result = tree.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*child 'c': assertions require wait_for_response=True*"])
+    detail = runs(tree)["scheduled"]
+    (record,) = detail["triggers"]
+    assert (record["tool"], record["wait_for_response"]) == ("trigger_agent_at", False)
+    assert record["child_run"] is None  # scheduled, never run
+    when = dt.datetime.fromisoformat(record["scheduled_at"].replace("Z", "+00:00"))
+    assert dt.timedelta(hours=2, seconds=-5) <= when - before <= dt.timedelta(hours=2, minutes=1)
+    ok, both, past, far = detail["tool_calls"]
+    assert ok["result"]["scheduled_at"] == record["scheduled_at"]
+    assert "exactly one of delay or unix_timestamp" in both["error"]
+    assert "is not in the future" in past["error"]
+    assert "at most 30 days ahead" in far["error"]
+
+
+def test_a_child_triggered_from_tool_code(tree: ConnicProject) -> None:
+    tree.suite("a", """
+        version: "1.0"
+        tests:
+          - name: from code
+            payload: go
+            expected_tool_calls:
+              - work.dispatch: result.child_status == "completed" and "hi" in result.child_response
+            expected_child_agents:
+              c:
+                expected_payload: payload.note == "hi"
+                expected_result: output.c_got.note == "hi"
+    """)
+    tree.replies("a", "from code", [("dispatch", {"target": "c", "note": "hi"})], "ok")
+    result = tree.run()
+    result.assert_outcomes(passed=1)

@@ -1,0 +1,170 @@
+"""``--connic-env NAME`` / ini ``connic_env``: ``.env.NAME`` for user code, masked in every report."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers.project import ConnicProject
+
+TOKEN = "s3cr3t-token-value"  # 18 characters
+NAME = "staging-name-value"
+ENV_FILE = f"""
+# staging credentials
+export API_TOKEN="{TOKEN}"
+ENV_NAME={NAME}  # a comment
+"""
+TOOL = '''
+import os
+
+
+def secret_of(name: str) -> dict:
+    """Read an environment variable."""
+    value = os.environ.get(name, "<unset>")
+    return {"value": value, "length": len(value)}
+'''
+SUITE = """
+tests:
+  - name: tool sees env
+    payload: read it
+    expected_tool_calls:
+      - secret_of: result.length == 18
+  - name: builder and mock see env
+    builder: env_payload
+    mocks: env_mocks
+    expected_tool_calls:
+      - secret_of: result.length == 18 and result.mocked and context.length == 18
+    expected_result: output == "something else"
+  - name: hook sees env
+    payload: hello
+    expected_result: output == "len=18"
+"""
+BUILDER = '''
+import os
+
+
+def build(context, builder_args, test_name, payload, files):
+    context["length"] = len(os.environ.get("API_TOKEN", ""))
+    return {"token": os.environ.get("API_TOKEN"), "name": os.environ.get("ENV_NAME")}
+'''
+MOCKS = '''
+import os
+
+
+def mock_envtool_secret_of(tool_name, params, context):
+    value = os.environ.get(params["name"], "<unset>")
+    return {"value": value, "length": len(value), "mocked": True}
+'''
+CONFTEST = '''
+import os
+
+
+def pytest_connic_make_model(config, agent, model, case, run_index):
+    if case and case["name"] == "hook sees env":
+        return lambda request: "len=" + str(len(os.environ.get("API_TOKEN", "")))
+'''
+
+
+@pytest.fixture
+def keeper(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> ConnicProject:
+    """An agent whose tool, builder, mock and model hook read ``.env.staging``'s values."""
+    monkeypatch.delenv("API_TOKEN", raising=False)
+    monkeypatch.setenv("ENV_NAME", "from-the-shell")
+    project.tool("envtool", TOOL)
+    project.agent("keeper", tools=["envtool.secret_of"])
+    project.suite("keeper", SUITE)
+    project.write("tests/builders/env_payload.py", BUILDER)
+    project.write("tests/mocks/env_mocks.py", MOCKS)
+    project.write("conftest.py", CONFTEST)
+    project.write(".env.staging", ENV_FILE)
+    turns = [{"tool_calls": [{"name": "secret_of", "arguments": {"name": "API_TOKEN"}}]}, {"content": "done"}]
+    for case in ("tool sees env", "builder and mock see env"):
+        project.cassette("keeper", case, [{"turns": turns}])
+    return project
+
+
+REPORTS = ("--connic-json", "report.json", "--junitxml", "junit.xml", "--connic-html", "report.html",
+           "--connic-traces", "traces")
+
+
+def report_texts(root: Path) -> dict[str, str]:
+    texts = {name: (root / name).read_text("utf-8") for name in ("report.json", "junit.xml", "report.html")}
+    texts.update({p.name: p.read_text("utf-8") for p in (root / "traces").iterdir()})
+    return texts
+
+
+def test_env_file_reaches_user_code_and_is_masked_everywhere(keeper: ConnicProject) -> None:
+    result = keeper.run("--connic-env", "staging", *REPORTS)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        ("*case 'builder and mock see env' (keeper) failed: 0/1 runs passed*"
+         "expected_result not satisfied: output == \"something else\"*"),
+        '        Input:   {"token":"***","name":"***"}',
+        '*secret_of(name="API_TOKEN") → {"value":"***","length":18,"mocked":true} [[]mocked by *]*',
+    ])
+    texts = report_texts(keeper.root) | {"stdout": result.stdout.str() + result.stderr.str()}
+    assert len(texts) == 3 + 3 + 1  # three reports, three trace files, the terminal
+    for name, text in texts.items():
+        assert TOKEN not in text and NAME not in text, name
+    for name in ("report.json", "junit.xml", "report.html", "stdout",
+                 "tests.keeper__builder_and_mock_see_env__run0.json", "tests.keeper__tool_sees_env__run0.json"):
+        assert "***" in texts[name], name
+    report = json.loads(texts["report.json"])
+    assert report["environment_id"] == "staging"
+    failed = next(c for c in report["cases"] if c["test_name"] == "builder and mock see env")
+    reason = 'expected_result not satisfied: output == "something else" where output = "done"'
+    assert failed["runs_detail"][0]["failures"] == [reason]
+    # restored: what the shell had comes back, what it did not have goes away
+    assert "API_TOKEN" not in os.environ
+    assert os.environ["ENV_NAME"] == "from-the-shell"
+
+
+def test_without_the_env_file_user_code_does_not_see_it(keeper: ConnicProject) -> None:
+    result = keeper.run()
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(["*expected tool call secret_of*not satisfied*"])
+
+
+def test_ini_connic_env(keeper: ConnicProject) -> None:
+    keeper.pytester.makeini("[pytest]\nconnic_env = staging\n")
+    result = keeper.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=2, failed=1)
+    assert json.loads((keeper.root / "report.json").read_text("utf-8"))["environment_id"] == "staging"
+
+
+def test_missing_env_file_fails_the_cases_clearly(keeper: ConnicProject) -> None:
+    result = keeper.run("--connic-env", "prod", "--connic-json", "report.json")
+    result.assert_outcomes(failed=3)
+    assert result.ret == 1
+    message = f"--connic-env prod: .env.prod not found in {keeper.root} (from --connic-env)"
+    result.stdout.fnmatch_lines([f"tests/keeper.yaml:2: case 'tool sees env' (keeper) could not be set up: {message}"])
+    report = json.loads((keeper.root / "report.json").read_text("utf-8"))
+    assert [(c["status"], c["agent_run_ids"], c["setup_error"]) for c in report["cases"]] == [("error", [], message)] * 3
+
+
+def test_env_name_must_stay_in_the_project(keeper: ConnicProject) -> None:
+    result = keeper.run("--connic-env", "../elsewhere")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(["*--connic-env '../elsewhere': use a plain environment name such as 'staging'*"])
+
+
+def test_bad_line_in_env_file(keeper: ConnicProject) -> None:
+    keeper.write(".env.broken", "GOOD=1\nthis is not an assignment\n")
+    result = keeper.run("--connic-env", "broken")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(["*.env.broken:2: expected KEY=VALUE, found 'this is not an assignment'*"])
+
+
+def test_values_stay_masked_under_xdist(keeper: ConnicProject) -> None:
+    """Workers load the env file; the controller, which writes the reports, never does."""
+    result = keeper.run_subprocess("-n", "2", "--connic-env", "staging", *REPORTS)
+    result.assert_outcomes(passed=2, failed=1)
+    for name, text in report_texts(keeper.root).items():
+        assert TOKEN not in text and NAME not in text, name
+    assert TOKEN not in result.stdout.str()
+    report = json.loads((keeper.root / "report.json").read_text("utf-8"))
+    inputs = [r["input"] for c in report["cases"] for r in c["runs_detail"]]
+    assert {"token": "***", "name": "***"} in inputs

@@ -1,0 +1,272 @@
+"""Live providers through the plugin: pytest runs of small Connic projects against a fake
+OpenAI-compatible provider on 127.0.0.1 (real HTTP through LiteLLM): secrets, infrastructure
+errors and exit codes, Connic-hosted model aliases, concurrent runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from helpers.fake_provider import FakeProvider, Reply, error, text, tool_call, unused_port
+from helpers.project import ConnicProject
+from pytest_connic.models import LiteLLMModel, ModelRequest
+
+if importlib.util.find_spec("litellm") is None:
+    pytest.skip("the [live] extra (litellm) is not installed", allow_module_level=True)
+
+KEY = "sk-test-DONOTLEAK-1234567890"
+FAST_RETRIES = {"attempts": 2, "initial_delay": 0, "max_delay": 1}
+ADDS = """
+tests:
+  - name: adds
+    payload: "4 + 6?"
+    expected_result: output.sum == 10
+"""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def litellm_imported() -> None:
+    """Import LiteLLM (and what it imports lazily on its first call) in this process before any
+    in-process pytest run does: its import loads the importlib_metadata backport, which deletes
+    the stdlib's distribution finder; pytester's restore of ``sys.meta_path`` after an inner run
+    would then leave later inner runs without plugins. It also keeps seconds out of timed runs."""
+    with FakeProvider(["ok"]) as fp:
+        model = LiteLLMModel(api_base=fp.base_url, api_key="unused")
+        request = ModelRequest("warm-up", "openai/gpt-4o-mini", "", [{"role": "user", "content": "hi"}])
+        asyncio.run(model.complete(request))
+
+
+@pytest.fixture(autouse=True)
+def provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key, and a base URL where nothing listens: a test that forgets to serve stays local."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{unused_port()}/v1")
+
+
+@contextlib.contextmanager
+def serving(monkeypatch: pytest.MonkeyPatch, script: Any, latency: float = 0.0) -> Iterator[FakeProvider]:
+    """The fake provider, with ``OPENAI_API_BASE`` pointing at it (the inner run is in-process)."""
+    with FakeProvider(script, latency=latency) as fp:
+        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
+        yield fp
+
+
+def junit_cases(path: Path) -> dict[str, ET.Element]:
+    return {case.get("name", ""): case for case in ET.parse(path).getroot().iter("testcase")}
+
+
+# -- secrets -------------------------------------------------------------------
+
+VAULT_TOOLS = '''
+import os
+
+
+def reveal() -> dict:
+    """Reveal the provider key: a tool that puts a secret into the conversation."""
+    return {"key": os.environ["OPENAI_API_KEY"]}
+'''
+
+VAULT_SUITE = f"""
+tests:
+  - name: leaks
+    payload: "my key is {KEY}, keep it safe"
+    expected_tool_calls:
+      - vault.reveal
+    expected_result: output.echo == "nothing"
+"""
+
+
+def echo_the_tool_result(body: dict[str, Any]) -> Reply:
+    """The fake model: call ``reveal``, then answer with what it returned (the key)."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return text(json.dumps({"echo": last["content"]}))
+    return tool_call("reveal")
+
+
+def test_no_secret_reaches_a_cassette_or_a_report(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    project.tool("vault", VAULT_TOOLS)
+    project.agent("vault", tools=["vault.reveal"], retry_options=FAST_RETRIES)
+    project.suite("vault", VAULT_SUITE)
+    with serving(monkeypatch, echo_the_tool_result) as fp:
+        result = project.run(
+            "--connic-record-mode", "once", "--connic-json", "out/report.json", "--connic-html", "out/report.html",
+            "--connic-traces", "out/traces", "--junitxml", "out/junit.xml",
+        )
+    result.assert_outcomes(failed=1)
+    # the key was really used and really leaked into the conversation: the scan below means something
+    assert fp.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    assert KEY in json.dumps(fp.requests[1].body["messages"])
+
+    written = [p for d in ("cassettes", "out") for p in (project.root / d).rglob("*") if p.is_file()]
+    names = {p.name for p in written}
+    assert {"leaks.yaml", "report.json", "report.html", "junit.xml"} <= names
+    assert any(p.parent.name == "traces" for p in written)
+    for path in written:
+        assert KEY not in path.read_text("utf-8", errors="replace"), f"the key leaked into {path}"
+    assert KEY not in result.stdout.str() + result.stderr.str()
+    # masked, not merely absent: the tool result and the answer are there with the key replaced
+    answer = yaml.safe_load((project.root / "cassettes" / "vault" / "leaks.yaml").read_text("utf-8"))
+    assert json.loads(json.loads(answer["runs"][0]["turns"][1]["content"])["echo"]) == {"key": "***"}
+    assert "my key is ***, keep it safe" in (project.root / "out" / "report.json").read_text("utf-8")
+
+
+# -- infrastructure errors and exit codes --------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["closed port", "HTTP 500"])
+def test_a_provider_that_is_down_is_an_error_and_exit_code_2(
+    calc: ConnicProject, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    calc.agent("calc", tools=["calc.add"], retry_options=FAST_RETRIES)
+    calc.suite("calc", ADDS)
+    if provider == "closed port":
+        result = calc.run("--connic-live", "--junitxml", "junit.xml")
+        message = "*Connection error. (Cannot connect to host 127.0.0.1:*Connect call failed*)*"
+    else:
+        with serving(monkeypatch, [error(500, "upstream exploded")] * 3) as fp:
+            result = calc.run("--connic-live", "--junitxml", "junit.xml")
+        assert len(fp.requests) == 2  # retry_options.attempts
+        message = "*upstream exploded*"
+    assert result.ret == 2
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of calc::adds*",
+            f"tests/calc.yaml:2: case 'adds' (calc) hit an infrastructure error: openai/gpt-4o-mini: {message}"
+            + "(after 2 attempt(s))",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    case = junit_cases(calc.root / "junit.xml")["adds"]
+    assert case.find("failure") is None
+    error_element = case.find("error")
+    assert error_element is not None and "infrastructure error" in error_element.get("message", "")
+
+
+def test_a_live_case_failing_its_assertions_is_a_failure_and_exit_code_1(
+    calc: ConnicProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calc.suite("calc", ADDS)
+    with serving(monkeypatch, ['{"sum": 11}']):
+        result = calc.run("--connic-live", "--junitxml", "junit.xml")
+    assert result.ret == 1
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*case 'adds' (calc) failed*output.sum == 10 where output.sum = 11*"])
+    case = junit_cases(calc.root / "junit.xml")["adds"]
+    assert case.find("failure") is not None and case.find("error") is None
+
+
+RAISING_MODEL = '''
+from pytest_connic.models.base import ProviderError
+
+
+def pytest_connic_make_model(config, agent, model, case, run_index):
+    def down(request):
+        raise ProviderError("the gateway said 503 Service Unavailable")
+
+    return down if case["name"] == "down" else None
+'''
+
+
+@pytest.mark.parametrize("dist", [("-p", "no:xdist"), ("-n", "1")], ids=["no xdist", "xdist"])
+def test_an_infrastructure_error_is_an_error_with_or_without_xdist(calc: ConnicProject, dist: tuple[str, str]) -> None:
+    calc.write("conftest.py", RAISING_MODEL)
+    calc.replies("calc", "adds", '{"sum": 10}')
+    calc.suite("calc", ADDS + "  - name: down\n    payload: x\n    runs: 2\n")
+    result = calc.run("-v", *dist)
+    assert result.ret == 2
+    result.assert_outcomes(passed=1, errors=1)
+    # -v: the per-run lines, then the result word (xdist: the result line, then the run lines)
+    runs = ["  run ?/2 error (*ms): the gateway said 503 Service Unavailable"] * 2
+    if dist[0] == "-n":
+        result.stdout.fnmatch_lines(["[[]gw0] [[]*] ERROR tests/calc.yaml::down *", *runs])
+    else:
+        result.stdout.fnmatch_lines(["tests/calc.yaml::down ", *runs, "ERROR *"])
+    result.stdout.fnmatch_lines([
+        "*ERROR at setup of calc::down*",
+        "tests/calc.yaml:5: case 'down' (calc) hit an infrastructure error: the gateway said 503 Service Unavailable",
+    ])
+
+
+def test_setup_only_runs_no_case(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    calc.suite("calc", ADDS)
+    with serving(monkeypatch, ['{"sum": 10}']) as fp:
+        result = calc.run("--connic-live", "--setup-only")
+    assert result.ret == 0
+    assert fp.requests == []
+
+
+# -- Connic-hosted models ------------------------------------------------------
+
+ALIAS = "connic/gpt-5.6-terra=openai/gpt-4o-mini"
+
+
+@pytest.mark.parametrize("source", ["option", "ini"])
+def test_a_model_alias_maps_a_connic_model(
+    calc: ConnicProject, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    calc.agent("calc", tools=["calc.add"], model="connic/gpt-5.6-terra", retry_options=FAST_RETRIES)
+    calc.suite("calc", ADDS)
+    args = ["--connic-live"]
+    if source == "option":
+        args += ["--connic-model-alias", ALIAS]
+    else:
+        calc.write("pytest.ini", f"[pytest]\nconnic_model_aliases =\n    {ALIAS}\n")
+    with serving(monkeypatch, ['{"sum": 10}']) as fp:
+        result = calc.run(*args)
+    result.assert_outcomes(passed=1)
+    assert [r.body["model"] for r in fp.requests] == ["gpt-4o-mini"]
+
+
+def test_an_unmapped_connic_model_names_the_option(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    calc.agent("calc", tools=["calc.add"], model="connic/gpt-5.6-terra", retry_options=FAST_RETRIES)
+    calc.suite("calc", ADDS)
+    with serving(monkeypatch, ['{"sum": 10}']) as fp:
+        result = calc.run("--connic-live")
+    assert result.ret == 2
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*connic/gpt-5.6-terra is a Connic-hosted model; map it to a provider model to call it locally,"
+            + " e.g. --connic-model-alias connic/gpt-5.6-terra=openai/* (ini connic_model_aliases)*"
+        ]
+    )
+    assert fp.requests == []
+
+
+# -- concurrency ---------------------------------------------------------------
+
+
+def case_seconds(project: ConnicProject, nodeid: str, *args: str) -> float:
+    """How long one case of an inner run took (setup, call and teardown)."""
+    reprec = project.pytester.inline_run("-p", "no:cacheprovider", *args)
+    reports = [r for r in reprec.getreports("pytest_runtest_logreport") if r.nodeid == nodeid]
+    assert len(reports) == 3 and all(r.passed for r in reports), reports
+    return sum(r.duration for r in reports)
+
+
+def test_runs_of_a_case_call_a_live_provider_concurrently(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tests/echo.yaml runs first and loads the project, so the timed case measures its runs only
+    calc.suite("echo", "tests:\n  - name: warms up\n    payload: '{}'\n")
+    calc.agent("greeter", retry_options=FAST_RETRIES)
+    calc.suite("greeter", "tests:\n  - name: greets\n    payload: hello\n    runs: 4\n")
+    greets = "tests/greeter.yaml::greets"
+    with serving(monkeypatch, lambda body: text("hi"), latency=0.2) as fp:
+        concurrent = case_seconds(calc, greets, "--connic-live")
+        sequential = case_seconds(calc, greets, "--connic-live", "--connic-concurrency", "1")
+    assert len(fp.requests) == 8
+    # one run after another cannot take less than 4 x 0.2 s, and the measure sees that; concurrent
+    # runs take about 0.2 s plus overhead: the bound is generous for a loaded CI machine
+    assert sequential >= 4 * 0.2
+    assert concurrent < 0.75, f"4 concurrent runs against a provider answering in 0.2 s took {concurrent:.2f} s"

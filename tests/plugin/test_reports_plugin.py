@@ -1,0 +1,374 @@
+"""Reports through real pytest runs: terminal, --connic-json, JUnit XML, HTML, traces, exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from junitparser import Error, Failure, JUnitXml, Properties
+
+from helpers.chromium import Visible, run_chromium
+from helpers.mixed import MIXED_IDS, PROVIDER_DOWN, write_mixed
+from helpers.project import ConnicProject, esc
+
+PROPERTY_NAMES = [
+    "runs", "successes", "success_threshold", "pass_rate", "wilson_low", "wilson_high", "median_latency_ms",
+    "input_tokens", "output_tokens", "cost", "run_ids", "skipped_runs",
+]
+CONNIC_CASE_KEYS = [
+    "agent_name", "test_name", "passed", "successes", "runs", "success_threshold", "failure_reason",
+    "agent_run_ids", "agent_run_passed",
+]
+
+def junit_cases(path: Path) -> dict[str, ET.Element]:
+    root = ET.parse(path).getroot()
+    return {f"{c.get('classname')}::{c.get('name')}": c for c in root.iter("testcase")}
+
+
+def properties(case: ET.Element) -> list[tuple[str, str]]:
+    return [(p.get("name", ""), p.get("value", "")) for p in case.iter("property")]
+
+
+# -- terminal -------------------------------------------------------------------------------------
+
+
+def test_terminal_table_failure_details_and_summary_line(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    result = calc.run()
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([
+        "*= connic results =*",
+        "*│ Result │ Test * │ Runs │ Threshold │ Median latency │ Tokens *│",
+        "*│  PASS  │ calc::multiplies * │ 1/1  │ 100%      │ *ms * │ 50 in / 5 out *│",
+        "*│  PASS  │ calc::adds * │ 3/3  │ 100%      │ *ms * │ 300 in / 27 out *│",
+        "*│  FAIL  │ calc::wrong sum * │ 0/4  │ 100%      │ *ms * │ 400 in / 36 out *│",
+        "*│  FAIL  │ calc::missing fixture *│ 0/3  │ 100%      │ — * │ — *│",
+        "*│  FAIL  │ calc::invalid * │ 0/3  │ 100%      │ — * │ — *│",
+        "*│  PASS  │ echo::echoes * │ 1/1  │ 100%      │ *ms * │ 0 in / 0 out *│",
+        "  → Failure details*",
+        "    ✗ calc::wrong sum: expected_result not satisfied: output.sum == 11 where output.sum = 10",
+        "    ✗ calc::missing fixture: missing fixture: tests/files/nope.txt does not exist",
+        esc("    ✗ calc::invalid: tests/calc.yaml:18:22: tests[3].expected_result: unknown name 'outptu'*"),
+        "3/6 cases passed.",
+        "*short test summary info*",
+    ])
+    # the failure report of a case: the one-line summary, then at most three failed runs
+    text = result.stdout.str()
+    report = text.split("_ calc::wrong sum _")[1].split("_ calc::missing fixture _")[0]
+    assert report.lstrip("_ \n").startswith(
+        "tests/calc.yaml:9: case 'wrong sum' (calc) failed: 0/4 runs passed, threshold 100% needs 4: "
+        "expected_result not satisfied: output.sum == 11 where output.sum = 10")
+    assert len(re.findall(r"^      Run \S+$", report, re.MULTILINE)) == 3
+    assert "      … and 1 more failed run(s) not shown" in report
+    assert "          ✓ add(a=4, b=6) → {\"sum\":10}" in report
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+def test_tb_no_puts_the_failed_runs_in_the_summary(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    result = calc.run("--tb=no", "-q")
+    # up to pytest's own short summary (which, on CI, repeats each failure's whole message)
+    summary = result.stdout.str().split("= connic results =")[1].split("short test summary info")[0]
+    assert "  → Failure details:" in summary
+    assert len(re.findall(r"^      Run \S+$", summary, re.MULTILINE)) == 3
+    assert "      … and 1 more failed run(s) not shown" in summary
+    assert "      Setup error: missing fixture: tests/files/nope.txt does not exist" in summary
+
+
+def test_verbose_shows_each_run_as_it_finishes(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    result = calc.run("-v", "--connic-concurrency", "1", "-k", "adds or wrong")
+    result.stdout.fnmatch_lines([
+        "tests/calc.yaml::adds ",
+        "  run 1/3 passed (*ms)",
+        "  run 2/3 passed (*ms)",
+        "  run 3/3 passed (*ms)",
+        "PASSED*",
+        "tests/calc.yaml::wrong sum ",
+        "  run 1/4 failed (*ms): expected_result not satisfied: output.sum == 11 where output.sum = 10",
+        "  run 2/4 failed*",
+        "  run 3/4 failed*",
+        "  run 4/4 failed*",
+        "FAILED*",
+    ])
+    quiet = calc.run("-k", "adds or wrong")
+    quiet.stdout.no_fnmatch_line("  run */*")
+
+
+# -- --connic-json ----------------------------------------------------------------------------------
+
+
+def test_json_report_has_connics_shape_traces_and_wilson(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    result = calc.run("--connic-json", "out/report.json")
+    data = json.loads((calc.root / "out/report.json").read_text("utf-8"))
+    assert list(data)[:5] == ["status", "test_run_id", "deployment_id", "environment_id", "cases"]
+    assert data["status"] == "failed" and result.ret == 1
+    assert data["summary"] == {"cases": 6, "passed": 3, "failed": 1, "errors": 2}
+    cases = {c["nodeid"]: c for c in data["cases"]}
+    assert list(cases) == MIXED_IDS
+    adds = cases["tests/calc.yaml::adds"]
+    assert list(adds)[: len(CONNIC_CASE_KEYS)] == CONNIC_CASE_KEYS
+    assert adds["passed"] is True and adds["successes"] == 3 and adds["agent_run_passed"] == [True] * 3
+    assert adds["wilson_95"] == [0.438503, 1.0]
+    assert adds["tokens"] == {"input": 300, "output": 27}
+    run = adds["runs_detail"][0]
+    assert [c["ref"] for c in run["tool_calls"]] == ["calc.add"]
+    assert any(s["name"] == "tool_call" and json.loads(s["metadata_json"])["tool_name"] == "add"
+               for s in run["traces"])
+    wrong = cases["tests/calc.yaml::wrong sum"]
+    assert wrong["status"] == "failed" and wrong["failed_runs"]["total_failed"] == 4
+    assert len(wrong["failed_runs"]["shown"]) == 3
+    assert wrong["failed_runs"]["shown"][0]["output"] == '{"sum": 10}'
+    assert wrong["failure_reason"] == "expected_result not satisfied: output.sum == 11 where output.sum = 10"
+    invalid = cases["tests/calc.yaml::invalid"]
+    assert invalid["status"] == "error" and invalid["agent_run_ids"] == []
+    assert invalid["setup_error"].startswith("tests/calc.yaml:18:22: tests[3].expected_result")
+    missing = cases["tests/calc.yaml::missing fixture"]
+    assert missing["status"] == "error" and "tests/files/nope.txt does not exist" in missing["setup_error"]
+
+
+# -- JUnit XML ------------------------------------------------------------------------------------
+
+
+def test_junit_xml_one_testcase_per_case_with_properties(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    calc.run("--junitxml", "junit.xml", "--connic-json", "report.json")
+    report = json.loads((calc.root / "report.json").read_text("utf-8"))
+    run_ids = {c["test_name"]: ",".join(c["agent_run_ids"]) for c in report["cases"]}
+    cases = junit_cases(calc.root / "junit.xml")
+    assert sorted(cases) == sorted(i.replace("tests/", "tests.") for i in MIXED_IDS)
+    for key, case in cases.items():
+        assert [n for n, _ in properties(case)] == PROPERTY_NAMES, key
+    adds = dict(properties(cases["tests.calc.yaml::adds"]))
+    assert adds | {"median_latency_ms": "x"} == {
+        "runs": "3", "successes": "3", "success_threshold": "100", "pass_rate": "1", "wilson_low": "0.438503",
+        "wilson_high": "1", "median_latency_ms": "x", "input_tokens": "300", "output_tokens": "27", "cost": "0",
+        "run_ids": run_ids["adds"], "skipped_runs": "0"}
+    assert dict(properties(cases["tests.calc.yaml::invalid"]))["pass_rate"] == ""
+    failure = cases["tests.calc.yaml::wrong sum"].find("failure")
+    assert failure is not None
+    assert failure.get("message", "").startswith(
+        "tests/calc.yaml:9: case 'wrong sum' (calc) failed: 0/4 runs passed, threshold 100% needs 4: "
+        "expected_result not satisfied: output.sum == 11 where output.sum = 10\n")
+    missing = cases["tests.calc.yaml::missing fixture"].find("failure")
+    assert missing is not None and missing.get("message", "").startswith(
+        "tests/calc.yaml:13: case 'missing fixture' (calc) could not be set up: missing fixture: "
+        "tests/files/nope.txt does not exist")
+    error = cases["tests.calc.yaml::invalid"].find("error")
+    assert error is not None and "tests/calc.yaml:18:22: tests[3].expected_result" in error.get("message", "")
+
+    # junitparser, a real consumer of the file
+    xml = JUnitXml.fromfile(str(calc.root / "junit.xml"))
+    seen = {}
+    for suite in xml:
+        assert (suite.tests, suite.failures, suite.errors) == (6, 2, 1)
+        for case in suite:
+            props = [(p.name, p.value) for group in case.iterchildren(Properties) for p in group]
+            seen[case.name] = ([type(r).__name__ for r in case.result], props)
+    assert seen["wrong sum"][0] == ["Failure"] and seen["invalid"][0] == ["Error"]
+    assert seen["adds"][0] == [] and seen["adds"][1] == properties(cases["tests.calc.yaml::adds"])
+    assert all(isinstance(r, (Failure, Error)) for s in xml for c in s for r in c.result)
+
+
+def test_junit_properties_can_be_turned_off(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    calc.pytester.makeini("[pytest]\nconnic_junit_properties = false\n")
+    calc.run("--junitxml", "junit.xml")
+    cases = junit_cases(calc.root / "junit.xml")
+    assert len(cases) == 6
+    assert all(properties(case) == [] for case in cases.values())
+
+
+def test_bad_junit_properties_value_is_a_usage_error(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    calc.pytester.makeini("[pytest]\nconnic_junit_properties = maybe\n")
+    result = calc.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*invalid value 'maybe' from ini connic_junit_properties: expected true or false*"])
+
+
+# -- traces, exit codes -----------------------------------------------------------------------------
+
+
+def test_traces_dir_has_one_file_per_run(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    calc.run("--connic-traces", "traces")
+    names = sorted(p.name for p in (calc.root / "traces").iterdir())
+    assert names == [
+        "tests.b_multiply__multiplies__run0.json",
+        *(f"tests.calc__adds__run{i}.json" for i in range(3)),
+        *(f"tests.calc__wrong_sum__run{i}.json" for i in range(4)),
+        "tests.echo__echoes__run0.json",
+    ]
+    doc = json.loads((calc.root / "traces/tests.calc__adds__run1.json").read_text("utf-8"))
+    assert doc["nodeid"] == "tests/calc.yaml::adds" and doc["run"]["index"] == 1
+    assert [s["name"] for s in doc["traces"]].count("tool_call") == 1
+
+
+def test_infrastructure_error_exits_2_and_marks_the_report(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    calc.write("conftest.py", PROVIDER_DOWN)
+    result = calc.run("--connic-json", "report.json")
+    assert result.ret == 2
+    result.stdout.fnmatch_lines([
+        "*tests/calc.yaml:4: case 'adds' (calc) hit an infrastructure error: provider unavailable: HTTP 503*"])
+    data = json.loads((calc.root / "report.json").read_text("utf-8"))
+    assert data["status"] == "error"
+    adds = next(c for c in data["cases"] if c["test_name"] == "adds")
+    assert adds["status"] == "error" and adds["infrastructure_error"].startswith("provider unavailable")
+
+
+def test_failures_without_infrastructure_errors_exit_1(calc: ConnicProject) -> None:
+    write_mixed(calc)
+    (calc.root / "cassettes/calc/adds.yaml").unlink()  # the suite author's to fix: exit 1, not 2
+    result = calc.run("-k", "adds or multiplies")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*case 'adds' (calc) failed*cassette*"])
+    assert calc.run("-k", "multiplies or echoes").ret == 0
+
+
+# -- HTML, in a real browser ----------------------------------------------------------------------
+
+
+def test_html_report_of_a_real_run_in_chromium(chromium: str, calc: ConnicProject, tmp_path: Path) -> None:
+    write_mixed(calc)
+    calc.run("--connic-html", "report/index.html", "--connic-json", "report.json")
+    page = calc.root / "report/index.html"
+    html = page.read_text("utf-8")
+    embedded = html.split('<script type="application/json" id="connic-report">')[1].split("</script>")[0]
+    assert json.loads(embedded) == json.loads((calc.root / "report.json").read_text("utf-8"))
+
+    dom = run_chromium(chromium, tmp_path, page.as_uri(), "--dump-dom")
+    assert 'data-ready="true"' in dom, "the report script did not finish"
+    parsed = Visible()
+    parsed.feed(dom)
+    text = parsed.visible_text()
+    for name in ("calc::adds", "calc::wrong sum", "calc::invalid", "calc::missing fixture", "echo::echoes"):
+        assert name in text
+    assert {"PASS", "FAIL", "ERROR"} <= set(parsed.badges)
+    assert "expected_result not satisfied: output.sum == 11 where output.sum = 10" in text
+    assert "tests/files/nope.txt does not exist" in text
+    assert "6 of 6 cases shown" in dom
+
+    failing = Visible()
+    failing.feed(run_chromium(chromium, tmp_path, page.as_uri() + "#failing", "--dump-dom"))
+    assert "calc::wrong sum" in failing.visible_text()
+    assert "calc::adds" not in failing.visible_text() and "echo::echoes" not in failing.visible_text()
+
+
+# ========== no secret in any report (folded from test_hardening_secrets.py) =================================
+# Scan everything: the values of a ``--connic-env`` file and a provider key, echoed by a tool into
+# its output, its error, a tool parameter and the run context, appear in no file the session writes
+# (JSON, HTML, JUnit, traces, recorded cassettes) and not in its terminal output, with ``-n 2``.
+
+pytestmark = pytest.mark.timeout(240)
+
+TOKEN = "s3cr3t-env-token-4f9a1c"
+PLAIN = "plain-env-value-7b2e"  # not secret-looking by name: masked because it is in the env file
+PROVIDER_KEY = "sk-provider-key-0d8e5b3a"
+SECRETS = (TOKEN, PLAIN, PROVIDER_KEY)
+
+TOOLS = '''
+import os
+
+
+def leak(value: str, context) -> dict:
+    """Echo the secrets everywhere it can.
+
+    Args:
+        value: whatever the model passed
+    """
+    token = os.environ["API_TOKEN"]
+    context["token"] = token
+    context["nested"] = {"plain": os.environ["PLAIN_NAME"], "key": os.environ["OPENAI_API_KEY"]}
+    return {"echo": token, "param": value, "plain": os.environ["PLAIN_NAME"], "key": os.environ["OPENAI_API_KEY"]}
+
+
+def fail(value: str) -> dict:
+    """Raise with the secret in the message.
+
+    Args:
+        value: whatever the model passed
+    """
+    raise ValueError(f"bad token {os.environ['API_TOKEN']} / {value}")
+'''
+
+#: while recording, the "provider" asks for the tools with the secret as a parameter and answers
+#: with the secrets in its final output
+CONFTEST = '''
+import os
+
+import pytest_connic.models.live as live
+from pytest_connic import ModelResponse, ToolCallRequest
+
+
+class Provider:
+    def __init__(self, **_):
+        pass
+
+    async def complete(self, request):
+        token, tools = os.environ["API_TOKEN"], [m for m in request.messages if m["role"] == "tool"]
+        if not tools:
+            return ModelResponse(tool_calls=[ToolCallRequest("1", "leak", {"value": token}),
+                                             ToolCallRequest("2", "fail", {"value": os.environ["PLAIN_NAME"]})],
+                                 input_tokens=3, output_tokens=2)
+        return ModelResponse(content=f"done {token} {os.environ['OPENAI_API_KEY']} {tools[0]['content']}")
+
+
+live.LiteLLMModel = Provider
+'''
+
+SUITE = """
+tests:
+  - name: leaks and fails
+    payload: hello
+    runs: 2
+    expected_result: output == "anything else"
+    expected_tool_calls:
+      - leak: params.value == "not the token"
+  - name: leaks and passes
+    payload: hello
+    expected_tool_calls: [leak]
+"""
+
+
+def written_texts(root: Path, before: set[Path]) -> dict[str, str]:
+    """Every file the session wrote or changed (as text, bytes decoded leniently)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes().decode("utf-8", "replace")
+            for p in root.rglob("*") if p.is_file() and p not in before}
+
+
+def test_no_secret_reaches_any_file_or_the_terminal(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+    project.tool("leaky", TOOLS)
+    project.agent("leaky", tools=["leaky.leak", "leaky.fail"])
+    project.suite("leaky", SUITE)
+    project.write("conftest.py", CONFTEST)
+    project.write(".env.staging", f'API_TOKEN="{TOKEN}"\nPLAIN_NAME={PLAIN}\n')
+    sources = {p for p in project.root.rglob("*") if p.is_file()}
+    reports = ("--connic-json", "out/report.json", "--connic-html", "out/report.html", "--junitxml",
+               "out/junit.xml", "--connic-traces", "out/traces", "--connic-env", "staging", "-n", "2", "-v")
+
+    for mode in ("once", "none"):  # record the cassettes, then replay them
+        result = project.pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:timeout",
+                                                       "--connic-record-mode", mode, *reports, timeout=120)
+        result.assert_outcomes(passed=1, failed=1)
+        texts = written_texts(project.root, sources)
+        texts["<terminal>"] = result.stdout.str() + result.stderr.str()
+        assert {"out/report.json", "out/report.html", "out/junit.xml", "cassettes/leaky/leaks and fails.yaml",
+                "cassettes/leaky/leaks and passes.yaml"} <= set(texts)
+        assert len([t for t in texts if t.startswith("out/traces/")]) == 3
+        for name, text in texts.items():
+            for secret in SECRETS:
+                assert secret not in text, f"{secret} in {name} ({mode})"
+        # the values were there to leak: masked, not absent
+        for name in ("out/report.json", "out/junit.xml", "<terminal>", "cassettes/leaky/leaks and fails.yaml"):
+            assert "***" in texts[name], name
+        assert "bad token ***" in texts["<terminal>"]  # the tool's error, in the failure report
+        assert "bad token *** / ***" in texts["out/report.json"]
+        assert '"token":"***"' in texts["out/report.json"].replace(" ", "")

@@ -1,0 +1,91 @@
+"""The HTML report as a person sees it: rendered by headless Chromium after its script ran.
+
+Needs the Debian package ``chromium`` (``/usr/bin/chromium``). Without it the test skips, except
+under CI (env ``CI`` set), where a missing browser is a broken setup and the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers.chromium import Visible, run_chromium
+from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord
+from pytest_connic.reports.html import render_html
+from pytest_connic.reports.json_report import build_json_report
+from pytest_connic.secrets import Masker
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def outcomes() -> list[CaseOutcome]:
+    good = CaseOutcome(
+        nodeid="tests/greeter.yaml::greets politely", suite_path="tests/greeter.yaml", line=3,
+        agent_name="greeter", case_name="greets politely", runs=2, success_threshold=100,
+        records=[RunRecord(run_id=f"run-good-{i}", agent_name="greeter", index=i, output_raw="Hello!",
+                           duration_ms=50.0) for i in range(2)],
+    )
+    call = ToolCallRecord(seq=0, name="lookup_invoice", ref="billing.lookup_invoice", params={"invoice": "INV-7"},
+                          has_result=True, result={"amount": 12}, mocked=True, mock_function="mock_lookup")
+    bad = CaseOutcome(
+        nodeid="tests/billing.yaml::refunds invoice", suite_path="tests/billing.yaml", line=9,
+        agent_name="billing", case_name="refunds invoice", runs=1, success_threshold=100,
+        records=[RunRecord(run_id="run-bad-0", agent_name="billing", status="failed", tool_calls=[call],
+                           error="refund service refused the request", input={"invoice": "INV-7"},
+                           failures=["agent error: refund service refused the request"], duration_ms=80.0)],
+    )
+    hostile = CaseOutcome(nodeid=f"tests/x.yaml::{XSS}", suite_path="tests/x.yaml", line=1, agent_name="billing",
+                          case_name=XSS, runs=1, success_threshold=100, setup_error="no builder 'nope'")
+    return [good, bad, hostile]
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> Path:
+    path = tmp_path / "report.html"
+    report = build_json_report(outcomes(), masker=Masker(), environment_id="local")
+    path.write_text(render_html(report), encoding="utf-8")
+    return path
+
+
+def test_rendered_page_shows_cases_badges_errors_and_tools(chromium: str, page: Path, tmp_path: Path) -> None:
+    dom = run_chromium(chromium, tmp_path, page.as_uri(), "--dump-dom")
+    assert 'data-ready="true"' in dom, "the report script did not finish"
+    parsed = Visible()
+    parsed.feed(dom)
+    text = parsed.visible_text()
+    assert "greeter::greets politely" in text
+    assert "billing::refunds invoice" in text
+    assert f"billing::{XSS}" in text  # shown as text, not turned into an element
+    assert {"PASS", "FAIL", "ERROR"} <= set(parsed.badges)
+    assert "refund service refused the request" in text
+    assert "lookup_invoice" in text and "mocked by mock_lookup" in text
+    assert "3 of 3 cases shown" in dom
+
+
+def test_failing_filter_from_the_url_hides_passing_cases(chromium: str, page: Path, tmp_path: Path) -> None:
+    dom = run_chromium(chromium, tmp_path, page.as_uri() + "#failing", "--dump-dom")
+    parsed = Visible()
+    parsed.feed(dom)
+    hidden = {"".join(parts).split("\n")[0] for is_hidden, parts in parsed.sections if is_hidden}
+    assert any("greets politely" in h for h in hidden)
+    assert "greets politely" not in parsed.visible_text()
+    assert "billing::refunds invoice" in parsed.visible_text()
+    assert "2 of 3 cases shown" in dom
+
+    searched = Visible()
+    searched.feed(run_chromium(chromium, tmp_path, page.as_uri() + "#q=lookup_invoice", "--dump-dom"))
+    assert "billing::refunds invoice" in searched.visible_text()
+    assert "greets politely" not in searched.visible_text() and XSS not in searched.visible_text()
+
+
+def test_screenshot(chromium: str, page: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    run_chromium(chromium, tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1280,900")
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(data) > 20_000  # a blank 1280x900 page compresses to a few kilobytes
+    if os.environ.get("CONNIC_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["CONNIC_KEEP_SCREENSHOT"])
