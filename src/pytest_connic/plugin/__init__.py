@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_connic.plugin import hookspecs
-from pytest_connic.plugin.options import SETTINGS_KEY, Settings, add_options
+from pytest_connic.plugin.options import ENV_SECRETS_KEY, SETTINGS_KEY, Settings, add_options
+from pytest_connic.secrets import secret_values_from_env
 from pytest_connic.suite.discovery import suite_root
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
     settings = config.stash[SETTINGS_KEY] = Settings.from_config(config)
+    config.stash[ENV_SECRETS_KEY] = frozenset(secret_values_from_env())
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         from pytest_connic.plugin.xdist import ConnicXdist
 

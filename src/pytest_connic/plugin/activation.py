@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_connic.plugin.options import SETTINGS_KEY
+from pytest_connic.plugin.options import ENV_SECRETS_KEY, SETTINGS_KEY
 from pytest_connic.plugin.session import SESSION_KEY, ConnicSession
 
 
@@ -17,7 +17,9 @@ def activate(config: pytest.Config) -> ConnicSession:
     from pytest_connic.plugin.reporting import ConnicReporting
     from pytest_connic.plugin.xdist import ConnicWorker, is_worker
 
-    state = config.stash[SESSION_KEY] = ConnicSession(config, config.stash[SETTINGS_KEY])
+    secrets: frozenset[str] = config.stash[ENV_SECRETS_KEY]
+    state = ConnicSession(config, config.stash[SETTINGS_KEY], secrets)
+    config.stash[SESSION_KEY] = state
     config.add_cleanup(state.close)
     manager = config.pluginmanager
     manager.register(ConnicReporting(config), "connic-reporting")

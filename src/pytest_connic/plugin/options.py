@@ -218,3 +218,6 @@ def _resolve(config: pytest.Config, s: Setting) -> tuple[Any, str]:
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
+#: the secret values of the environment as the session started (the session's masker starts
+#: with them, however late the session state is created)
+ENV_SECRETS_KEY = pytest.StashKey[frozenset[str]]()

@@ -4,13 +4,14 @@ pytest session (or one xdist worker) knows about its Connic projects and has pro
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_connic.plugin.options import Settings
-from pytest_connic.secrets import Masker, secret_values_from_env
+from pytest_connic.secrets import Masker
 
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime, RunListener
@@ -22,10 +23,11 @@ if TYPE_CHECKING:
 class ConnicSession:
     """The session's projects (index, runtime, env file), outcomes and report state."""
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, secrets: Iterable[str]) -> None:
+        """``secrets``: the values to mask from the start (the environment's secret values)."""
         self.config = config
         self.settings = settings
-        self.masker = Masker(secret_values_from_env())
+        self.masker = Masker(secrets)
         self.outcomes: list[CaseOutcome] = []
         self.infrastructure_errors = 0
         #: suite files that failed to collect: in coverage mode the report judges them
