@@ -1,7 +1,7 @@
 """Running the arms of an A/B comparison for one case (control = the base agent, variant).
 
 Both arms run the case as the ordinary item does (payload, files, builder, mocks,
-checks) through the runner's ``CaseRun``; only the agent and the model source
+checks) through ``execution.case.CaseRun``; only the agent and the model source
 differ. Run ``i`` of an arm replays run ``i`` of its cassette (``runs[i % len]``), so
 control run ``i`` and variant run ``i`` form a pair. The control arm starts with the
 runs the ordinary item already made and adds runs as the comparison needs them.

@@ -1,8 +1,8 @@
 """Running a case: ``runs`` invocations (concurrent, bounded), builders, mocks,
 assertions, and the threshold verdict → ``CaseOutcome``.
 
-A case comes from a suite (``CaseItem``) or from Python (the ``connic`` fixture);
-both become a ``CaseTarget`` (the resolved record Connic's SDK produces, compiled
+A case comes from a suite (``ProjectRuntime.run_case``) or from Python (the ``connic``
+fixture, ``ProjectRuntime.execute``); both become a ``CaseTarget`` (the resolved record Connic's SDK produces, compiled
 expressions, the models) and run through the same ``CaseRun``.
 """
 
