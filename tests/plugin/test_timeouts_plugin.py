@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.project import ConnicProject
-from pytest_connic.plugin.reporting import case_timeout
+from pytest_connic.plugin.timeouts import case_timeout
 
 pytest.importorskip("pytest_timeout")
 

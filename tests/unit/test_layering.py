@@ -138,7 +138,6 @@ def layering_problems(package: Path = PACKAGE) -> list[str]:
     return sorted(set(problems))
 
 
-@pytest.mark.xfail(reason="the layering is being untangled (issue 14)", strict=True)
 def test_the_package_is_layered() -> None:
     problems = layering_problems()
     assert not problems, "\n".join(problems)

@@ -51,7 +51,8 @@ def _correlation(fractions: tuple[float, ...]) -> NDArray[np.float64]:
     import numpy as np
 
     t = np.asarray(fractions, dtype=float)
-    return np.sqrt(np.minimum.outer(t, t) / np.maximum.outer(t, t))
+    correlation: NDArray[np.float64] = np.sqrt(np.minimum.outer(t, t) / np.maximum.outer(t, t))
+    return correlation
 
 
 def _box_probability(

@@ -1,7 +1,7 @@
 """Running the arms of an A/B comparison for one case (control = the base agent, variant).
 
 Both arms run the case as the ordinary item does (payload, files, builder, mocks,
-checks) through the runner's ``CaseRun``; only the agent and the model source
+checks) through ``execution.case.CaseRun``; only the agent and the model source
 differ. Run ``i`` of an arm replays run ``i`` of its cassette (``runs[i % len]``), so
 control run ``i`` and variant run ``i`` form a pair. The control arm starts with the
 runs the ordinary item already made and adds runs as the comparison needs them.
@@ -14,10 +14,8 @@ recommendation and the safety state. ``analysis.py`` turns it into the report.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import functools
-from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_connic.ab.arms import ArmStats
@@ -27,11 +25,20 @@ from pytest_connic.ab.sequential import LookResult, analyze_look
 
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime
-    from pytest_connic.plugin.items import CaseItem
     from pytest_connic.records.run import CaseOutcome, RunRecord
+    from pytest_connic.suite.loader import CaseSpec, Suite
 
 #: the replay error of a case without a cassette (models/replay.py): the arm cannot be compared
 NO_CASSETTE = "no cassette for this case"
+
+
+@dataclass(frozen=True)
+class ComparedCase:
+    """The suite case an experiment compares (a valid one: ``spec.resolved`` is set)."""
+
+    nodeid: str
+    suite: Suite
+    spec: CaseSpec
 
 
 class ArmError(Exception):
@@ -55,42 +62,13 @@ class _Shifted:
         return self.models.for_run(self.start + index)
 
 
-@functools.cache
-def _arm_run_class() -> type:
-    from pytest_connic.execution.case import CaseRun
-
-    class ArmRun(CaseRun):
-        """The runs of one batch of an arm: never stopped by ``--connic-early-stop``, which
-        judges the case threshold, not the comparison."""
-
-        def _decided(self, records: list[Any]) -> str | None:
-            return None
-
-    return ArmRun
-
-
-@contextlib.contextmanager
-def _no_run_listeners(session: Any) -> Iterator[None]:
-    """The ``-v`` per-run progress lines belong to the case's own runs, not to an arm's: the
-    comparison runs after the item has reported, while no other case runs in this process."""
-    listeners = getattr(session, "run_listeners", None)
-    saved = list(listeners or ())
-    if listeners:
-        listeners.clear()
-    try:
-        yield
-    finally:
-        if listeners is not None:
-            listeners[:] = saved
-
-
 class Arm:
     """One arm of one case: its runs by index, run on demand in batches."""
 
-    def __init__(self, runtime: ProjectRuntime, item: CaseItem, agent: str, models: Any, *,
+    def __init__(self, runtime: ProjectRuntime, case: ComparedCase, agent: str, models: Any, *,
                  pool: list[RunRecord] | None = None, save: bool = False) -> None:
         self.runtime = runtime
-        self.item = item
+        self.case = case
         self.agent = agent
         self.models = models
         self.save = save
@@ -104,18 +82,22 @@ class Arm:
         return [self.records[i] for i in range(count)]
 
     def _run(self, start: int, count: int) -> None:
-        from pytest_connic.execution.case import CaseTarget
-        from pytest_connic.records.run import CaseOutcome
-        from pytest_connic.runtime.scope import DaemonExecutor
+        """One batch: never stopped by ``--connic-early-stop`` (which judges the case threshold,
+        not the comparison), and without the ``-v`` per-run progress lines, which belong to the
+        case's own runs."""
+        from pytest_connic.execution.case import CaseRun, CaseTarget
+        from pytest_connic.execution.executors import ReusingDaemonExecutor
+        from pytest_connic.execution.outcomes import suite_outcome
 
-        spec, suite = self.item.spec, self.item.suite
+        spec, suite = self.case.spec, self.case.suite
         assert spec.resolved is not None and spec.compiled is not None
-        outcome = CaseOutcome(nodeid=self.item.nodeid, suite_path=suite.relpath, line=spec.line,
-                              agent_name=self.agent, case_name=spec.name, runs=count,
-                              success_threshold=spec.resolved["success_threshold"])
+        outcome = suite_outcome(self.case.nodeid, suite, spec, agent_name=self.agent, runs=count)
         target = CaseTarget(self.agent, spec.resolved, spec.compiled, _Shifted(self.models, start), outcome)
-        with _no_run_listeners(self.runtime.session):
-            asyncio.run(_arm_run_class()(self.runtime, target, DaemonExecutor("connic-ab")).run())
+        executor = ReusingDaemonExecutor("connic-ab")
+        try:
+            asyncio.run(CaseRun(self.runtime, target, executor, early_stop=False, run_listeners=()).run())
+        finally:
+            executor.shutdown()
         if outcome.setup_error is not None:
             raise ArmError(outcome.setup_error)
         for offset, record in enumerate(outcome.records):
@@ -220,9 +202,9 @@ def _safety(monitor: SafetyMonitor) -> dict[str, Any]:
     return {"paused": monitor.paused, "pause_reason": monitor.reason}
 
 
-def _entry(item: CaseItem, base: str, variant: str, options: ABOptions) -> dict[str, Any]:
+def _entry(case: ComparedCase, base: str, variant: str, options: ABOptions) -> dict[str, Any]:
     return {
-        "nodeid": item.nodeid, "suite": item.suite.relpath, "line": item.spec.line, "test_name": item.spec.name,
+        "nodeid": case.nodeid, "suite": case.suite.relpath, "line": case.spec.line, "test_name": case.spec.name,
         "base": base, "variant": variant, "mode": options.mode, "error": None, "notes": [],
         "runs": {"control": [], "variant": []}, "looks": [], "recommendation": None, "reason": None,
         "paused": False, "pause_reason": None,
@@ -237,32 +219,26 @@ def _ordinary_pool(outcome: CaseOutcome) -> list[RunRecord]:
     return pool
 
 
-def control_models(runtime: ProjectRuntime, item: CaseItem) -> Any:
+def control_models(runtime: ProjectRuntime, case: ComparedCase) -> Any:
     """The control arm replays the case's cassette (which the item has just recorded, if it had to),
     wrapping around its runs, and never writes it; live providers with ``--connic-live``."""
-    from pytest_connic.models.factory import HookedCaseModels
-    from pytest_connic.models.replay import CaseModels
+    from pytest_connic.execution.models import case_cassette, models_at
 
-    session = runtime.session
-    if session.settings.live:
-        assert item.spec.resolved is not None
-        return runtime.models_for(item.suite, item.spec.resolved)
-    from pytest_connic.models.cassette import cassette_path
-
-    path = cassette_path(runtime.services.root / session.settings.cassette_dir, item.suite.relpath, item.spec.name)
-    return HookedCaseModels(CaseModels(path, mode="none", live=None, masker=session.masker),
-                            runtime.services, item.spec.resolved)
+    assert case.spec.resolved is not None
+    source = runtime.options.models
+    if source.mode == "live":
+        return runtime.models_for(case.suite, case.spec.resolved)
+    path = case_cassette(source, runtime.services, case.suite.relpath, case.spec.name)
+    return models_at(source.replaying(), runtime.services, path, case.spec.resolved)
 
 
-def variant_arm(runtime: ProjectRuntime, item: CaseItem, variant: str) -> Arm:
+def variant_arm(runtime: ProjectRuntime, case: ComparedCase, variant: str) -> Arm:
     """The variant arm: its own cassette (``<case>@<variant>.yaml``), in the session's record mode."""
-    from pytest_connic.models.cassette import cassette_path
-    from pytest_connic.models.factory import models_at
+    from pytest_connic.execution.models import case_cassette, models_at
 
-    session = runtime.session
-    name = variant_cassette_name(item.spec.name, variant)
-    path = cassette_path(runtime.services.root / session.settings.cassette_dir, item.suite.relpath, name)
-    return Arm(runtime, item, variant, models_at(session, runtime.services, path, item.spec.resolved), save=True)
+    source = runtime.options.models
+    path = case_cassette(source, runtime.services, case.suite.relpath, variant_cassette_name(case.spec.name, variant))
+    return Arm(runtime, case, variant, models_at(source, runtime.services, path, case.spec.resolved), save=True)
 
 
 def _compare(control: Arm, variant: Arm, runs: int, options: ABOptions, entry: dict[str, Any]) -> None:
@@ -283,23 +259,23 @@ def _compare(control: Arm, variant: Arm, runs: int, options: ABOptions, entry: d
         entry["notes"] = [f"the variant's cassette could not be written: {exc}"]
 
 
-def compare_case(runtime: ProjectRuntime, item: CaseItem, outcome: CaseOutcome, base: str,
+def compare_case(runtime: ProjectRuntime, case: ComparedCase, outcome: CaseOutcome, base: str,
                  variants: list[str], options: ABOptions) -> list[dict[str, Any]]:
-    """Compare ``base`` with each of ``variants`` on the case of ``item``; one entry per variant.
+    """Compare ``base`` with each of ``variants`` on ``case``; one entry per variant.
 
     The control arm is shared: a run of the control counts for every variant. Errors
     (an arm that cannot run) are reported in the entry, never raised: the ordinary
     verdict of the case is already final and the comparison must not touch it.
     """
-    assert item.spec.resolved is not None  # the plugin compares valid cases only
-    control = Arm(runtime, item, base, control_models(runtime, item), pool=_ordinary_pool(outcome))
-    runs = max(int(item.spec.resolved["runs"]), options.min_runs)
+    assert case.spec.resolved is not None  # the plugin compares valid cases only
+    control = Arm(runtime, case, base, control_models(runtime, case), pool=_ordinary_pool(outcome))
+    runs = max(int(case.spec.resolved["runs"]), options.min_runs)
     entries = []
     for name in variants:
-        entry = _entry(item, base, name, options)
+        entry = _entry(case, base, name, options)
         entries.append(entry)
         if outcome.setup_error is not None or outcome.infrastructure_error is not None:
             entry["error"] = f"the case did not run: {outcome.setup_error or outcome.infrastructure_error}"
             continue
-        _compare(control, variant_arm(runtime, item, name), runs, options, entry)
+        _compare(control, variant_arm(runtime, case, name), runs, options, entry)
     return entries

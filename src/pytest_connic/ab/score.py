@@ -34,7 +34,8 @@ def restricted_variant_rate(
     u = np.where(v >= 0, 1.0, -1.0) * np.sqrt(np.maximum(b * b / (9.0 * a * a) - c / (3.0 * a), 0.0))
     cos_arg = np.divide(v, u**3, out=np.zeros_like(v), where=u != 0)
     w = (math.pi + np.arccos(np.clip(cos_arg, -1.0, 1.0))) / 3.0
-    return np.clip(2.0 * u * np.cos(w) - b / (3.0 * a), max(0.0, d0), min(1.0, 1.0 + d0))
+    rate: NDArray[np.float64] = np.clip(2.0 * u * np.cos(w) - b / (3.0 * a), max(0.0, d0), min(1.0, 1.0 + d0))
+    return rate
 
 
 def score_z(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from pytest_connic.ab.arms import ArmStats, newcombe_interval
-from pytest_connic.ab.sequential import score_z
+from pytest_connic.ab.score import score_z
 
 
 class McNemarResult(NamedTuple):

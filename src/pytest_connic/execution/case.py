@@ -1,22 +1,19 @@
 """Running a case: ``runs`` invocations (concurrent, bounded), builders, mocks,
 assertions, and the threshold verdict → ``CaseOutcome``.
 
-A case comes from a suite (``CaseItem``) or from Python (the ``connic`` fixture);
-both become a ``CaseTarget`` (the resolved record Connic's SDK produces, compiled
+A case comes from a suite (``ProjectRuntime.run_case``) or from Python (the ``connic``
+fixture, ``ProjectRuntime.execute``); both become a ``CaseTarget`` (the resolved record Connic's SDK produces, compiled
 expressions, the models) and run through the same ``CaseRun``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import itertools
-import queue
 import tempfile
 import threading
 import types
-from collections.abc import Callable, Coroutine
-from concurrent.futures import Executor, Future
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 from pytest_connic.checks.compiled import CompiledCase, compile_case
 from pytest_connic.checks.evaluate import evaluate_run
 from pytest_connic.execution import builders
+from pytest_connic.execution.executors import ReusingDaemonExecutor
+from pytest_connic.execution.outcomes import suite_outcome
 from pytest_connic.expressions import ExpressionError
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.records.run import CaseOutcome, RunRecord
-from pytest_connic.reports.failure import failure_text, infrastructure_text
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.invocation import Invocation, output_text
 from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
@@ -36,11 +34,28 @@ from pytest_connic.runtime.services import RuntimeServices
 from pytest_connic.runtime.state import RunScope
 
 if TYPE_CHECKING:
-    from pytest_connic.plugin.items import CaseItem
-    from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.execution.models import ModelSource
+    from pytest_connic.runtime.ports import Host
+    from pytest_connic.secrets import Masker
     from pytest_connic.suite.loader import CaseSpec, Suite
 
+__all__ = ["CaseDefinitionError", "CaseRun", "CaseTarget", "ProjectRuntime", "ReusingDaemonExecutor",
+           "RunListener", "RuntimeOptions", "resolve_case"]
+
 STRICT_FLAGS = ("strict_mocks", "strict_hook_mocks", "strict_middleware_mocks", "strict_guardrail_mocks")
+
+#: called with ``(outcome, record)`` as each run of a case finishes (``-v`` progress)
+RunListener = Callable[[CaseOutcome, RunRecord], None]
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """What a project's runtime needs of the session's settings."""
+
+    concurrency: int  #: runs of one case executing at once
+    early_stop: bool  #: stop starting runs once the verdict is decided
+    env: str | None  #: ``--connic-env`` (names the data folder of the local services)
+    models: ModelSource
 
 
 class CaseDefinitionError(Exception):
@@ -122,105 +137,20 @@ def _run_coroutine(coro: Coroutine[Any, Any, None]) -> None:
         raise errors[0]
 
 
-class ReusingDaemonExecutor(Executor):
-    """``DaemonExecutor``'s guarantees with its threads reused.
-
-    Every call still starts at once on a daemon thread (an idle one when there is one, else a
-    new one), so a slow sync tool never holds up the other runs, and a tool that hangs is
-    abandoned at exit instead of hanging pytest. Starting a thread for every call cost more than
-    a typical tool call; a thread idle for ``idle_s`` seconds ends.
-    """
-
-    _ids = itertools.count(1)
-
-    def __init__(self, name: str = "connic-run", idle_s: float = 5.0) -> None:
-        self.name = name
-        self.idle_s = idle_s
-        self._lock = threading.Lock()
-        #: threads waiting for a call, less the calls already queued for them (under ``_lock``)
-        self._idle = 0
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._closed = False
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        job = (future, functools.partial(fn, *args, **kwargs))
-        with self._lock:
-            if self._idle:
-                self._idle -= 1
-                self._queue.put(job)
-                return future
-        threading.Thread(target=self._work, args=(job,), name=f"{self.name}-{next(self._ids)}", daemon=True).start()
-        return future
-
-    def _work(self, job: _Job | None) -> None:
-        while job is not None:
-            future, call = job
-            result: Any = None
-            error: BaseException | None = None
-            started = future.set_running_or_notify_cancel()
-            if started:
-                try:
-                    result = call()
-                except BaseException as exc:  # noqa: BLE001  (handed to the awaiting run, never lost)
-                    error = exc
-            stay = self._available()  # before the caller learns the result, so it can reuse us
-            if started:
-                if error is None:
-                    future.set_result(result)
-                else:
-                    future.set_exception(error)
-            del future, call, job, result, error  # nothing of a finished call outlives it here
-            job = self._next_job() if stay else None
-
-    def _available(self) -> bool:
-        with self._lock:
-            if self._closed:
-                return False
-            self._idle += 1
-            return True
-
-    def _next_job(self) -> _Job | None:
-        while True:
-            try:
-                return self._queue.get(timeout=self.idle_s)
-            except queue.Empty:
-                with self._lock:
-                    if not self._queue.empty():
-                        continue  # queued for an idle thread as this one timed out: take it
-                    self._idle -= 1
-                    return None
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Let idle threads end now; a busy one ends when its call returns, and a call submitted
-        later still runs (on a thread of its own)."""
-        with self._lock:
-            self._closed = True
-            for _ in range(self._idle):
-                self._queue.put(None)
-            self._idle = 0
-
-
-_Job = tuple[Future[Any], Callable[[], Any]]
-
-
 class ProjectRuntime:
     """One project's runtime within a session: services, models, and the case loop."""
 
-    def __init__(self, session: ConnicSession, project: LoadedProject) -> None:
+    def __init__(self, project: LoadedProject, options: RuntimeOptions, *, masker: Masker, host: Host,
+                 run_listeners: Sequence[RunListener] = ()) -> None:
         placeholders.install()
-        self.session = session
         self.project = project
+        self.options = options
+        self.masker = masker
+        #: the session's listeners (the list itself: a listener registered later is called too)
+        self.run_listeners = run_listeners
         self._data_dir = tempfile.TemporaryDirectory(prefix="connic-data-")
-        env = session.settings.env or "default"
-        from pytest_connic.plugin.host import PytestHost  # the host belongs to the plugin layer: see the lead
-
-        self.services = RuntimeServices(
-            project,
-            data_dir=Path(self._data_dir.name) / env,
-            masker=session.masker,
-            host=PytestHost(session.config, session.warn_once),
-        )
+        env = options.env or "default"
+        self.services = RuntimeServices(project, data_dir=Path(self._data_dir.name) / env, masker=masker, host=host)
         placeholders.rebind_modules(project.modules())
         self.executor = ReusingDaemonExecutor()
 
@@ -231,17 +161,14 @@ class ProjectRuntime:
 
     def models_for(self, suite: Suite, case: dict[str, Any]) -> Any:
         """The case's models: the user's hook, cassettes, or live providers."""
-        from pytest_connic.models.factory import case_models
+        from pytest_connic.execution.models import case_models
 
-        return case_models(self.session, self.services, suite, case)
+        return case_models(self.options.models, self.services, suite, case)
 
     def run_case(self, suite: Suite, spec: CaseSpec, nodeid: str) -> CaseOutcome:
         """Run a suite case."""
         assert spec.resolved is not None and spec.compiled is not None
-        outcome = CaseOutcome(
-            nodeid=nodeid, suite_path=suite.relpath, line=spec.line, agent_name=suite.agent_name,
-            case_name=spec.name, runs=spec.resolved["runs"], success_threshold=spec.resolved["success_threshold"],
-        )
+        outcome = suite_outcome(nodeid, suite, spec)
         target = CaseTarget(suite.agent_name, spec.resolved, spec.compiled,
                             self.models_for(suite, spec.resolved), outcome)
         return self.execute(target)
@@ -255,7 +182,9 @@ class ProjectRuntime:
 class CaseRun:
     """The runs of one case."""
 
-    def __init__(self, runtime: ProjectRuntime, target: CaseTarget, executor: Executor) -> None:
+    def __init__(self, runtime: ProjectRuntime, target: CaseTarget, executor: Executor, *,
+                 early_stop: bool | None = None, run_listeners: Sequence[RunListener] | None = None) -> None:
+        """``early_stop`` and ``run_listeners`` default to the runtime's (an A/B arm has neither)."""
         self.runtime = runtime
         self.services = runtime.services
         self.target = target
@@ -264,7 +193,9 @@ class CaseRun:
         self.compiled: CompiledCase = target.compiled
         self.outcome = target.outcome
         self.executor = executor
-        self.settings = runtime.session.settings
+        self.concurrency = runtime.options.concurrency
+        self.early_stop = runtime.options.early_stop if early_stop is None else early_stop
+        self.run_listeners = runtime.run_listeners if run_listeners is None else run_listeners
         self.root = runtime.project.root
         self.fixtures: list[dict[str, str]] = []
         self.models: Any = target.models
@@ -277,7 +208,7 @@ class CaseRun:
         except (FilesError, ModuleLoadError) as exc:
             self.outcome.setup_error = str(exc)
             return
-        semaphore = asyncio.Semaphore(self.settings.concurrency)
+        semaphore = asyncio.Semaphore(self.concurrency)
         records: list[RunRecord | None] = [None] * self.outcome.runs
         tasks = []
         for index in range(self.outcome.runs):
@@ -305,7 +236,7 @@ class CaseRun:
                 raise ModuleLoadError(f"mocks '{self.case['mocks']}': tests/mocks/{path.name} does not exist")
 
     def _decided(self, records: list[RunRecord | None]) -> str | None:
-        if not self.settings.early_stop:
+        if not self.early_stop:
             return None
         from pytest_connic.execution.earlystop import decision
 
@@ -323,7 +254,7 @@ class CaseRun:
     async def _guarded(self, index: int, records: list[RunRecord | None], semaphore: asyncio.Semaphore) -> None:
         try:
             record = records[index] = await self.run_one(index)
-            for listener in getattr(self.runtime.session, "run_listeners", ()):
+            for listener in self.run_listeners:
                 listener(self.outcome, record)
         finally:
             semaphore.release()
@@ -412,18 +343,3 @@ class CaseRun:
             return []
         listed = ", ".join(f"#{d.index} {d.tool} ({d.decision})" for d in unused)
         return [f"strict_approval_decisions: {len(unused)} approval decision(s) were never used: {listed}"]
-
-
-def run_case_item(session: ConnicSession, item: CaseItem) -> None:
-    """Run the case behind ``item`` and raise on a bad verdict."""
-    from pytest_connic.plugin.items import CaseFailed, CaseInfrastructureError
-
-    runtime: ProjectRuntime = session.runtime(item.project_root)
-    outcome = runtime.run_case(item.suite, item.spec, item.nodeid)
-    item.outcome = outcome
-    session.outcomes.append(outcome)
-    if outcome.infrastructure_error:
-        session.infrastructure_errors += 1
-        raise CaseInfrastructureError(infrastructure_text(outcome, session.masker), outcome)
-    if not outcome.passed:
-        raise CaseFailed(failure_text(outcome, session.masker), outcome)

@@ -1,19 +1,24 @@
 """pytest entry point (``pytest11: connic``): hook implementations and options only.
 
-Everything heavy is imported lazily, so a session without a Connic project pays
-(almost) nothing for the plugin being installed.
+Everything heavy is imported lazily: the session state and the session plugins come with the
+first Connic suite collected (``plugin.activation``), so a session without a Connic project
+pays (almost) nothing for the plugin being installed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_connic.plugin import hookspecs
-from pytest_connic.plugin.options import Settings, add_options
+from pytest_connic.plugin.options import ENV_SECRETS_KEY, SETTINGS_KEY, Settings, add_options
 from pytest_connic.project.layout import suite_root
+from pytest_connic.secrets import secret_values_from_env
+
+if TYPE_CHECKING:
+    from pytest_connic.plugin.session import ConnicSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,26 +31,27 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
-    from pytest_connic.plugin.session import SESSION_KEY, ConnicSession
+    settings = config.stash[SETTINGS_KEY] = Settings.from_config(config)
+    config.stash[ENV_SECRETS_KEY] = frozenset(secret_values_from_env())
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        from pytest_connic.plugin.xdist import ConnicXdist
 
-    config.stash[SESSION_KEY] = ConnicSession(config, Settings(config))
-    from pytest_connic.plugin.reporting import register
+        config.pluginmanager.register(ConnicXdist(config, _activate), "connic-xdist")
+    if settings.needed_at_start():
+        _activate(config)
 
-    register(config)
 
+def _activate(config: pytest.Config) -> ConnicSession:
+    from pytest_connic.plugin.activation import activate
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    from pytest_connic.plugin.session import SESSION_KEY
-
-    state = config.stash.get(SESSION_KEY, None)
-    if state is not None:
-        state.close()
+    return activate(config)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
     root = suite_root(file_path)
     if root is None:
         return None
+    _activate(parent.config)
     from pytest_connic.plugin.items import SuiteFile
 
     return SuiteFile.from_parent(parent, path=file_path, project_root=root)
@@ -60,4 +66,5 @@ def connic(request: pytest.FixtureRequest) -> Any:
     """
     from pytest_connic.plugin.fixture import make_runner
 
+    _activate(request.config)
     return make_runner(request)

@@ -1,6 +1,6 @@
 """``--connic-ab``: the pytest side of A/B comparisons.
 
-Registered by ``session_hooks.register`` only when ``--connic-ab`` is given. A
+Registered by ``plugin.activation.activate`` only when ``--connic-ab`` is given. A
 case's comparison runs right after the case's own runtest protocol has finished
 and reported (outside pytest-timeout's timer), so the item keeps exactly the
 verdict it has without ``--connic-ab``. Per-case results live under a
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_connic.ab.options import ABOptions, ABOptionsError
+from pytest_connic.plugin.xdist import is_worker
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.items import CaseItem
@@ -91,10 +92,6 @@ def options_from_settings(settings: Settings) -> ABOptions:
     return options
 
 
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
 def register(config: pytest.Config, state: ConnicSession) -> None:
     """Register the A/B plugins when ``--connic-ab`` is given (the xdist part on a controller only)."""
     if not state.settings.ab or state.settings.coverage:
@@ -104,10 +101,10 @@ def register(config: pytest.Config, state: ConnicSession) -> None:
     if importlib.util.find_spec("scipy") is None:
         raise pytest.UsageError(f"{state.settings.source('ab')} needs SciPy: pip install 'pytest-connic[stats]'")
     config.stash[AB_KEY] = ABSession(options_from_settings(state.settings))
-    if not _is_worker(config):  # the controller has checked it before any worker starts
+    if not is_worker(config):  # the controller has checked it before any worker starts
         check_selection(config, state, _roots_from_args(config))
     config.pluginmanager.register(ABPlugin(config, state), "connic-ab")
-    if config.pluginmanager.hasplugin("xdist") and not _is_worker(config):
+    if config.pluginmanager.hasplugin("xdist") and not is_worker(config):
         config.pluginmanager.register(ABXdist(config), "connic-ab-xdist")
 
 
@@ -146,9 +143,9 @@ def add_section(config: pytest.Config, report: dict[str, Any]) -> None:
     ab = config.stash.get(AB_KEY, None)
     if ab is not None:
         from pytest_connic.jsonsafe import masked
-        from pytest_connic.plugin.session import SESSION_KEY
+        from pytest_connic.plugin.session import state
 
-        report["ab"] = masked(ab.section(), config.stash[SESSION_KEY].masker)
+        report["ab"] = masked(ab.section(), state(config).masker)
 
 
 class ABPlugin:
@@ -165,7 +162,7 @@ class ABPlugin:
         xdist worker cannot end the session with a usage error, so it leaves this to the controller."""
         from pytest_connic.plugin.items import CaseItem
 
-        if not _is_worker(self.config):
+        if not is_worker(self.config):
             check_selection(self.config, self.state, {i.project_root for i in items if isinstance(i, CaseItem)})
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -185,18 +182,19 @@ class ABPlugin:
         variants = self.ab.selection(self.state, item.project_root).get(item.suite.agent_name)
         if not variants:
             return
-        from pytest_connic.ab.experiment import compare_case
+        from pytest_connic.ab.experiment import ComparedCase, compare_case
         from pytest_connic.project.load import ProjectError
 
         try:
             runtime = self.state.runtime(item.project_root)
         except ProjectError:
             return  # the item has failed with this error already
-        self.ab.entries.extend(compare_case(runtime, item, outcome, item.suite.agent_name, variants,
+        case = ComparedCase(item.nodeid, item.suite, item.spec)
+        self.ab.entries.extend(compare_case(runtime, case, outcome, item.suite.agent_name, variants,
                                             self.ab.options))
 
     def pytest_sessionfinish(self) -> None:
-        if _is_worker(self.config):
+        if is_worker(self.config):
             from pytest_connic.jsonsafe import masked
 
             entries = [masked(e, self.state.masker) for e in self.ab.entries]
@@ -204,7 +202,7 @@ class ABPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if _is_worker(self.config) or self.config.option.collectonly:
+        if is_worker(self.config) or self.config.option.collectonly:
             return
         from pytest_connic.jsonsafe import masked
         from pytest_connic.reports.ab_report import terminal_lines

@@ -8,9 +8,46 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_connic.plugin.items import CaseItem
+from pytest_connic.plugin.session import ConnicSession
+from pytest_connic.plugin.session import state as state_of
+
 if TYPE_CHECKING:
-    from pytest_connic.plugin.session import ConnicSession
     from pytest_connic.records.run import CaseOutcome, RunRecord
+
+
+class ConnicCoverageMode:
+    """``--connic-coverage``: no case runs (each is deselected, its project is reported), and
+    the suite files that fail to collect are counted, since the report judges them."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        session_state = state_of(self.config)
+        keep = [i for i in items if not isinstance(i, CaseItem)]
+        dropped = [i for i in items if isinstance(i, CaseItem)]
+        for item in dropped:
+            session_state.coverage_roots.add(item.project_root)
+        if dropped:
+            self.config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and _is_suite_file(self.config, report.nodeid):
+            state_of(self.config).suite_collection_errors += 1
+
+
+def _is_suite_file(config: pytest.Config, nodeid: str) -> bool:
+    from pytest_connic.project.layout import suite_root
+
+    if not nodeid or "::" in nodeid:
+        return False
+    try:
+        return suite_root(Path(config.rootpath) / nodeid) is not None
+    except OSError:
+        return False
 
 
 def project_roots(state: ConnicSession) -> list[Path]:
@@ -47,15 +84,14 @@ def called_tools(outcomes: list[CaseOutcome]) -> dict[str, list[str]]:
 
 
 def build_report(state: ConnicSession, root: Path) -> dict[str, Any]:
-    from pytest_connic.coverage.compute import compute_coverage
-    from pytest_connic.coverage.runtime import add_runtime_coverage, asserted_from_suites
+    from pytest_connic.coverage import add_runtime_coverage, asserted_from_suites, compute_coverage
 
     report = compute_coverage(root)
     asserted, asserted_params = asserted_from_suites(root)
     return add_runtime_coverage(report, called_tools(state.outcomes), asserted, asserted_params)
 
 
-def finish_coverage(state: ConnicSession, session: pytest.Session, suite_collection_errors: int = 0) -> int | None:
+def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None:
     """Compute and write the coverage report (it is printed in the terminal summary); return the
     exit code it imposes, or None to keep pytest's.
 
@@ -63,9 +99,12 @@ def finish_coverage(state: ConnicSession, session: pytest.Session, suite_collect
     fails), raised to 1 when other (Python) tests of the session failed. Otherwise (a normal run
     with ``--connic-coverage-json`` or the gate) a failing report turns a passing session into 1.
     """
-    from pytest_connic.coverage.compute import coverage_exit_status
-    from pytest_connic.coverage.render import render_coverage, render_runtime_coverage
-    from pytest_connic.plugin.reporting import output_path
+    from pytest_connic.coverage import (
+        coverage_exit_status,
+        render_coverage,
+        render_runtime_coverage,
+    )
+    from pytest_connic.plugin.outputs import output_path
     from pytest_connic.project import sdk  # noqa: F401 - the SDK's import warnings stay quiet (an xdist controller collects nothing)
 
     settings = state.settings
@@ -87,7 +126,7 @@ def finish_coverage(state: ConnicSession, session: pytest.Session, suite_collect
         code = 1
     code = max(code, _gate(state, list(reports.values())))
     if settings.coverage:
-        return _coverage_mode_exit(session, code, suite_collection_errors)
+        return _coverage_mode_exit(session, code, state.suite_collection_errors)
     return code if code and session.exitstatus == 0 else None
 
 

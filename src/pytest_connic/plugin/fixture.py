@@ -89,9 +89,9 @@ class ConnicRunner:
 
     @property
     def session(self) -> ConnicSession:
-        from pytest_connic.plugin.session import SESSION_KEY
+        from pytest_connic.plugin.session import state
 
-        return self.config.stash[SESSION_KEY]
+        return state(self.config)
 
     def project_root(self, project_root: str | os.PathLike[str] | None = None) -> Path:
         """The Connic project: ``project_root`` or the nearest folder with ``agents/`` at or
@@ -116,7 +116,7 @@ class ConnicRunner:
 
         root = self.project_root(project_root)
         try:
-            runtime: ProjectRuntime = self.session.runtime(root)
+            runtime = self.session.runtime(root)
         except ProjectError as exc:
             problem = str(exc)
         else:
@@ -166,6 +166,7 @@ class ConnicRunner:
         case that cannot start (a missing fixture, builder or mocks module) always fails.
         """
         from pytest_connic.execution.case import CaseDefinitionError, CaseTarget, resolve_case
+        from pytest_connic.execution.outcomes import new_outcome
 
         runtime = self.runtime(project_root)
         self._check_agent(runtime, agent)
@@ -195,10 +196,8 @@ class ConnicRunner:
         if problem is not None:  # failed outside the except block: no chained traceback
             _fail(f"connic.run({agent!r}): {problem}")
         where, line = _call_site(self.config.rootpath)
-        outcome = CaseOutcome(
-            nodeid=self.request.node.nodeid, suite_path=where, line=line, agent_name=agent, case_name=name,
-            runs=resolved["runs"], success_threshold=resolved["success_threshold"],
-        )
+        outcome = new_outcome(self.request.node.nodeid, where, line, agent, name, runs=resolved["runs"],
+                              success_threshold=resolved["success_threshold"])
         models = self._models(runtime, model, cassette, name)
         target = CaseTarget(agent, resolved, compiled, models, outcome,
                             evaluate=any(v is not None for v in expectations.values()))
@@ -231,17 +230,17 @@ class ConnicRunner:
     def _models(self, runtime: ProjectRuntime, model: object | None, cassette: str | None, name: str) -> Any:
         if model is not None:
             return _GivenModels(_as_model(model))
+        from pytest_connic.execution.models import case_cassette, models_at
         from pytest_connic.models.base import CassetteError
-        from pytest_connic.models.cassette import cassette_path
-        from pytest_connic.models.factory import models_at
 
         folder = cassette or DEFAULT_CASSETTE_FOLDER
+        source = runtime.options.models
         try:
-            path = cassette_path(runtime.project.root / self.session.settings.cassette_dir, folder, name)
+            path = case_cassette(source, runtime.services, folder, name)
         except CassetteError as exc:
             problem = str(exc)
         else:
-            return models_at(self.session, runtime.services, path, None)
+            return models_at(source, runtime.services, path, None)
         _fail(f"connic.run(cassette={cassette!r}): {problem}")
 
 

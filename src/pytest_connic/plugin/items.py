@@ -1,4 +1,4 @@
-"""Suite files and case items, and how their failures look."""
+"""Suite files and case items: how a case item runs, and how its failures look."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_connic.plugin.session import ConnicSession
+from pytest_connic.plugin.session import state as state_of
 from pytest_connic.project.layout import DiscoveryError
 from pytest_connic.warnings import ConnicWarning
 
 if TYPE_CHECKING:
-    from pytest_connic.plugin.session import ConnicSession
     from pytest_connic.records.run import CaseOutcome
     from pytest_connic.suite.loader import CaseSpec, Suite
 
@@ -39,12 +40,6 @@ class CaseInfrastructureError(Exception):
         super().__init__(text.splitlines()[0] if text else "")
         self.text = text
         self.outcome = outcome
-
-
-def _session(config: pytest.Config) -> ConnicSession:
-    from pytest_connic.plugin.session import SESSION_KEY
-
-    return config.stash[SESSION_KEY]
 
 
 @contextlib.contextmanager
@@ -81,7 +76,7 @@ class SuiteFile(pytest.File):
         from pytest_connic.project.load import ProjectError
         from pytest_connic.suite.loader import SuiteError, load_suite
 
-        state = _session(self.config)
+        state = state_of(self.config)
         try:
             index = state.project_index(self.project_root)
         except (ProjectError, DiscoveryError) as exc:
@@ -128,9 +123,9 @@ class CaseItem(pytest.Item):
         return parent.project_root
 
     def setup(self) -> None:
-        state = _session(self.config)
+        state = state_of(self.config)
         if self.spec.error is not None:
-            state.record_invalid(self)
+            record_invalid(state, self)
             pytest.fail(self.spec.error, pytrace=False)
         if self.config.getoption("setuponly", False):
             return  # --setup-only / --setup-plan promise that no test runs
@@ -138,7 +133,7 @@ class CaseItem(pytest.Item):
         # and a test that asserts on it: so a provider that is down (the runs could not happen)
         # is a pytest *error* in every report (terminal, JUnit, xdist), and a bad verdict a failure.
         try:
-            state.run_item(self)
+            run_item(state, self)
         except CaseInfrastructureError as exc:
             text = exc.text
         except Exception as exc:  # noqa: BLE001 -- the verdict (or a bug) belongs to the call phase
@@ -151,7 +146,7 @@ class CaseItem(pytest.Item):
     def runtest(self) -> None:
         verdict = self._verdict[0] if self._verdict is not None else None
         if self.outcome is not None:
-            from pytest_connic.models.factory import divergence_notes, warn_divergence
+            from pytest_connic.execution.models import divergence_notes, warn_divergence
 
             try:
                 warn_divergence(divergence_notes(self.outcome))
@@ -174,3 +169,57 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, self.spec.line - 1, f"{self.suite.agent_name}::{self.spec.name}"
+
+
+def run_item(state: ConnicSession, item: CaseItem) -> None:
+    """Run one case item; raises ``CaseFailed`` / ``CaseInfrastructureError`` on a bad verdict."""
+    from pytest_connic.project.load import ProjectError
+    from pytest_connic.reports.failure import failure_text
+
+    state.coverage_roots.add(item.project_root)
+    try:
+        _run_case(state, item)
+    except ProjectError as exc:
+        outcome = _setup_outcome(state, item, str(exc))
+        raise CaseFailed(failure_text(outcome, state.masker), outcome) from None
+    finally:
+        _add_junit_properties(state, item)
+
+
+def _run_case(state: ConnicSession, item: CaseItem) -> None:
+    """Run the case behind ``item`` and raise on a bad verdict."""
+    from pytest_connic.reports.failure import failure_text
+
+    runtime = state.runtime(item.project_root)
+    outcome = runtime.run_case(item.suite, item.spec, item.nodeid)
+    item.outcome = outcome
+    state.outcomes.append(outcome)
+    if outcome.infrastructure_error:
+        state.infrastructure_errors += 1
+        raise CaseInfrastructureError(failure_text(outcome, state.masker), outcome)
+    if not outcome.passed:
+        raise CaseFailed(failure_text(outcome, state.masker), outcome)
+
+
+def record_invalid(state: ConnicSession, item: CaseItem) -> None:
+    """Count an invalid case in the reports (it fails in setup, no run happens)."""
+    assert item.spec.error is not None
+    _setup_outcome(state, item, item.spec.error)
+    _add_junit_properties(state, item)
+
+
+def _setup_outcome(state: ConnicSession, item: CaseItem, error: str) -> CaseOutcome:
+    """The outcome of a case that could not start (invalid, or its project/env failed)."""
+    from pytest_connic.execution.outcomes import suite_outcome
+
+    outcome = suite_outcome(item.nodeid, item.suite, item.spec, setup_error=error)
+    item.outcome = outcome
+    state.outcomes.append(outcome)
+    return outcome
+
+
+def _add_junit_properties(state: ConnicSession, item: CaseItem) -> None:
+    if item.outcome is not None and state.settings.junit_properties:
+        from pytest_connic.reports.junit import junit_properties
+
+        item.user_properties.extend(junit_properties(item.outcome))

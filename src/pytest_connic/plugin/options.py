@@ -4,7 +4,8 @@ error names its source."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -85,9 +86,6 @@ SETTINGS: tuple[Setting, ...] = (
             "window failed (default 50)", kind="float", default=50.0, metavar="PCT"),
 )
 
-_BY_NAME = {s.name: s for s in SETTINGS}
-
-
 def add_options(parser: pytest.Parser) -> None:
     """Declare every setting as an option in group ``connic`` and as an ini key."""
     group = parser.getgroup("connic", "Connic agent test suites")
@@ -141,40 +139,57 @@ def _convert(s: Setting, value: Any, source: str) -> Any:
         raise pytest.UsageError(f"invalid value {value!r} from {source}: {exc}") from None
 
 
+@dataclass(frozen=True)
 class Settings:
-    """Resolved settings: attribute access by name, ``source(name)`` says where it came from."""
+    """The resolved settings (one field per entry of ``SETTINGS``); ``source(name)`` says
+    where a value came from: ``--connic-<name>``, ``ini connic_<name>`` or ``default``."""
 
-    def __init__(self, config: pytest.Config) -> None:
-        self._values: dict[str, Any] = {}
-        self._sources: dict[str, str] = {}
+    record_mode: str
+    live: bool
+    cassette_dir: str
+    model_alias: tuple[str, ...]
+    concurrency: int
+    early_stop: bool
+    json: str | None
+    html: str | None
+    traces: str | None
+    coverage: bool
+    coverage_json: str | None
+    coverage_fail_under: float | None
+    env: str | None
+    junit_properties: bool
+    ab: str | None
+    ab_mode: str
+    ab_min_runs: int
+    ab_baseline: float
+    ab_mde: float | None
+    ab_margin: float | None
+    ab_confidence: float
+    ab_power: float
+    ab_futility: float | None
+    ab_safety_window: int
+    ab_safety_threshold: float
+    sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Settings:
+        """Resolve every setting: CLI > ini > default; a bad value is a ``pytest.UsageError``
+        naming its source."""
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
         for s in SETTINGS:
-            self._resolve(config, s)
-
-    def _resolve(self, config: pytest.Config, s: Setting) -> None:
-        if s.cli:
-            value = config.getoption(f"connic_{s.name}")
-            if value is not None:
-                self._set(s, _convert(s, value, s.option), s.option)
-                return
-        if s.ini:
-            raw = config.getini(s.ini_key)
-            if raw not in (None, "", []):
-                self._set(s, _convert(s, raw, f"ini {s.ini_key}"), f"ini {s.ini_key}")
-                return
-        self._set(s, s.default, "default")
-
-    def _set(self, s: Setting, value: Any, source: str) -> None:
-        self._values[s.name] = value
-        self._sources[s.name] = source
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(name) from None
+            values[s.name], sources[s.name] = _resolve(config, s)
+        return cls(**values, sources=sources)
 
     def source(self, name: str) -> str:
-        return self._sources[name]
+        """Where the value of ``name`` came from: ``--connic-<name>``, ``ini connic_<name>`` or ``default``."""
+        return self.sources[name]
+
+    def needed_at_start(self) -> bool:
+        """Whether these settings ask for Connic's session plugins whatever is collected: report
+        files (written with no case too), coverage, A/B (whose options are checked at once)."""
+        return bool(self.json or self.html or self.traces or self.coverage or self.coverage_json or self.ab
+                    or self.coverage_fail_under is not None)
 
     def model_aliases(self) -> dict[str, str]:
         """``--connic-model-alias`` entries as a mapping, validated."""
@@ -189,3 +204,20 @@ class Settings:
             aliases[left.strip()] = right.strip()
         return aliases
 
+
+def _resolve(config: pytest.Config, s: Setting) -> tuple[Any, str]:
+    if s.cli:
+        value = config.getoption(f"connic_{s.name}")
+        if value is not None:
+            return _convert(s, value, s.option), s.option
+    if s.ini:
+        raw = config.getini(s.ini_key)
+        if raw not in (None, "", []):
+            return _convert(s, raw, f"ini {s.ini_key}"), f"ini {s.ini_key}"
+    return s.default, "default"
+
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+#: the secret values of the environment as the session started (the session's masker starts
+#: with them, however late the session state is created)
+ENV_SECRETS_KEY = pytest.StashKey[frozenset[str]]()

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_connic.plugin.session import ConnicSession
-    from pytest_connic.records.run import CaseOutcome, RunRecord
-    from pytest_connic.secrets import Masker
+    import pytest
 
-#: a failing run's reason in a ``-v`` progress line is cut here
-PROGRESS_REASON_LIMIT = 120
+    from pytest_connic.plugin.session import ConnicSession
+
+
+def output_path(config: pytest.Config, value: str) -> Path:
+    """An output path relative to the invocation directory."""
+    path = Path(value)
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
 def write_outputs(state: ConnicSession) -> None:
     """``--connic-json``, ``--connic-html`` and ``--connic-traces``, when asked for."""
-    from pytest_connic.plugin.reporting import output_path
-
     settings = state.settings
     if not (settings.json or settings.html or settings.traces):
         return
@@ -47,13 +49,10 @@ def write_outputs(state: ConnicSession) -> None:
 
 
 def terminal_summary(state: ConnicSession, reporter: Any) -> None:
-    """The coverage report; then Connic's results table, failure details and ``N/M cases passed.``"""
-    from pytest_connic.plugin.coverage_mode import coverage_summary
-
-    coverage_summary(state, reporter)
+    """Connic's results table, failure details and ``N/M cases passed.``"""
     if not state.outcomes:
         return
-    from pytest_connic.reports.terminal import results_table, summary_line
+    from pytest_connic.reports.terminal import failure_lines, results_table, summary_line
 
     reporter.write_sep("=", "connic results")
     for line in results_table(state.outcomes):
@@ -69,35 +68,3 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
         reporter.write_line(line)
     passed = all(o.passed for o in state.outcomes)
     reporter.write_line(summary_line(state.outcomes), green=passed, red=not passed, bold=True)
-
-
-def failure_lines(outcomes: list[CaseOutcome], masker: Masker, *, full: bool) -> list[str]:
-    """Connic's "Failure details" block. Each case's failed runs (at most 3, with their checks
-    and traces) are already in pytest's failure report of the case, so here they are only
-    repeated when that report is not shown (``--tb=no``); otherwise one line per failed case."""
-    from pytest_connic.reports.terminal import failure_section
-
-    lines = failure_section(outcomes, masker=masker, max_runs=3)
-    if full or not lines:
-        return lines
-    heads = [line for line in lines[1:] if line.startswith("    ✗ ")]
-    return ["  → Failure details (failed runs and traces: in the failure report of each case above):", *heads]
-
-
-def run_progress_line(outcome: CaseOutcome, record: RunRecord, masker: Masker) -> str:
-    """``  run 3/20 passed (124ms)``; a failing run adds its first reason (``-v`` progress).
-
-    The number is the run's 1-based index (trace files use the 0-based ``run<index>``)."""
-    from pytest_connic.reports.terminal import one_line, truncate
-
-    status = "passed" if record.passed else ("error" if record.infrastructure_error else "failed")
-    line = f"  run {record.index + 1}/{outcome.runs} {status} ({_duration(record.duration_ms)})"
-    if record.passed:
-        return line
-    reason = record.infrastructure_error or (record.failures[0] if record.failures else None)
-    reason = reason or record.error or f"status {record.status}"
-    return f"{line}: {one_line(truncate(masker.text(reason), PROGRESS_REASON_LIMIT))}"
-
-
-def _duration(ms: float) -> str:
-    return f"{ms / 1000:.2f}s" if ms >= 1000 else f"{round(ms)}ms"

@@ -16,7 +16,3 @@ def failure_text(outcome: CaseOutcome, masker: Masker) -> str:
         lines.append(details)
     return "\n".join(lines)
 
-
-def infrastructure_text(outcome: CaseOutcome, masker: Masker) -> str:
-    """The report of a case that an infrastructure error kept from running."""
-    return failure_text(outcome, masker)

@@ -28,6 +28,8 @@ RESULT_LIMIT = 80
 TRUNCATED = " … (truncated)"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _NO_MASK = Masker()
+#: a failing run's reason in a ``-v`` progress line is cut here
+PROGRESS_REASON_LIMIT = 120
 
 
 def escape_text(text: str) -> str:
@@ -260,4 +262,32 @@ def _meta(span: dict[str, Any]) -> dict[str, Any]:
 def _latency(ms: float | None) -> str:
     if ms is None:
         return "—"
+    return f"{ms / 1000:.2f}s" if ms >= 1000 else f"{round(ms)}ms"
+
+
+def failure_lines(outcomes: list[CaseOutcome], masker: Masker, *, full: bool) -> list[str]:
+    """Connic's "Failure details" block. Each case's failed runs (at most 3, with their checks
+    and traces) are already in pytest's failure report of the case, so here they are only
+    repeated when that report is not shown (``--tb=no``); otherwise one line per failed case."""
+    lines = failure_section(outcomes, masker=masker, max_runs=3)
+    if full or not lines:
+        return lines
+    heads = [line for line in lines[1:] if line.startswith("    ✗ ")]
+    return ["  → Failure details (failed runs and traces: in the failure report of each case above):", *heads]
+
+
+def run_progress_line(outcome: CaseOutcome, record: RunRecord, masker: Masker) -> str:
+    """``  run 3/20 passed (124ms)``; a failing run adds its first reason (``-v`` progress).
+
+    The number is the run's 1-based index (trace files use the 0-based ``run<index>``)."""
+    status = "passed" if record.passed else ("error" if record.infrastructure_error else "failed")
+    line = f"  run {record.index + 1}/{outcome.runs} {status} ({_duration(record.duration_ms)})"
+    if record.passed:
+        return line
+    reason = record.infrastructure_error or (record.failures[0] if record.failures else None)
+    reason = reason or record.error or f"status {record.status}"
+    return f"{line}: {one_line(truncate(masker.text(reason), PROGRESS_REASON_LIMIT))}"
+
+
+def _duration(ms: float) -> str:
     return f"{ms / 1000:.2f}s" if ms >= 1000 else f"{round(ms)}ms"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,10 +15,25 @@ from pytest_connic.models.replay import CaseModels
 from pytest_connic.warnings import CassetteDivergenceWarning
 
 if TYPE_CHECKING:
-    from pytest_connic.plugin.session import ConnicSession
     from pytest_connic.records.run import CaseOutcome
     from pytest_connic.runtime.services import RuntimeServices
+    from pytest_connic.secrets import Masker
     from pytest_connic.suite.loader import Suite
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What the session's settings say about models: where cassettes live and how they are used."""
+
+    cassette_dir: str  #: relative to the project root
+    mode: str  #: a record mode (``none``, ``once``, ``new_runs``, ``all``) or ``live``
+    masker: Masker
+    #: ``--connic-model-alias`` as a mapping; validated when the first live model is built
+    aliases: Callable[[], dict[str, str]]
+
+    def replaying(self) -> ModelSource:
+        """The same source, replaying only (never recording, never live)."""
+        return dataclasses.replace(self, mode="none")
 
 
 class HookedRunModels:
@@ -78,26 +96,29 @@ def warn_divergence(notes: list[str]) -> None:
     )
 
 
-def case_models(session: ConnicSession, services: RuntimeServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
-    """Build the model source of a case from the session's settings."""
-    path = cassette_path(services.root / session.settings.cassette_dir, suite.relpath, case["name"])
-    return models_at(session, services, path, case)
+def case_models(source: ModelSource, services: RuntimeServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
+    """The model source of a suite case: its cassette under ``source.cassette_dir``."""
+    return models_at(source, services, case_cassette(source, services, suite.relpath, case["name"]), case)
+
+
+def case_cassette(source: ModelSource, services: RuntimeServices, folder: str, name: str) -> Path:
+    """The cassette of the case ``name`` in ``folder`` (a suite's path, or the fixture's folder)."""
+    return cassette_path(services.root / source.cassette_dir, folder, name)
 
 
 def models_at(
-    session: ConnicSession, services: RuntimeServices, path: Path, case: dict[str, Any] | None
+    source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None
 ) -> HookedCaseModels:
     """The model source replaying (or recording) the cassette at ``path``; ``case`` is what
     ``pytest_connic_make_model`` receives (None for the ``connic`` fixture)."""
-    settings = session.settings
-    mode = "live" if settings.live else settings.record_mode
+    mode = source.mode
     live = None
     if mode != "none":
         from pytest_connic.models.live import LiteLLMModel
 
-        shared = LiteLLMModel(aliases=settings.model_aliases(), masker=session.masker)
+        shared = LiteLLMModel(aliases=source.aliases(), masker=source.masker)
 
         def live(_agent_name: str) -> Model:
             return shared
 
-    return HookedCaseModels(CaseModels(path, mode=mode, live=live, masker=session.masker), services, case)
+    return HookedCaseModels(CaseModels(path, mode=mode, live=live, masker=source.masker), services, case)

@@ -1,0 +1,41 @@
+"""The first Connic suite (or the ``connic`` fixture, or an option that needs it) brings the
+session state and the session plugins; a session without them never imports them."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_connic.plugin.options import ENV_SECRETS_KEY, SETTINGS_KEY
+from pytest_connic.plugin.session import SESSION_KEY, ConnicSession
+
+
+def activate(config: pytest.Config) -> ConnicSession:
+    """The session state, created (and the session plugins registered) on the first call."""
+    existing = config.stash.get(SESSION_KEY, None)
+    if existing is not None:
+        return existing
+    from pytest_connic.plugin.reporting import ConnicReporting
+    from pytest_connic.plugin.xdist import ConnicWorker, is_worker
+
+    secrets: frozenset[str] = config.stash[ENV_SECRETS_KEY]
+    state = ConnicSession(config, config.stash[SETTINGS_KEY], secrets)
+    config.stash[SESSION_KEY] = state
+    config.add_cleanup(state.close)
+    manager = config.pluginmanager
+    manager.register(ConnicReporting(config), "connic-reporting")
+    if is_worker(config):
+        manager.register(ConnicWorker(config, state), "connic-worker")
+    if state.settings.coverage:
+        from pytest_connic.plugin.coverage_mode import ConnicCoverageMode
+
+        manager.register(ConnicCoverageMode(config), "connic-coverage-mode")
+    else:
+        from pytest_connic.plugin.timeouts import ConnicTimeouts
+
+        manager.register(ConnicTimeouts(config), "connic-timeouts")
+    if state.settings.ab:
+        from pytest_connic.plugin.ab import register as register_ab
+
+        register_ab(config, state)
+    return state
+

@@ -1,0 +1,57 @@
+"""pytest-timeout: each case gets a timeout derived from its runs, unless the user chose one."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_connic.plugin.items import CaseItem
+from pytest_connic.plugin.session import state as state_of
+
+
+def explicit_timeout(config: pytest.Config) -> bool:
+    """Whether the user set pytest-timeout's timeout (``--timeout``, ``PYTEST_TIMEOUT`` or ini
+    ``timeout``, ``0`` included: it means "no timeout")."""
+    if config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT", "").strip():
+        return True
+    try:
+        return bool(str(config.getini("timeout") or "").strip())
+    except ValueError:
+        return False
+
+
+def case_timeout(runs: int, timeout_s: float, concurrency: int) -> float:
+    """Seconds a whole case may take: its runs in waves of ``concurrency``, each wave bounded by
+    ``timeout_s``, plus 30 s for builders, cleanup and cassette I/O."""
+    waves = -(-int(runs) // max(1, concurrency))
+    return waves * float(timeout_s) + 30
+
+
+def set_timeouts(config: pytest.Config, items: list[CaseItem], concurrency: int) -> None:
+    """With pytest-timeout installed and no explicit timeout, give each case one derived from
+    its runs, the concurrency and ``timeout_s``, so a hung tool cannot hang CI. A marker would
+    beat ``--timeout`` in pytest-timeout, so none is added when the user chose a timeout."""
+    if not items or not config.pluginmanager.hasplugin("timeout") or explicit_timeout(config):
+        return
+    marks: dict[float, pytest.MarkDecorator] = {}  # one (immutable) marker per value, not one per case
+    for item in items:
+        if item.get_closest_marker("timeout") is not None or item.spec.resolved is None:
+            continue
+        resolved = item.spec.resolved
+        seconds = case_timeout(resolved["runs"], resolved["timeout_s"], concurrency)
+        if seconds not in marks:
+            marks[seconds] = pytest.mark.timeout(seconds)
+        item.add_marker(marks[seconds])
+
+
+class ConnicTimeouts:
+    """Gives the collected cases their timeouts (not registered in coverage mode: no case runs)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        cases = [i for i in items if isinstance(i, CaseItem)]
+        set_timeouts(self.config, cases, state_of(self.config).settings.concurrency)

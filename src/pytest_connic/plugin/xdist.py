@@ -1,0 +1,151 @@
+"""pytest-xdist: what a worker sends with its reports and at its end, and how the controller
+merges it (outcomes, infrastructure errors, the projects for coverage, crashed cases).
+
+Outcomes travel masked (the controller never loads ``--connic-env``) and as plain JSON, so the
+controller's reports equal a single process's. This module stays light: the controller's
+plugin is registered in every distributed session, Connic project or not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_connic.plugin.session import ConnicSession
+
+WORKER_KEY = "connic_outcomes"
+INFRA_KEY = "connic_infra"
+ROOTS_KEY = "connic_roots"
+#: the per-run lines of a case, carried from an xdist worker by the report that ends its runs
+RUNS_ATTR = "connic_runs"
+#: a case's outcome (masked JSON), carried the same way: a worker that crashes later loses nothing
+OUTCOME_ATTR = "connic_outcome"
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """Whether this process is an xdist worker."""
+    return hasattr(config, "workerinput")
+
+
+def verbose(config: pytest.Config) -> bool:
+    """``-v``: the per-run progress lines of a case with several runs are shown."""
+    return config.get_verbosity(pytest.Config.VERBOSITY_TEST_CASES) >= 1
+
+
+def ends_runs(report: pytest.TestReport) -> bool:
+    """Whether ``report`` closes the phases in which a case's runs happened: ``setup`` runs them
+    (and fails on an infrastructure error), ``call`` judges them."""
+    return report.when == "call" or (report.when == "setup" and report.failed)
+
+
+class ConnicWorker:
+    """On a worker: a case's outcome goes with the report that ends its runs, the rest at the end."""
+
+    def __init__(self, config: pytest.Config, state: ConnicSession) -> None:
+        self.config = config
+        self.state = state
+        #: cases whose outcome already travelled with their report
+        self.sent: set[str] = set()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
+            None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        outcome = getattr(item, "outcome", None) if _is_case(item) else None
+        if ends_runs(report) and outcome is not None:
+            from pytest_connic.jsonsafe import masked
+            from pytest_connic.reports.terminal import run_progress_line
+
+            masker = self.state.masker
+            setattr(report, OUTCOME_ATTR, json.dumps(masked(outcome.to_dict(), masker)))
+            self.sent.add(outcome.nodeid)
+            if outcome.runs > 1:
+                setattr(report, RUNS_ATTR, [run_progress_line(outcome, r, masker) for r in outcome.executed])
+        return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self) -> None:
+        """The outcomes that did not go with their case's report (``sent``) are not sent twice."""
+        from pytest_connic.jsonsafe import masked
+
+        state = self.state
+        output = self.config.workeroutput  # type: ignore[attr-defined]
+        rest = [o for o in state.outcomes if o.nodeid not in self.sent]
+        output[WORKER_KEY] = json.dumps([masked(o.to_dict(), state.masker) for o in rest])
+        output[INFRA_KEY] = state.infrastructure_errors
+        output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
+
+
+def _is_case(item: pytest.Item) -> bool:
+    from pytest_connic.plugin.items import CaseItem
+
+    return isinstance(item, CaseItem)
+
+
+class ConnicXdist:
+    """On the controller: merges workers' outcomes into the session state, which ``activate``
+    creates when the first of them arrives."""
+
+    def __init__(self, config: pytest.Config, activate: Callable[[pytest.Config], ConnicSession]) -> None:
+        self.config = config
+        self.activate = activate
+        #: cases whose outcome came with their report (a worker's final output repeats them)
+        self.received: set[str] = set()
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", None) or {}
+        if not any(key in output for key in (WORKER_KEY, INFRA_KEY, ROOTS_KEY)):
+            return  # the worker saw no Connic case
+        from pytest_connic.records.serialize import outcome_from_dict
+
+        state = self.activate(self.config)
+        raw = output.get(WORKER_KEY)
+        if raw:
+            fresh = [d for d in json.loads(raw) if d.get("nodeid") not in self.received]
+            state.outcomes.extend(outcome_from_dict(d) for d in fresh)
+        state.infrastructure_errors += int(output.get(INFRA_KEY, 0) or 0)
+        state.coverage_roots.update(Path(p) for p in output.get(ROOTS_KEY) or ())
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """A worker died while running ``crashitem`` (``os._exit`` in a tool, a segfault): the case
+        still appears in every report, failed with xdist's message."""
+        if crashitem in self.received or "::" not in crashitem:
+            return
+        suite, _, name = crashitem.partition("::")
+        if not suite.lower().endswith(".yaml"):
+            return
+        from pytest_connic.execution.outcomes import new_outcome
+
+        self.received.add(crashitem)
+        state = self.activate(self.config)
+        # a suite targets one agent: a sibling case knows it, else the file name is Connic's default
+        agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
+                     Path(suite).stem)
+        reason = f"{report.longrepr}; the case's runs and their records were lost with the worker"
+        state.outcomes.append(new_outcome(crashitem, suite, 0, agent, name, runs=0, success_threshold=100,
+                                          setup_error=reason))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A case's outcome arrives with the report that ends its runs; and, with ``-v`` under
+        xdist (a worker cannot write to this terminal while its runs execute), a case's per-run
+        lines follow its result line."""
+        raw = getattr(report, OUTCOME_ATTR, None)
+        if isinstance(raw, str) and report.nodeid not in self.received:
+            from pytest_connic.records.serialize import outcome_from_dict
+
+            self.received.add(report.nodeid)
+            self.activate(self.config).outcomes.append(outcome_from_dict(json.loads(raw)))
+        lines = getattr(report, RUNS_ATTR, None)
+        if not ends_runs(report) or not lines or not verbose(self.config):
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            for line in lines:
+                reporter.write_line(line)
