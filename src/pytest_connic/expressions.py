@@ -18,6 +18,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NoReturn
 
+from pytest_connic.errors import ConnicError
+
 __all__ = ["LITERAL_NAMES", "MAX_DEPTH", "MAX_INT_DIGITS", "MAX_LENGTH", "MAX_NODES", "MISSING"]
 __all__ += ["EvaluationError", "Expression", "ExpressionError", "compile_expression", "format_value"]
 __all__ += ["split_tool_call_expression"]
@@ -48,7 +50,7 @@ class _Missing:
 MISSING: Final = _Missing()
 
 
-class _LocatedError(Exception):
+class _LocatedError(ConnicError):
     """An error about ``source``; ``column`` is a 0-based character offset into it, or None."""
 
     def __init__(self, message: str, source: str, column: int | None = None) -> None:

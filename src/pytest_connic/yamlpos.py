@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from pytest_connic.errors import ConnicError
+
 MAX_NODES = 200_000
 MAX_DEPTH = 64
 MAX_BYTES = 10 * 1024 * 1024
@@ -35,7 +37,7 @@ _C_MAX_STRUCTURE = 5_000
 _C_DIFFERS = re.compile(r"[\t\x85\u2028\u2029\ufeff]|!(?:\s|$)|[|>][-+0-9]*#")
 
 
-class YamlError(Exception):
+class YamlError(ConnicError):
     """The document cannot be loaded. ``line``/``column`` are 1-based when known."""
 
     def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:

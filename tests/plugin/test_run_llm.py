@@ -304,7 +304,7 @@ def test_a_cassette_calling_a_tool_the_agent_lacks_fails_clearly(calc: ConnicPro
 def test_sync_user_code_runs_in_daemon_threads_so_a_hung_tool_never_blocks_exit() -> None:
     import threading
 
-    from pytest_connic.runtime.scope import DaemonExecutor
+    from pytest_connic.execution.executors import ReusingDaemonExecutor as DaemonExecutor
 
     executor = DaemonExecutor()
     assert executor.submit(lambda: threading.current_thread().daemon).result(timeout=5) is True

@@ -17,6 +17,8 @@ ROOT = "pytest_connic"
 PLUGIN = f"{ROOT}.plugin"
 #: what only the plugin layer may import
 PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "xdist")
+#: the SDK boundary: the one module that imports Connic's SDK (quietly) and touches its privates
+SDK_BOUNDARY = f"{ROOT}.project.sdk"
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -128,6 +130,8 @@ def layering_problems(package: Path = PACKAGE) -> list[str]:
         for line, name in names:
             top = name.split(".")[0]
             where = f"{module} (line {line})"
+            if top == "connic" and module != SDK_BOUNDARY:
+                problems.append(f"{where} imports {name}: only {SDK_BOUNDARY} imports the SDK")
             if top in PYTEST_MODULES and not in_plugin(module):
                 problems.append(f"{where} imports {name}: only {PLUGIN} may import pytest")
             # the root package is the public facade: it re-exports the connic fixture's type lazily
@@ -153,6 +157,8 @@ def test_the_package_is_layered() -> None:
          "import cycle: pytest_connic.a -> pytest_connic.b -> pytest_connic.a"),
         ({"runtime/__init__.py": "", "runtime/x.py": "import pytest\n"},
          "pytest_connic.runtime.x (line 1) imports pytest: only pytest_connic.plugin may import pytest"),
+        ({"project/__init__.py": "", "project/sdk.py": "import connic\n", "runtime.py": "from connic.core import Agent\n"},
+         "pytest_connic.runtime (line 1) imports connic.core: only pytest_connic.project.sdk imports the SDK"),
         ({"plugin/__init__.py": "", "plugin/session.py": "", "records.py": "def f():\n    from pytest_connic.plugin import session\n"},
          "pytest_connic.records (line 2) imports the plugin layer (pytest_connic.plugin.session)"),
         ({"suite/__init__.py": "", "suite/a.py": "from pytest_connic.runtime import b\n",

@@ -22,6 +22,7 @@ from pytest_connic.ab.arms import ArmStats
 from pytest_connic.ab.options import ABOptions
 from pytest_connic.ab.safety import SafetyMonitor
 from pytest_connic.ab.sequential import LookResult, analyze_look
+from pytest_connic.errors import ConnicError
 
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime
@@ -41,7 +42,7 @@ class ComparedCase:
     spec: CaseSpec
 
 
-class ArmError(Exception):
+class ArmError(ConnicError):
     """An arm could not run (setup error, provider down, no cassette): the case is not compared."""
 
 

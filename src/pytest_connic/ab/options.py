@@ -7,9 +7,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_connic.ab.plan import Plan, make_plan
+from pytest_connic.errors import ConnicError
 
 
-class ABOptionsError(ValueError):
+class ABOptionsError(ConnicError, ValueError):
     """A combination of A/B settings that makes no plan (the message names the settings)."""
 
 

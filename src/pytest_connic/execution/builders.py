@@ -7,12 +7,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.runtime.mocks import ModuleLoadError, load_fresh
 
 Caller = Callable[..., Awaitable[Any]]
 
 
-class BuilderError(Exception):
+class BuilderError(ConnicError):
     """``build()`` failed: the run fails before the agent, cleanup still runs."""
 
 

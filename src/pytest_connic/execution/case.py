@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_connic.checks.compiled import CompiledCase, compile_case
 from pytest_connic.checks.evaluate import evaluate_run
+from pytest_connic.errors import ConnicError
 from pytest_connic.execution import builders
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.outcomes import suite_outcome
@@ -58,7 +59,7 @@ class RuntimeOptions:
     models: ModelSource
 
 
-class CaseDefinitionError(Exception):
+class CaseDefinitionError(ConnicError):
     """A case built from Python arguments that Connic's schema refuses (the message lists why)."""
 
 
@@ -69,10 +70,10 @@ def resolve_case(fields: dict[str, Any], agent_name: str) -> tuple[dict[str, Any
     ``fields`` are the keys of a suite case (``name``, ``payload``, ``runs``, ...), no defaults.
     Raises ``CaseDefinitionError`` with Connic's messages.
     """
-    from connic.test_schema import TestCase, TestDefaults, TestFile
     from pydantic import ValidationError
 
-    from pytest_connic.project import sdk  # noqa: F401  (imports the SDK quietly)
+    from pytest_connic.project.sdk import TestCase, TestDefaults, TestFile
+
 
     try:
         model = TestCase.model_validate(fields)

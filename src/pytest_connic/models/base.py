@@ -16,8 +16,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pytest_connic.errors import ConnicError
 
-class ModelError(Exception):
+
+class ModelError(ConnicError):
     """A model could not answer. Subclasses say whose fault it is."""
 
 

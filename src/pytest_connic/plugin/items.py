@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.plugin.session import ConnicSession
 from pytest_connic.plugin.session import state as state_of
 from pytest_connic.project.layout import DiscoveryError
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 # this module: session hooks look for ``CaseItem``s in every session, Connic project or not.
 
 
-class CaseFailed(Exception):
+class CaseFailed(ConnicError):
     """A case missed its expectations. ``text`` is the whole plain-text report."""
 
     def __init__(self, text: str, outcome: CaseOutcome | None = None) -> None:
@@ -33,7 +34,7 @@ class CaseFailed(Exception):
         self.outcome = outcome
 
 
-class CaseInfrastructureError(Exception):
+class CaseInfrastructureError(ConnicError):
     """A provider was down or refusing: the case is an error, the session exits 2."""
 
     def __init__(self, text: str, outcome: CaseOutcome | None = None) -> None:

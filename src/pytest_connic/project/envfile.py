@@ -6,10 +6,12 @@ import os
 import re
 from pathlib import Path
 
+from pytest_connic.errors import ConnicError
+
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*?)\s*$")
 
 
-class EnvFileError(Exception):
+class EnvFileError(ConnicError):
     """The env file is missing or has a line that is not ``KEY=VALUE``."""
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from pytest_connic.errors import ConnicError
 
-class DiscoveryError(Exception):
+
+class DiscoveryError(ConnicError):
     """The project's layout is refused (for example ``tests/`` is a symlink)."""
 
 

@@ -9,11 +9,12 @@ import contextlib
 import io
 from pathlib import Path
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.project.sdk import Agent, ProjectLoader
 from pytest_connic.project.yamlguard import guard_loader
 
 
-class ProjectError(Exception):
+class ProjectError(ConnicError):
     """The project cannot be loaded (``agents/`` missing, load errors)."""
 
 

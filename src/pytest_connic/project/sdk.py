@@ -29,7 +29,7 @@ with warnings.catch_warnings():
 
 from connic import AbortTool, GuardrailResult, ProjectLoader, StopProcessing
 from connic import tools as sdk_tools
-from connic.core import Agent, AgentType, GuardrailRule, Tool
+from connic.core import Agent, AgentConfig, AgentType, GuardrailRule, Tool
 from connic.loader import PREDEFINED_TOOL_ALIASES, PREDEFINED_TOOL_NAMES
 from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 
@@ -38,6 +38,7 @@ __all__ = [
     "PREDEFINED_TOOL_NAMES",
     "AbortTool",
     "Agent",
+    "AgentConfig",
     "AgentType",
     "ChildAgentExpectation",
     "GuardrailResult",

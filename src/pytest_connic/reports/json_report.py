@@ -14,8 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_connic.jsonsafe import dumps, masked, to_jsonable
-from pytest_connic.records.run import CaseOutcome, RunRecord
-from pytest_connic.records.spans import build_spans
+from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
 from pytest_connic.reports import stats
 from pytest_connic.reports.stats import case_status, case_wilson, pass_rate, sorted_outcomes
 from pytest_connic.secrets import Masker

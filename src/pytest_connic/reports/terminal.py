@@ -15,8 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_connic.jsonsafe import dumps, masked
-from pytest_connic.records.run import CaseOutcome, RunRecord
-from pytest_connic.records.spans import build_spans
+from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
 from pytest_connic.reports.json_report import as_text
 from pytest_connic.reports.stats import runs_needed, sorted_outcomes
 from pytest_connic.secrets import Masker

@@ -2,7 +2,7 @@
 
 File names are ``<suite path>__<case>__run<index>.json``, reduced to a safe character set, unique
 within a session, and always inside the directory. ``build_spans`` (re-exported here) derives
-Connic's span list from a run record; see :mod:`pytest_connic.records.spans`.
+Connic's span list from a run record; see ``build_spans`` in :mod:`pytest_connic.records.run`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_connic.jsonsafe import dumps, masked
-from pytest_connic.records.run import CaseOutcome, RunRecord
-from pytest_connic.records.spans import build_spans
+from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
 from pytest_connic.reports.stats import sorted_outcomes
 from pytest_connic.secrets import Masker
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import EvaluationError, Expression, ExpressionError, compile_expression
 from pytest_connic.records.run import ApprovalRecord, ToolCallRecord
 from pytest_connic.runtime.signals import AwaitingApproval, RunAborted, RunFailed
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 _JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
 
 
-class ApprovalInputError(Exception):
+class ApprovalInputError(ConnicError):
     """An ``approval.inputs`` tool was called with arguments its declared params refuse."""
 
 

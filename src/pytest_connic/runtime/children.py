@@ -26,9 +26,8 @@ import time
 import uuid
 from typing import Any
 
-from connic.core import AgentType
-
 from pytest_connic.jsonsafe import json_text, parse_json
+from pytest_connic.project.sdk import AgentType
 from pytest_connic.records.run import RunRecord, TriggerRecord
 from pytest_connic.runtime.state import InvocationState
 

@@ -12,17 +12,16 @@ import time
 import traceback
 from typing import Any
 
-from connic import AbortTool, StopProcessing
-from connic.core import Tool
-
+from pytest_connic.errors import ConnicError
 from pytest_connic.jsonsafe import json_text, trace_data
+from pytest_connic.project.sdk import AbortTool, StopProcessing, Tool
 from pytest_connic.records.run import ToolCallRecord
 from pytest_connic.runtime.approvals import ApprovalInputError, gate
 from pytest_connic.runtime.mocks import signature_errors, tool_ladder
 from pytest_connic.runtime.predefined_dispatch import run_predefined
-from pytest_connic.runtime.scope import accepts_positional, takes_context
 from pytest_connic.runtime.services import predefined_description, predefined_schema
 from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
+from pytest_connic.runtime.signatures import accepts_positional, takes_context
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
 
 DISCOVERY = ("search_tools", "use_tool")
@@ -101,7 +100,7 @@ def to_model_text(value: Any) -> str:
     return json_text(value, default=_model_default)  # a cycle, a huge int, odd keys, deep nesting
 
 
-class UserCodeError(Exception):
+class UserCodeError(ConnicError):
     """An exception raised by user code during a tool call (the tool, its mock, a hook, a
     predefined tool's implementation or the ``pytest_connic_predefined_tool`` hook): the model
     reads it as the tool's error. Anything else that escapes the pipeline is a pytest-connic bug."""
@@ -179,13 +178,13 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
     return to_model_text(result)
 
 
-class _ToolError(Exception):
+class _ToolError(ConnicError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
-class _Aborted(Exception):
+class _Aborted(ConnicError):
     """An ``AbortTool`` and where it came from (for the trace)."""
 
     def __init__(self, result: Any, origin: str) -> None:

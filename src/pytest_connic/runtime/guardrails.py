@@ -14,9 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from connic import GuardrailResult
-from connic.core import GuardrailRule
-
+from pytest_connic.project.sdk import GuardrailResult, GuardrailRule
 from pytest_connic.records.run import GuardrailRecord
 from pytest_connic.runtime.mocks import guardrail_ladder
 from pytest_connic.runtime.signals import RunAborted

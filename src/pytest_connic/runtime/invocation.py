@@ -10,11 +10,9 @@ import asyncio
 import time
 from typing import Any
 
-from connic import StopProcessing
-from connic.core import AgentType
-
 from pytest_connic.jsonsafe import json_text
 from pytest_connic.models.base import CassetteError, ProviderError
+from pytest_connic.project.sdk import AgentType, StopProcessing
 from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime import guardrails
 from pytest_connic.runtime.agents import run_llm, run_sequential, run_tool_agent

@@ -20,11 +20,13 @@ from typing import Any, Literal, Union
 
 import jsonschema
 
+from pytest_connic.errors import ConnicError
+
 _counter = itertools.count()
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")
 
 
-class ModuleLoadError(Exception):
+class ModuleLoadError(ConnicError):
     """A builder or mocks module is missing or fails to import: the run fails before the agent."""
 
 

@@ -8,6 +8,7 @@ import mimetypes
 from pathlib import Path
 from typing import Any
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.jsonsafe import json_text, parse_json
 
 #: ``parse_json`` is re-exported for checks/evaluate.py until it imports it from jsonsafe
@@ -15,7 +16,7 @@ __all__ = ["FilesError", "content_parts", "deliver", "is_attachments", "load_fix
            "parse_json", "tool_agent_payload"]
 
 
-class FilesError(Exception):
+class FilesError(ConnicError):
     """A ``files:`` entry (``tests/files/<name>``) is missing or unreadable: the case fails before any run."""
 
 

@@ -25,8 +25,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-import connic.tools as connic_tools
-
+from pytest_connic.project.sdk import sdk_tools as connic_tools
 from pytest_connic.runtime.services import RuntimeServices
 
 #: the services of the project whose builder is running (set around build/cleanup)

@@ -21,6 +21,8 @@ import re
 import uuid
 from typing import Any
 
+from pytest_connic.errors import ConnicError
+from pytest_connic.project.sdk import load_errors
 from pytest_connic.runtime.children import trigger_agent, trigger_agent_at
 from pytest_connic.runtime.state import InvocationState
 
@@ -33,7 +35,7 @@ OFFLINE_HINT = (
 _ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
-class PredefinedUnavailable(Exception):
+class PredefinedUnavailable(ConnicError):
     """A predefined tool with no local implementation and no hook answer."""
 
 
@@ -81,9 +83,9 @@ def _connectors(inv: InvocationState) -> tuple[dict[str, Any], list[str]]:
     if services.connectors is None:
         project = services.project
         loader = project.loader
-        known = len(loader._load_errors)
+        known = len(load_errors(loader))
         connectors = loader.load_connectors(list(project.agents.values()))
-        services.connectors = (connectors, [e for e in loader._load_errors[known:] if "connector" in e])
+        services.connectors = (connectors, [e for e in load_errors(loader)[known:] if "connector" in e])
     return services.connectors
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_connic.errors import ConnicError
 
-class RunAborted(Exception):
+
+class RunAborted(ConnicError):
     """Ends the run at once and fails it with ``message`` as a check failure
     (strict mocks, a mocked call that misses the signature, a cassette problem)."""
 
@@ -14,7 +16,7 @@ class RunAborted(Exception):
         self.message = message
 
 
-class RunFailed(Exception):
+class RunFailed(ConnicError):
     """Ends the run with status ``failed`` and ``message`` as its error."""
 
     def __init__(self, message: str) -> None:
@@ -22,15 +24,15 @@ class RunFailed(Exception):
         self.message = message
 
 
-class AwaitingApproval(Exception):
+class AwaitingApproval(ConnicError):
     """A gated call has no scripted decision: the run ends ``awaiting_approval``."""
 
 
-class InfrastructureFailure(Exception):
+class InfrastructureFailure(ConnicError):
     """A provider failed: the case is an error, the session exits 2."""
 
 
-class ExitCalled(Exception):
+class ExitCalled(ConnicError):
     """User code called ``sys.exit()``: it ends that call (a failing tool, hook, builder, ...),
     never the run's event loop or the pytest session."""
 

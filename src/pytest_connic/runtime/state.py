@@ -20,8 +20,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from connic.core import Agent, AgentConfig, Tool
-
+from pytest_connic.project.sdk import Agent, AgentConfig, Tool
 from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime.payload import deliver
 from pytest_connic.runtime.signals import ExitCalled

@@ -27,12 +27,13 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from pytest_connic.checks.compiled import CompiledCase, compile_case
+from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import ExpressionError
 from pytest_connic.project.sdk import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, load_with_positions
 
 
-class SuiteError(Exception):
+class SuiteError(ConnicError):
     """A suite file that cannot be used at all: one collection error."""
 
 

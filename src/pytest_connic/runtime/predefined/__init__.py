@@ -157,13 +157,17 @@ def tool_schema(name: str) -> dict[str, Any]:
 
 @functools.cache
 def _tool_schema(name: str) -> dict[str, Any]:
-    from connic import tools as sdk_tools
-    from connic.loader import PREDEFINED_TOOL_ALIASES, PREDEFINED_TOOL_NAMES, ProjectLoader
+    from pytest_connic.project.sdk import (
+        PREDEFINED_TOOL_ALIASES,
+        PREDEFINED_TOOL_NAMES,
+        generate_schema,
+        sdk_tools,
+    )
 
     target = PREDEFINED_TOOL_ALIASES.get(name, name)
     function = getattr(sdk_tools, target, None)
     if target not in PREDEFINED_TOOL_NAMES or function is None:
         raise ValueError(f"{name!r} is not a predefined Connic tool")
-    parameters = ProjectLoader(".", validation_only=True)._generate_schema(function)
+    parameters = generate_schema(function)
     description = inspect.getdoc(function) or "No description provided."
     return {"name": name, "description": description, "parameters": parameters}

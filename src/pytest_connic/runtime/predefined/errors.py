@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pytest_connic.errors import ConnicError
 
-class PredefinedToolError(Exception):
+
+class PredefinedToolError(ConnicError):
     """A predefined tool refused a call: bad arguments, an access rule, a sandbox escape.
 
     The runtime returns ``str(error)`` to the model as the tool's error, exactly as
