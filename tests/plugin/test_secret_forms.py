@@ -81,7 +81,7 @@ tests:
 def model(body: dict[str, Any]) -> Reply:
     """Asks for ``leak``, then answers with the secrets in their quoted forms."""
     if body["messages"][-1]["role"] == "tool":
-        return text(f"answer {TOKEN} {json.dumps(PASSWORD)} {ascii(TOKEN)} {PEM} {PASSWORD!r}")
+        return text(f"answer {TOKEN} {json.dumps(PASSWORD)} {TOKEN!a} {PEM} {PASSWORD!r}")
     return tool_call("leak", {"x": 1})
 
 
