@@ -117,8 +117,8 @@ class Masker:
     def report_text(self, value: str) -> str:
         """``value`` masked, then cut to ``report_limit`` characters with a marker (for reports)."""
         limit = self.report_limit
-        if limit is None or len(value) <= limit:
-            return self.text(value)
+        if limit is None or len(value) <= limit or (len(value) <= limit + 80 and _CUT.search(value)):
+            return self.text(value)  # short, or cut already (a report of a report: xdist)
         # mask a window wider than the cut, so a secret across the cut is masked whole
         head = self.text(value[: limit + self.longest])[:limit]
         return head + truncation_marker(len(value), len(value) - len(head))
@@ -134,6 +134,9 @@ class Masker:
         if isinstance(value, (list, tuple)):
             return [self.data(v) for v in value]
         return value
+
+
+_CUT = re.compile(r"… \[truncated: \d+ characters, \d+ cut\]\Z")
 
 
 def truncation_marker(total: int, cut: int) -> str:

@@ -101,7 +101,9 @@ def warn_divergence(notes: list[str]) -> None:
 def case_models(source: ModelSource, services: RuntimeServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
     """The model source of a suite case: its cassette under ``source.cassette_dir``."""
     siblings = [c.name for c in suite.cases]
-    return models_at(source, services, case_cassette(source, services, suite.relpath, case["name"], siblings), case)
+    path = case_cassette(source, services, suite.relpath, case["name"], siblings)
+    taken = {case_cassette(source, services, suite.relpath, n, siblings).name for n in siblings if n != case["name"]}
+    return models_at(source, services, path, case, taken=frozenset(taken))
 
 
 def case_cassette(
@@ -113,10 +115,12 @@ def case_cassette(
 
 
 def models_at(
-    source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None
+    source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None,
+    *, taken: frozenset[str] = frozenset(),
 ) -> HookedCaseModels:
     """The model source replaying (or recording) the cassette at ``path``; ``case`` is what
-    ``pytest_connic_make_model`` receives (None for the ``connic`` fixture)."""
+    ``pytest_connic_make_model`` receives (None for the ``connic`` fixture); ``taken``: the file
+    names of the other cases' cassettes in that folder."""
     mode = source.mode
     live = None
     if mode != "none":
@@ -128,5 +132,5 @@ def models_at(
             return shared
 
     base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
-                      size_limit=source.cassette_size_limit)
+                      size_limit=source.cassette_size_limit, taken=taken)
     return HookedCaseModels(base, services, case)

@@ -56,9 +56,11 @@ class CaseModels:
     """Model source for every run of one case (see the module docstring)."""
 
     def __init__(self, path: Path, *, mode: str, live: LiveFactory | None, masker: Masker,
-                 root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT) -> None:
+                 root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT,
+                 taken: frozenset[str] = frozenset()) -> None:
         """``root``: the project (a cassette that is a link must stay inside it); ``size_limit``:
-        the largest cassette read, in bytes."""
+        the largest cassette read, in bytes; ``taken``: the file names of the other cases'
+        cassettes in the folder (an old file name one of them has now is theirs, not this case's)."""
         if mode not in MODES:
             raise ValueError(f"unknown record mode {mode!r}; expected one of {', '.join(MODES)}")
         if mode == "live" and live is None:
@@ -68,6 +70,7 @@ class CaseModels:
         self.masker = masker
         self.root = root
         self.size_limit = size_limit
+        self.taken = taken
         self._live = live
         self._lock = threading.RLock()
         self._loaded = False
@@ -138,7 +141,7 @@ class CaseModels:
         """A cassette under the name an older version gave this case (one it could share with
         other cases): never read as this case's, but named, with how to rename it."""
         legacy = legacy_cassette_path(self.path)
-        if legacy is None or not os.path.lexists(legacy):
+        if legacy is None or legacy.name in self.taken or not os.path.lexists(legacy):
             return None
         return CassetteError(
             f"{legacy}: this cassette has the file name older versions of pytest-connic gave this case "
