@@ -62,8 +62,8 @@ def test_a_cassette_under_its_old_colliding_name_is_not_read_and_says_how_to_ren
     result.assert_outcomes(passed=1, failed=1)
     old, new = calc.root / "cassettes" / "calc" / "a_b.yaml", calc.root / "cassettes" / "calc" / "a%2Fb.yaml"
     result.stdout.fnmatch_lines([
-        f"*{old}: this cassette has the file name older versions of pytest-connic gave this case*"
-        f"(git mv {old} {new})*",
+        (f"*{old}: this cassette has the file name older versions of pytest-connic gave this case*"
+        f"(git mv {old} {new})*"),
     ])
     old.rename(new)
     calc.run().assert_outcomes(passed=2)

@@ -59,10 +59,13 @@ import logging
 import os
 import sys
 import warnings
+from pathlib import Path
 
 
 def test_plain_python_leaks():
-    values = [os.environ["API_TOKEN"], os.environ["PRIVATE_KEY"], os.environ["DB_PASSWORD"]]
+    # under xdist, this worker may never load the env file: read it
+    token = (Path(__file__).parents[1] / ".env.staging").read_text("utf-8").split('"')[1]
+    values = [token, os.environ["PRIVATE_KEY"], os.environ["DB_PASSWORD"]]
     for v in values:
         print("plain stdout", v, json.dumps(v), repr(v))
         print("plain stderr", ascii(v), file=sys.stderr)
@@ -136,10 +139,14 @@ def artifacts(root: Path, result: pytest.RunResult) -> dict[str, str]:
     return texts
 
 
-def test_no_secret_in_any_form_reaches_any_artifact(leaky: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("xdist", [False, True], ids=["in-process", "n2"])
+def test_no_secret_in_any_form_reaches_any_artifact(
+    leaky: ConnicProject, monkeypatch: pytest.MonkeyPatch, xdist: bool
+) -> None:
+    run = (lambda *a: leaky.run_subprocess("-n", "2", *a)) if xdist else leaky.run
     with FakeProvider(model) as fp:
         monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        result = leaky.run("--connic-env", "staging", "--connic-record-mode", "once", *ARTIFACTS)
+        result = run("--connic-env", "staging", "--connic-record-mode", "once", *ARTIFACTS)
     assert result.parseoutcomes()["failed"] == 2, result.stdout.str()
     texts = artifacts(leaky.root, result)
     assert any(name.startswith("cassettes") for name in texts) and any(name.startswith("traces") for name in texts)
@@ -155,7 +162,7 @@ def test_no_secret_in_any_form_reaches_any_artifact(leaky: ConnicProject, monkey
              if form in body]
     assert leaks == []
     # replayed from the cassette (no provider): still nothing
-    replay = leaky.run("--connic-env", "staging", *ARTIFACTS)
+    replay = run("--connic-env", "staging", *ARTIFACTS)
     assert replay.parseoutcomes()["failed"] == 2, replay.stdout.str()
     texts = artifacts(leaky.root, replay)
     assert "answer ***" in texts["terminal"]

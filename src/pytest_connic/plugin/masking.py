@@ -34,6 +34,7 @@ class ConnicMasking:
         self.config = config
         self.masker: Masker = state(config).masker
         self.masker.report_limit = state(config).settings.report_value_limit
+        self._env_roots: set[Any] = set()
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
@@ -42,8 +43,25 @@ class ConnicMasking:
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, None]:
+        root = getattr(collector, "project_root", None)  # a suite file: its project's env file
+        if root is not None and root not in self._env_roots:
+            self._env_roots.add(root)
+            self._learn_env_file(root)
         outcome = yield
         self.mask_report(outcome.get_result())
+
+    def _learn_env_file(self, root: Any) -> None:
+        """``--connic-env``: the file's values are masked from collection on, also in a process
+        (an xdist worker) that runs none of the project's cases and so never loads it."""
+        name = state(self.config).settings.env
+        if not name:
+            return
+        from pytest_connic.project.envfile import EnvFileError, env_file, parse_env_file
+
+        try:
+            self.masker.add(parse_env_file(env_file(root, name)).values())
+        except (EnvFileError, OSError, UnicodeDecodeError):
+            pass  # the run that loads it reports the problem, with its source
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
