@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import warnings
 from typing import Any
 
 import pytest
@@ -27,7 +28,8 @@ def litellm_imported() -> None:
     pytest.importorskip("litellm", reason="the [live] extra (litellm) is not installed")
     from pytest_connic.models import LiteLLMModel, ModelRequest
 
-    with FakeProvider(["ok"]) as fp:
+    with FakeProvider(["ok"]) as fp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LiteLLM's lazy imports warn (pydantic), not ours
         live = LiteLLMModel(api_base=fp.base_url, api_key="unused")
         asyncio.run(live.complete(ModelRequest("warm-up", "openai/gpt-4o-mini", "", [{"role": "user", "content": "hi"}])))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,11 @@ def test_plain_python_leaks():
         warnings.warn(UserWarning("plain warn " + json.dumps(v, ensure_ascii=True)))
     raise RuntimeError(f"plain raise {values!r} {json.dumps(values)}")
 '''
+BROKEN_MODULE = '''
+import os
+
+raise ImportError("broken at import: " + repr(os.environ["DB_PASSWORD"]) + " " + os.environ["PRIVATE_KEY"])
+'''
 SUITE = """
 tests:
   - name: leaks everywhere
@@ -98,12 +104,13 @@ def forms(value: str) -> set[str]:
     return out
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def litellm_imported() -> None:
     """LiteLLM imported (and one call made) before any in-process run (see test_record_modes)."""
     from pytest_connic.models import LiteLLMModel, ModelRequest
 
-    with FakeProvider(["ok"]) as fp:
+    with FakeProvider(["ok"]) as fp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LiteLLM's lazy imports warn (pydantic), not ours
         live = LiteLLMModel(api_base=fp.base_url, api_key="unused")
         asyncio.run(live.complete(ModelRequest("warm-up", "openai/gpt-4o-mini", "", [{"role": "user", "content": "hi"}])))
 
@@ -120,12 +127,14 @@ def leaky(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> ConnicProj
     project.agent("leaky", tools=["leaky.leak"], retry_options={"attempts": 1})
     project.suite("leaky", SUITE)
     project.write("tests/test_zz_plain.py", PLAIN_TEST)
+    project.write("tests/test_zz_broken.py", BROKEN_MODULE)
     project.write(".env.staging", f'API_TOKEN="{TOKEN}"\n')
     return project
 
 
 ARTIFACTS = ("--connic-json", "report.json", "--connic-html", "report.html", "--connic-traces", "traces",
-             "--junitxml", "junit.xml", "-o", "junit_logging=all", "-rA", "-l", "--tb=long")
+             "--junitxml", "junit.xml", "-o", "junit_logging=all", "-rA", "-l", "--tb=long",
+             "--continue-on-collection-errors")
 
 
 def artifacts(root: Path, result: pytest.RunResult) -> dict[str, str]:
@@ -147,16 +156,17 @@ def test_no_secret_in_any_form_reaches_any_artifact(
     with FakeProvider(model) as fp:
         monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
         result = run("--connic-env", "staging", "--connic-record-mode", "once", *ARTIFACTS)
-    assert result.parseoutcomes()["failed"] == 2, result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert (outcomes["failed"], outcomes["errors"]) == (2, 1), result.stdout.str()
     texts = artifacts(leaky.root, result)
     assert any(name.startswith("cassettes") for name in texts) and any(name.startswith("traces") for name in texts)
     # the sections were there, masked
     terminal = texts["terminal"]
     for marker in ("Captured stdout call", "Captured stderr call", "Captured log call", "warnings summary",
-                   "plain raise", "plain warn", "warn ***", "answer ***"):
+                   "plain raise", "plain warn", "warn ***", "answer ***", "broken at import: '***' ***"):
         assert marker in terminal, marker
     junit = texts["junit.xml"]
-    for marker in ("plain stdout ***", "plain log", "stdout ***", "plain raise"):
+    for marker in ("plain stdout ***", "plain log", "stdout ***", "plain raise", "broken at import"):
         assert marker in junit, marker
     leaks = [(name, form) for name, body in texts.items() for secret in SECRETS for form in forms(secret)
              if form in body]
