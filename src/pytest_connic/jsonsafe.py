@@ -27,8 +27,23 @@ def to_jsonable(value: Any) -> Any:
 
 
 def masked(value: Any, masker: Masker) -> Any:
-    """``value`` made JSON-serialisable, then with every secret replaced by ``***``."""
-    return masker.data(to_jsonable(value))
+    """``value`` made JSON-serialisable, then with every secret replaced by ``***``; a string
+    longer than ``masker.report_limit`` is cut there, with a marker saying how much was cut
+    (reports stay bounded whatever a tool returned; the checks saw the whole value)."""
+    data = to_jsonable(value)
+    if masker.report_limit is None:
+        return masker.data(data)
+    return _bounded(data, masker)
+
+
+def _bounded(value: Any, masker: Masker) -> Any:
+    if isinstance(value, str):
+        return masker.report_text(value)
+    if isinstance(value, dict):
+        return {_bounded(k, masker): _bounded(v, masker) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v, masker) for v in value]
+    return value
 
 
 def dumps(value: Any, *, indent: int | None = None) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_connic.models.base import Model
-from pytest_connic.models.cassette import cassette_path
+from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, cassette_path
 from pytest_connic.models.replay import CaseModels
 from pytest_connic.warnings import CassetteDivergenceWarning
 
@@ -30,6 +30,8 @@ class ModelSource:
     masker: Masker
     #: ``--connic-model-alias`` as a mapping; validated when the first live model is built
     aliases: Callable[[], dict[str, str]]
+    #: the largest cassette read, in bytes (``connic_cassette_size_limit``)
+    cassette_size_limit: int = DEFAULT_SIZE_LIMIT
 
     def replaying(self) -> ModelSource:
         """The same source, replaying only (never recording, never live)."""
@@ -98,19 +100,27 @@ def warn_divergence(notes: list[str]) -> None:
 
 def case_models(source: ModelSource, services: RuntimeServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
     """The model source of a suite case: its cassette under ``source.cassette_dir``."""
-    return models_at(source, services, case_cassette(source, services, suite.relpath, case["name"]), case)
+    siblings = [c.name for c in suite.cases]
+    path = case_cassette(source, services, suite.relpath, case["name"], siblings)
+    taken = {case_cassette(source, services, suite.relpath, n, siblings).name for n in siblings if n != case["name"]}
+    return models_at(source, services, path, case, taken=frozenset(taken))
 
 
-def case_cassette(source: ModelSource, services: RuntimeServices, folder: str, name: str) -> Path:
-    """The cassette of the case ``name`` in ``folder`` (a suite's path, or the fixture's folder)."""
-    return cassette_path(services.root / source.cassette_dir, folder, name)
+def case_cassette(
+    source: ModelSource, services: RuntimeServices, folder: str, name: str, siblings: list[str] | None = None
+) -> Path:
+    """The cassette of the case ``name`` in ``folder`` (a suite's path, or the fixture's folder);
+    ``siblings``: the names of the suite's cases (names differing only in case get distinct files)."""
+    return cassette_path(services.root / source.cassette_dir, folder, name, siblings=siblings or ())
 
 
 def models_at(
-    source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None
+    source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None,
+    *, taken: frozenset[str] = frozenset(),
 ) -> HookedCaseModels:
     """The model source replaying (or recording) the cassette at ``path``; ``case`` is what
-    ``pytest_connic_make_model`` receives (None for the ``connic`` fixture)."""
+    ``pytest_connic_make_model`` receives (None for the ``connic`` fixture); ``taken``: the file
+    names of the other cases' cassettes in that folder."""
     mode = source.mode
     live = None
     if mode != "none":
@@ -121,4 +131,6 @@ def models_at(
         def live(_agent_name: str) -> Model:
             return shared
 
-    return HookedCaseModels(CaseModels(path, mode=mode, live=live, masker=source.masker), services, case)
+    base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
+                      size_limit=source.cassette_size_limit, taken=taken)
+    return HookedCaseModels(base, services, case)

@@ -12,8 +12,10 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
-from collections.abc import Mapping
+import urllib.parse
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from typing import Any
 import yaml
 
 from pytest_connic.models.base import CassetteError
+from pytest_connic.secrets import Masker
 from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, load_with_positions
 
 VERSION = 1
@@ -42,6 +45,7 @@ _WINDOWS_RESERVED = {
     *(f"LPT{i}" for i in range(10)),
 }
 _UNSAFE = re.compile(r'[\x00-\x1f\x7f/\\<>:"|?*]')
+_HEX_PAIR = re.compile(r"[0-9A-Fa-f]{2}")
 
 
 @dataclass
@@ -97,14 +101,18 @@ class Cassette:
 # -- where cassettes live ----------------------------------------------------
 
 
-def safe_name(name: str) -> str:
-    """``name`` as one portable file name: no separators, control or reserved characters,
-    no leading dot, no trailing dot or space, not longer than ``MAX_NAME_BYTES``."""
+def legacy_safe_name(name: str) -> str:
+    """The file name older versions gave a case (``/``, ``:``, ``?``, ... all became ``_``, so
+    distinct names could share a file); kept to find cassettes written under it."""
     safe = _UNSAFE.sub("_", name).replace("..", "_")
     safe = re.sub(r"^\.", "_", safe)
     safe = re.sub(r"[. ]$", "_", safe) or "_"
     if safe.split(".")[0].upper() in _WINDOWS_RESERVED:
         safe = "_" + safe
+    return _cut(safe, name)
+
+
+def _cut(safe: str, name: str) -> str:
     if len(safe.encode("utf-8")) > MAX_NAME_BYTES:
         suffix = "-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
         budget = MAX_NAME_BYTES - len(suffix)
@@ -112,23 +120,81 @@ def safe_name(name: str) -> str:
     return safe
 
 
-def cassette_path(cassette_dir: Path, suite_rel: str, case_name: str) -> Path:
+def _escape(char: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
+
+
+def safe_name(name: str, *, escape_case: bool = False) -> str:
+    """``name`` as one portable file name, by a reversible rule (docs/models.md, "Where
+    cassettes live"): the characters no file system takes in a name (``/ \\ < > : " | ? *``,
+    control characters) are percent-encoded (``a/b`` -> ``a%2Fb``), and so are a ``%`` that
+    would read as an escape (followed by two hex digits), a leading dot, a trailing dot or
+    space, and the first letter of a Windows device name (``CON`` -> ``%43ON``); every other
+    name is its own file name. ``escape_case``: capital letters are encoded too (for names
+    of one suite that differ only in case, which would share a file on macOS and Windows).
+    A name longer than ``MAX_NAME_BYTES`` is cut and ends in a hash of the full name.
+    :func:`name_of_file` reverses the rule (for names that were not cut)."""
+    if not name:
+        return "%00"  # only the connic fixture can have an empty name; the suite schema needs one
+    out = []
+    last = len(name) - 1
+    for i, char in enumerate(name):
+        if (
+            _UNSAFE.match(char)
+            or (char == "%" and _HEX_PAIR.fullmatch(name[i + 1 : i + 3]))
+            or (i == 0 and char == ".")
+            or (i == last and char in ". ")
+            or (escape_case and char != char.lower())
+        ):
+            out.append(_escape(char))
+        else:
+            out.append(char)
+    if name.split(".")[0].upper() in _WINDOWS_RESERVED and not out[0].startswith("%"):
+        out[0] = _escape(out[0])
+    return _cut("".join(out), name)
+
+
+def name_of_file(stem: str) -> str:
+    """The case name a cassette file name (without ``.yaml``) stands for: the inverse of
+    :func:`safe_name` (a name that was cut gives back its cut form)."""
+    return urllib.parse.unquote(stem, errors="strict") if "%" in stem else stem
+
+
+def cassette_path(cassette_dir: Path, suite_rel: str, case_name: str, *, siblings: Iterable[str] = ()) -> Path:
     """``<cassette_dir>/<suite path under tests/, without .yaml>/<safe case name>.yaml``.
 
     ``suite_rel`` is the suite's path from the project root (``tests/sub/math.yaml``, as in
-    node ids); a leading ``tests/`` is dropped. The result always lies inside ``cassette_dir``.
+    node ids); a leading ``tests/`` is dropped. ``siblings``: the names of the other cases
+    of the suite (a name that differs from one of them only in case has its capitals
+    encoded). The result always lies inside ``cassette_dir``.
     """
     parts = [p for p in re.split(r"[/\\]+", suite_rel) if p not in ("", ".")]
     if parts and parts[0] == "tests":
         parts = parts[1:]
     if parts:
         parts[-1] = re.sub(r"\.ya?ml$", "", parts[-1])
-    folder = [safe_name(p) for p in parts if p]
+    folder = [legacy_safe_name(p) for p in parts if p]
     base = Path(os.path.abspath(cassette_dir))
-    path = base.joinpath(*folder, safe_name(case_name) + ".yaml")
+    folded = case_name.casefold()
+    escape_case = any(s != case_name and s.casefold() == folded for s in siblings)
+    path = base.joinpath(*folder, safe_name(case_name, escape_case=escape_case) + ".yaml")
     if os.path.commonpath([base, os.path.abspath(path)]) != str(base):
         raise CassetteError(f"cassette path for case {case_name!r} would leave {base}")
     return path
+
+
+def legacy_cassette_path(path: Path) -> Path | None:
+    """Where an older version kept the cassette now at ``path`` (None when it is the same file,
+    or when the name was cut and cannot be read back)."""
+    stem = path.name.removesuffix(".yaml")
+    try:
+        name = name_of_file(stem)
+    except UnicodeDecodeError:
+        return None
+    if not name or stem not in (safe_name(name), safe_name(name, escape_case=True)):
+        return None  # not a name safe_name gives (a cut name, a hand-made file)
+    old = legacy_safe_name(name)
+    return None if old == stem else path.with_name(old + ".yaml")
 
 
 # -- loading -----------------------------------------------------------------
@@ -279,13 +345,82 @@ def parse_cassette(text: str, path: Path | str = "<cassette>") -> Cassette:
     return cassette
 
 
-def load_cassette(path: Path) -> Cassette:
-    """Read and validate the cassette at ``path`` (``FileNotFoundError`` when there is none)."""
+#: the largest cassette read (ini ``connic_cassette_size_limit``): a cassette is hand-edited
+#: YAML, a few KiB; anything near this is a mistake (a log, a link to ``/dev/zero``)
+DEFAULT_SIZE_LIMIT = 10 * 1024 * 1024
+
+
+def load_cassette(path: Path, *, root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT) -> Cassette:
+    """Read and validate the cassette at ``path`` (``FileNotFoundError`` when there is none).
+
+    Only a regular file of at most ``size_limit`` bytes is read; a symbolic link must lead to
+    one inside ``root`` (the project), a dangling link, a named pipe, a device, a directory
+    are refused with a ``CassetteError`` that says which (none of them is ever opened)."""
+    data = read_regular_file(path, root=root, size_limit=size_limit, what="cassette",
+                             setting="connic_cassette_size_limit", error=CassetteError)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CassetteError(f"{path}: not UTF-8 text ({exc.reason})") from None
     return parse_cassette(text, path)
+
+
+def read_regular_file(path: Path, *, root: Path | None, size_limit: int, what: str, setting: str,
+                      error: type[Exception]) -> bytes:
+    """The bytes of the regular file at ``path``, checked before it is opened (see
+    :func:`load_cassette`); ``FileNotFoundError`` when nothing is there."""
+    info = os.lstat(path)  # FileNotFoundError: no file (and no link) at all
+    if stat.S_ISLNK(info.st_mode):
+        target = os.readlink(path)
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            raise error(f"{path}: the {what} is a dangling symbolic link (to {target}, which does not "
+                        "exist)") from None
+        except OSError as exc:
+            raise error(f"{path}: the {what} is a symbolic link (to {target}) that cannot be followed: "
+                        f"{exc.strerror}") from None
+    if root is not None:
+        real, project = os.path.realpath(path), os.path.realpath(root)
+        if os.path.commonpath([project, real]) != project:
+            raise error(f"{path}: the {what} leads out of the project (to {real}); a {what} must be a file "
+                        f"inside {project}")
+    _check_kind(path, info, what, error)
+    if info.st_size > size_limit:
+        raise error(f"{path}: the {what} is {info.st_size} bytes, more than the limit of {size_limit} "
+                    f"bytes (ini {setting})")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        _check_kind(path, os.fstat(fd), what, error)  # what was opened is what was checked
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, size_limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > size_limit:
+                raise error(f"{path}: the {what} is more than the limit of {size_limit} bytes (ini {setting})")
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _check_kind(path: Path, info: os.stat_result, what: str, error: type[Exception]) -> None:
+    mode = info.st_mode
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISFIFO(mode):
+        kind = "a named pipe (FIFO)"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        kind = "a device"
+    elif stat.S_ISDIR(mode):
+        kind = "a directory"
+    elif stat.S_ISSOCK(mode):
+        kind = "a socket"
+    else:
+        kind = "not a regular file"
+    raise error(f"{path}: the {what} is {kind}; only a regular file is read")
 
 
 # -- saving ------------------------------------------------------------------
@@ -356,6 +491,30 @@ def dump_cassette_data(data: Mapping[str, Any]) -> str:
     """YAML text for cassette data (readable: block style, keys in order)."""
     body = yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     return HEADER + body
+
+
+def secret_field(data: Any, masker: Masker, path: tuple[Any, ...] = ()) -> str | None:
+    """The key path (``runs[0].turns[1].content``) of the first value of cassette ``data`` that
+    holds a secret in any form (a string containing one, a number or key equal to one), or None."""
+    if isinstance(data, str):
+        return format_path(path) if masker.find(data) else None
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            if masker.find(str(key)):
+                return format_path(path) + " (a key)" if path else "a top-level key"
+            found = secret_field(value, masker, (*path, key))
+            if found:
+                return found
+        return None
+    if isinstance(data, list):
+        for i, value in enumerate(data):
+            found = secret_field(value, masker, (*path, i))
+            if found:
+                return found
+        return None
+    if data is not None and not isinstance(data, bool) and str(data) in masker.values:
+        return format_path(path)
+    return None
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -11,14 +11,19 @@ whose runs never call a model needs no cassette.
 from __future__ import annotations
 
 import copy
+import os
+import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from pytest_connic.models.base import CassetteError, Model, ModelRequest, ModelResponse, ToolCallRequest
 from pytest_connic.models.cassette import (
+    DEFAULT_SIZE_LIMIT,
     Cassette,
     CassetteRun,
     RecordedToolCall,
@@ -26,7 +31,9 @@ from pytest_connic.models.cassette import (
     Turn,
     cassette_to_data,
     dump_cassette_data,
+    legacy_cassette_path,
     load_cassette,
+    secret_field,
     write_text_atomic,
 )
 from pytest_connic.models.digest import first_difference, request_fingerprint
@@ -48,7 +55,12 @@ class _Plan:
 class CaseModels:
     """Model source for every run of one case (see the module docstring)."""
 
-    def __init__(self, path: Path, *, mode: str, live: LiveFactory | None, masker: Masker) -> None:
+    def __init__(self, path: Path, *, mode: str, live: LiveFactory | None, masker: Masker,
+                 root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT,
+                 taken: frozenset[str] = frozenset()) -> None:
+        """``root``: the project (a cassette that is a link must stay inside it); ``size_limit``:
+        the largest cassette read, in bytes; ``taken``: the file names of the other cases'
+        cassettes in the folder (an old file name one of them has now is theirs, not this case's)."""
         if mode not in MODES:
             raise ValueError(f"unknown record mode {mode!r}; expected one of {', '.join(MODES)}")
         if mode == "live" and live is None:
@@ -56,6 +68,9 @@ class CaseModels:
         self.path = Path(path)
         self.mode = mode
         self.masker = masker
+        self.root = root
+        self.size_limit = size_limit
+        self.taken = taken
         self._live = live
         self._lock = threading.RLock()
         self._loaded = False
@@ -109,9 +124,10 @@ class CaseModels:
         with self._lock:
             if not self._loaded:
                 try:
-                    self._cassette = load_cassette(self.path)
+                    self._cassette = load_cassette(self.path, root=self.root, size_limit=self.size_limit)
                 except FileNotFoundError:
                     self._cassette = None
+                    self._load_error = self._legacy_error()
                 except CassetteError as exc:
                     self._load_error = exc
                 except OSError as exc:  # a directory, no permission, ...
@@ -120,6 +136,20 @@ class CaseModels:
             if self._load_error is not None:
                 raise CassetteError(str(self._load_error))
             return self._cassette
+
+    def _legacy_error(self) -> CassetteError | None:
+        """A cassette under the name an older version gave this case (one it could share with
+        other cases): never read as this case's, but named, with how to rename it."""
+        legacy = legacy_cassette_path(self.path)
+        if legacy is None or legacy.name in self.taken or not os.path.lexists(legacy):
+            return None
+        return CassetteError(
+            f"{legacy}: this cassette has the file name older versions of pytest-connic gave this case "
+            f"(a name distinct cases could share), so it is not read as this case's; the case's "
+            f"cassette is now {self.path.name!r}: if the file holds this case's recording, rename it "
+            f"(git mv {shlex.quote(str(legacy))} {shlex.quote(str(self.path))}); otherwise record a new "
+            "one with --connic-record-mode=all (docs/models.md, \"Where cassettes live\")"
+        )
 
     def save(self) -> Path | None:
         """Write the recorded runs (ordered by run index); None when nothing was recorded.
@@ -136,8 +166,17 @@ class CaseModels:
             runs = list(self._cassette.runs) if self.mode == "new_runs" and self._cassette else []
             runs += [r.to_cassette_run() for r in recorded]
             masker = Masker(self.masker.values | secret_values_from_env())
-            data = masker.data(cassette_to_data(Cassette(runs)))
-            write_text_atomic(self.path, dump_cassette_data(data))
+            text = dump_cassette_data(masker.data(cassette_to_data(Cassette(runs))))
+            # what would be read back: a secret that masking could not reach (a number, a form
+            # the YAML writer escapes) is refused, never written
+            found = secret_field(yaml.safe_load(text), masker)
+            if found is not None:
+                raise CassetteError(
+                    f"{self.path}: {found}: the recording holds a secret (a value of a secret-looking "
+                    "environment variable or of the --connic-env file) that masking could not remove; "
+                    "the cassette was not written (docs/models.md, \"Secrets\")"
+                )
+            write_text_atomic(self.path, text)
             return self.path
 
 

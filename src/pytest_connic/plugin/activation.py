@@ -14,6 +14,7 @@ def activate(config: pytest.Config) -> ConnicSession:
     existing = config.stash.get(SESSION_KEY, None)
     if existing is not None:
         return existing
+    from pytest_connic.plugin.masking import ConnicMasking
     from pytest_connic.plugin.reporting import ConnicReporting
     from pytest_connic.plugin.xdist import ConnicWorker, is_worker
 
@@ -23,6 +24,7 @@ def activate(config: pytest.Config) -> ConnicSession:
     config.add_cleanup(state.close)
     manager = config.pluginmanager
     manager.register(ConnicReporting(config), "connic-reporting")
+    manager.register(ConnicMasking(config), "connic-masking")
     if is_worker(config):
         manager.register(ConnicWorker(config, state), "connic-worker")
     if state.settings.coverage:

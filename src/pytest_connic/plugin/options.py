@@ -60,6 +60,11 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="PATH"),
     Setting("coverage_fail_under", "fail when overall coverage is below PCT", kind="float", metavar="PCT"),
     Setting("env", "load <project>/.env.NAME into the environment of user code", metavar="NAME"),
+    Setting("report_value_limit", "longest text (characters) a report keeps of one value; longer values are "
+            "cut with a marker saying how much (default 65536); the checks see the whole value", kind="int",
+            default=65536, metavar="N"),
+    Setting("cassette_size_limit", "largest cassette file read, in bytes (default 10485760, 10 MiB)", kind="int",
+            default=10 * 1024 * 1024, metavar="BYTES"),
     Setting("junit_properties", "add per-case properties to JUnit XML", kind="bool", default=True, cli=False),
     Setting("ab", "compare the base agent with a variant ({base}-test-{name}), or 'all'", ini=False,
             metavar="VARIANT"),
@@ -157,6 +162,8 @@ class Settings:
     coverage_json: str | None
     coverage_fail_under: float | None
     env: str | None
+    report_value_limit: int
+    cassette_size_limit: int
     junit_properties: bool
     ab: str | None
     ab_mode: str

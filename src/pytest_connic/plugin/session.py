@@ -65,7 +65,8 @@ class ConnicSession:
                 settings = self.settings
                 models = ModelSource(cassette_dir=settings.cassette_dir,
                                      mode="live" if settings.live else settings.record_mode,
-                                     masker=self.masker, aliases=settings.model_aliases)
+                                     masker=self.masker, aliases=settings.model_aliases,
+                                     cassette_size_limit=settings.cassette_size_limit)
                 options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
                                          env=settings.env, models=models)
                 self._runtimes[root] = ProjectRuntime(

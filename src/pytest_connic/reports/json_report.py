@@ -76,14 +76,16 @@ def case_entry(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
         "successes": outcome.successes,
         "runs": outcome.runs,
         "success_threshold": outcome.success_threshold,
-        "failure_reason": outcome.failure_reason,
+        "failure_reason": masked(outcome.failure_reason, masker),
         "agent_run_ids": [r.run_id for r in executed],
         "agent_run_passed": [r.passed for r in executed],
     }
     if not outcome.passed and executed:
         entry["failed_runs"] = failed_runs(outcome, masker=masker)
     entry.update(_extras(outcome, masker=masker))
-    result: dict[str, Any] = masked(entry, masker)
+    # every value above is masked and bounded already: this pass masks what is left, and never
+    # cuts the JSON text of bounded values (a span's metadata_json) a second time
+    result: dict[str, Any] = masker.data(to_jsonable(entry))
     return result
 
 
@@ -101,8 +103,8 @@ def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
         "cost": outcome.cost,
         "skipped_runs": outcome.skipped_runs,
         "early_stop_reason": outcome.early_stop_reason,
-        "setup_error": outcome.setup_error,
-        "infrastructure_error": outcome.infrastructure_error,
+        "setup_error": masked(outcome.setup_error, masker),
+        "infrastructure_error": masked(outcome.infrastructure_error, masker),
         "runs_detail": [run_detail(r, masker=masker) for r in outcome.records],
     }
 
@@ -117,9 +119,9 @@ def shown_run(record: RunRecord, *, masker: Masker) -> dict[str, Any]:
     """One failed run as Connic's run API returns it: text fields, context and spans."""
     return {
         "run_id": record.run_id,
-        "input": as_text(record.input),
-        "output": as_text(record.output_raw),
-        "error": record.error or record.infrastructure_error,
+        "input": as_text(masked(record.input, masker)),
+        "output": as_text(masked(record.output_raw, masker)),
+        "error": masked(record.error or record.infrastructure_error, masker),
         "run_context": masked(record.run_context, masker),
         "traces": build_spans(record, masker=masker),
     }

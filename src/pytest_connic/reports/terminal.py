@@ -86,15 +86,15 @@ def failure_summary_line(outcome: CaseOutcome, *, masker: Masker | None = None) 
     masker = masker or _NO_MASK
     head = f"{outcome.suite_path}:{outcome.line}: case '{one_line(outcome.case_name)}' ({outcome.agent_name})"
     if outcome.setup_error is not None:
-        return f"{head} could not be set up: {one_line(masker.text(outcome.setup_error))}"
+        return f"{head} could not be set up: {one_line(masker.report_text(outcome.setup_error))}"
     if outcome.infrastructure_error is not None:
-        return f"{head} hit an infrastructure error: {one_line(masker.text(outcome.infrastructure_error))}"
+        return f"{head} hit an infrastructure error: {one_line(masker.report_text(outcome.infrastructure_error))}"
     skipped = outcome.runs - len(outcome.executed)
     counts = f"{outcome.successes}/{outcome.runs} runs passed" + (f", {skipped} not started" if skipped else "")
     verdict = "passed" if outcome.passed else "failed"
     line = f"{head} {verdict}: {counts}, threshold {outcome.success_threshold}% needs {runs_needed(outcome)}"
     reason = outcome.failure_reason
-    return f"{line}: {one_line(masker.text(reason))}" if reason else line
+    return f"{line}: {one_line(masker.report_text(reason))}" if reason else line
 
 
 def one_line(text: str) -> str:
@@ -109,7 +109,7 @@ def failure_section(outcomes: Iterable[CaseOutcome], *, masker: Masker, max_runs
         return []
     lines = ["  → Failure details:"]
     for outcome in failed:
-        header = f"{outcome.agent_name}::{outcome.case_name}: {masker.text(outcome.failure_reason or '')}"
+        header = f"{outcome.agent_name}::{outcome.case_name}: {masker.report_text(outcome.failure_reason or '')}"
         lines.append(f"    ✗ {one_line(header)}")
         details = failure_details(outcome, masker=masker, max_runs=max_runs)
         if details:
@@ -120,7 +120,7 @@ def failure_section(outcomes: Iterable[CaseOutcome], *, masker: Masker, max_runs
 def failure_details(outcome: CaseOutcome, *, masker: Masker, max_runs: int = 3) -> str:
     """Each failed run (at most ``max_runs``): Run, Input, Output, Context, Error, checks, trace."""
     if outcome.setup_error is not None:
-        return "\n".join(_block("      Setup error: ", masker.text(outcome.setup_error)))
+        return "\n".join(_block("      Setup error: ", masker.report_text(outcome.setup_error)))
     failed = [r for r in outcome.executed if not r.passed]
     lines: list[str] = []
     for record in failed[:max_runs]:
@@ -138,14 +138,14 @@ def run_details(record: RunRecord, *, masker: Masker) -> list[str]:
         ("Input:   ", as_text(masked(record.input, masker))),
         ("Output:  ", as_text(masked(record.output_raw, masker))),
         ("Context: ", dumps(masked(record.run_context, masker)) if record.run_context else None),
-        ("Error:   ", masker.text(record.error) if record.error else None),
-        ("Infrastructure error: ", masker.text(record.infrastructure_error or "") or None),
+        ("Error:   ", masker.report_text(record.error) if record.error else None),
+        ("Infrastructure error: ", masker.report_text(record.infrastructure_error or "") or None),
     ]
     for label, value in fields:
         if value:
             lines.append(f"        {label}{escape_text(truncate(value))}")
     if record.failures:
-        lines.extend(_block("        Failed:  ", "\n".join(masker.text(f) for f in record.failures)))
+        lines.extend(_block("        Failed:  ", "\n".join(masker.report_text(f) for f in record.failures)))
     lines.append("        Trace:")
     lines.extend(render_trace_tree(build_spans(record, masker=masker), indent=10))
     return lines
@@ -285,7 +285,7 @@ def run_progress_line(outcome: CaseOutcome, record: RunRecord, masker: Masker) -
         return line
     reason = record.infrastructure_error or (record.failures[0] if record.failures else None)
     reason = reason or record.error or f"status {record.status}"
-    return f"{line}: {one_line(truncate(masker.text(reason), PROGRESS_REASON_LIMIT))}"
+    return f"{line}: {one_line(truncate(masker.report_text(reason), PROGRESS_REASON_LIMIT))}"
 
 
 def _duration(ms: float) -> str:

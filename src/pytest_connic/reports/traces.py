@@ -48,11 +48,11 @@ def trace_file_name(outcome: CaseOutcome, record: RunRecord) -> str:
 def trace_document(outcome: CaseOutcome, record: RunRecord, *, masker: Masker) -> dict[str, Any]:
     """What one trace file holds: where the run comes from, the run, and its spans."""
     return {
-        "nodeid": masker.text(outcome.nodeid),
+        "nodeid": masker.report_text(outcome.nodeid),
         "suite": outcome.suite_path,
         "line": outcome.line,
         "agent_name": outcome.agent_name,
-        "test_name": masker.text(outcome.case_name),
+        "test_name": masker.report_text(outcome.case_name),
         "run": masked(record.to_dict(), masker),
         "traces": build_spans(record, masker=masker),
     }

@@ -326,7 +326,7 @@ def test_a_broken_cassette_fails_every_run_with_its_location(tmp_path: Path) -> 
 def test_an_unreadable_cassette_is_a_cassette_error(tmp_path: Path) -> None:
     path = tmp_path / "dir.yaml"
     path.mkdir()
-    with pytest.raises(CassetteError, match="dir.yaml: cannot read the cassette"):
+    with pytest.raises(CassetteError, match="dir.yaml: the cassette is a directory"):
         complete(case(path).for_run(0).model_for("calc", root=True), req())
 
 

@@ -1,0 +1,138 @@
+"""Secrets are masked in pytest's own output too: the captured stdout, stderr and log
+sections, tracebacks (``longrepr``), and the warnings summary, in the terminal and in JUnit
+XML (``junit_logging=all``). Registered with the session state (``plugin.activation``), so
+only a session with Connic suites (or the ``connic`` fixture, or a Connic report option)
+masks; the masker is the session's (the environment's secret values and the ``--connic-env``
+file's values).
+
+Tracebacks are masked in place (pytest's ``Repr*`` objects are dataclasses of strings and
+lists), so colours and the short summary line stay; what cannot be walked becomes its masked
+text. Warnings are masked as pytest records them (the ``WarningMessage`` handed to
+``pytest_warning_recorded`` is the one the terminal reporter and pytest-xdist then read) and
+once more before the warnings summary is written (for warnings recorded before this plugin).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_connic.plugin.session import state
+from pytest_connic.secrets import Masker
+
+_MAX_DEPTH = 32
+
+
+class ConnicMasking:
+    """Masks the session's secrets in pytest's reports and warnings."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.masker: Masker = state(config).masker
+        self.masker.report_limit = state(config).settings.report_value_limit
+        self._env_roots: set[Any] = set()
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+        outcome = yield
+        self.mask_report(outcome.get_result())
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, None]:
+        root = getattr(collector, "project_root", None)  # a suite file: its project's env file
+        if root is not None and root not in self._env_roots:
+            self._env_roots.add(root)
+            self._learn_env_file(root)
+        outcome = yield
+        self.mask_report(outcome.get_result())
+
+    def _learn_env_file(self, root: Any) -> None:
+        """``--connic-env``: the file's values are masked from collection on, also in a process
+        (an xdist worker) that runs none of the project's cases and so never loads it."""
+        name = state(self.config).settings.env
+        if not name:
+            return
+        from pytest_connic.project.envfile import EnvFileError, env_file, parse_env_file
+
+        try:
+            self.masker.add(parse_env_file(env_file(root, name)).values())
+        except (EnvFileError, OSError, UnicodeDecodeError):
+            pass  # the run that loads it reports the problem, with its source
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
+        if not self.masker.active:
+            return
+        message = warning_message.message
+        text = str(message)
+        masked = self.masker.text(text)
+        if masked != text:
+            if isinstance(message, BaseException):
+                message.args = (masked,)
+            if str(message) != masked:  # a warning class with its own __str__
+                warning_message.message = Warning(masked)
+        line = warning_message.line
+        if line:
+            warning_message.line = self.masker.text(line)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, Any, None]:
+        if self.masker.active:
+            for report in terminalreporter.stats.get("warnings", []):
+                if isinstance(getattr(report, "message", None), str):
+                    report.message = self.masker.text(report.message)
+        yield
+
+    def mask_report(self, report: pytest.TestReport | pytest.CollectReport) -> None:
+        """Mask the sections and the ``longrepr`` of ``report`` in place."""
+        if not self.masker.active:
+            return
+        report.sections = [(self.masker.text(title), self.masker.text(text)) for title, text in report.sections]
+        longrepr = report.longrepr
+        if longrepr is None:
+            return
+        if isinstance(longrepr, str):
+            report.longrepr = self.masker.text(longrepr)
+        elif isinstance(longrepr, tuple):  # a skip: (path, line, message)
+            path, line, message = longrepr
+            report.longrepr = (self.masker.text(path), line, self.masker.text(message))
+        else:
+            try:
+                _mask_in_place(longrepr, self.masker, set(), 0)
+            except Exception:  # noqa: BLE001 - an unexpected repr object: keep its masked text instead
+                report.longrepr = self.masker.text(str(longrepr))
+                return
+            text = str(longrepr)
+            if self.masker.find(text):  # something the walk did not reach
+                report.longrepr = self.masker.text(text)
+
+
+def _mask_in_place(value: Any, masker: Masker, seen: set[int], depth: int) -> Any:
+    """``value`` with every string masked: lists are changed in place, dataclass objects get
+    their fields set (pytest's ``Repr*`` objects); returns the masked value."""
+    if isinstance(value, str):
+        return masker.text(value)
+    if depth > _MAX_DEPTH or id(value) in seen:
+        return value
+    seen.add(id(value))
+    if isinstance(value, list):
+        value[:] = [_mask_in_place(v, masker, seen, depth + 1) for v in value]
+        return value
+    if isinstance(value, tuple):
+        items = [_mask_in_place(v, masker, seen, depth + 1) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, dict):
+        for key in list(value):
+            value[key] = _mask_in_place(value[key], masker, seen, depth + 1)
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            current = getattr(value, f.name, None)
+            masked = _mask_in_place(current, masker, seen, depth + 1)
+            if masked is not current:
+                object.__setattr__(value, f.name, masked)
+    return value

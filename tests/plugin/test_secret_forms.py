@@ -1,0 +1,179 @@
+"""Planted secrets, in every form, never reach an artifact: the terminal, --connic-json,
+--connic-html, --junitxml (junit_logging=all), --connic-traces, recorded cassettes."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.fake_provider import FakeProvider, Reply, text, tool_call, unused_port
+from helpers.project import ConnicProject
+
+pytest.importorskip("litellm", reason="the [live] extra (litellm) is not installed")
+
+#: from the --connic-env file: non-ASCII (its ensure_ascii JSON is \u-escaped)
+TOKEN = "tök€n-Ünïcødé-9f3a"
+#: from os.environ: multi-line (each line is masked on its own too)
+PEM = ("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+       "BKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n-----END PRIVATE KEY-----")
+#: from os.environ: quotes and a backslash (its JSON and repr forms differ from it)
+PASSWORD = "q\"u'o\\te-pass-77"
+SECRETS = (TOKEN, PEM, PASSWORD)
+
+TOOL = '''
+import json
+import logging
+import os
+import sys
+import warnings
+
+
+def leak(x: int) -> dict:
+    """Leak every secret in every form.
+
+    Args:
+        x: unused
+    """
+    values = [os.environ["API_TOKEN"], os.environ["PRIVATE_KEY"], os.environ["DB_PASSWORD"]]
+    forms = {}
+    for i, v in enumerate(values):
+        forms[f"plain{i}"] = v
+        forms[f"json{i}"] = json.dumps(v)
+        forms[f"ascii{i}"] = json.dumps(v, ensure_ascii=True)
+        forms[f"repr{i}"] = repr(v)
+        forms[f"lines{i}"] = v.splitlines()
+        print("stdout", v, json.dumps(v), repr(v), ascii(v))
+        print("stderr", v, repr(v), file=sys.stderr)
+        logging.getLogger("leaky").warning("log %s %r", v, v)
+        warnings.warn(f"warn {v} {v!r}")
+    return forms
+'''
+PLAIN_TEST = '''
+import json
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+
+
+def test_plain_python_leaks():
+    # under xdist, this worker may never load the env file: read it
+    token = (Path(__file__).parents[1] / ".env.staging").read_text("utf-8").split('"')[1]
+    values = [token, os.environ["PRIVATE_KEY"], os.environ["DB_PASSWORD"]]
+    for v in values:
+        print("plain stdout", v, json.dumps(v), repr(v))
+        print("plain stderr", ascii(v), file=sys.stderr)
+        logging.getLogger("plain").error("plain log %r", v)
+        warnings.warn(UserWarning("plain warn " + json.dumps(v, ensure_ascii=True)))
+    raise RuntimeError(f"plain raise {values!r} {json.dumps(values)}")
+'''
+BROKEN_MODULE = '''
+import os
+
+raise ImportError("broken at import: " + repr(os.environ["DB_PASSWORD"]) + " " + os.environ["PRIVATE_KEY"])
+'''
+SUITE = """
+tests:
+  - name: leaks everywhere
+    payload: "leak it"
+    expected_result: output == "never"
+"""
+
+
+def model(body: dict[str, Any]) -> Reply:
+    """Asks for ``leak``, then answers with the secrets in their quoted forms."""
+    if body["messages"][-1]["role"] == "tool":
+        return text(f"answer {TOKEN} {json.dumps(PASSWORD)} {TOKEN!a} {PEM} {PASSWORD!r}")
+    return tool_call("leak", {"x": 1})
+
+
+def forms(value: str) -> set[str]:
+    """What a leak of ``value`` would look like, in any artifact."""
+    pieces = {value} | {line for line in value.splitlines() if len(line) >= 6}
+    out: set[str] = set()
+    for p in pieces:
+        out |= {p, json.dumps(p)[1:-1], json.dumps(p, ensure_ascii=False)[1:-1], repr(p)[1:-1], ascii(p)[1:-1],
+                html.escape(p), html.escape(p, quote=False)}
+    return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def litellm_imported() -> None:
+    """LiteLLM imported (and one call made) before any in-process run (see test_record_modes)."""
+    from pytest_connic.models import LiteLLMModel, ModelRequest
+
+    with FakeProvider(["ok"]) as fp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LiteLLM's lazy imports warn (pydantic), not ours
+        live = LiteLLMModel(api_base=fp.base_url, api_key="unused")
+        asyncio.run(live.complete(ModelRequest("warm-up", "openai/gpt-4o-mini", "", [{"role": "user", "content": "hi"}])))
+
+
+@pytest.fixture
+def leaky(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> ConnicProject:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-key-for-the-fake-provider")
+    monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{unused_port()}/v1")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("API_TOKEN", raising=False)
+    monkeypatch.setenv("PRIVATE_KEY", PEM)
+    monkeypatch.setenv("DB_PASSWORD", PASSWORD)
+    project.tool("leaky", TOOL)
+    project.agent("leaky", tools=["leaky.leak"], retry_options={"attempts": 1})
+    project.suite("leaky", SUITE)
+    project.write("tests/test_zz_plain.py", PLAIN_TEST)
+    project.write("tests/test_zz_broken.py", BROKEN_MODULE)
+    project.write(".env.staging", f'API_TOKEN="{TOKEN}"\n')
+    return project
+
+
+ARTIFACTS = ("--connic-json", "report.json", "--connic-html", "report.html", "--connic-traces", "traces",
+             "--junitxml", "junit.xml", "-o", "junit_logging=all", "-rA", "-l", "--tb=long",
+             "--continue-on-collection-errors")
+
+
+def artifacts(root: Path, result: pytest.RunResult) -> dict[str, str]:
+    texts = {"terminal": result.stdout.str() + "\n" + result.stderr.str()}
+    for name in ("report.json", "report.html", "junit.xml"):
+        texts[name] = (root / name).read_text("utf-8")
+    for folder in ("traces", "cassettes"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file():
+                texts[str(path.relative_to(root))] = path.read_text("utf-8")
+    return texts
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["in-process", "n2"])
+def test_no_secret_in_any_form_reaches_any_artifact(
+    leaky: ConnicProject, monkeypatch: pytest.MonkeyPatch, xdist: bool
+) -> None:
+    run = (lambda *a: leaky.run_subprocess("-n", "2", *a)) if xdist else leaky.run
+    with FakeProvider(model) as fp:
+        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
+        result = run("--connic-env", "staging", "--connic-record-mode", "once", *ARTIFACTS)
+    outcomes = result.parseoutcomes()
+    assert (outcomes["failed"], outcomes["errors"]) == (2, 1), result.stdout.str()
+    texts = artifacts(leaky.root, result)
+    assert any(name.startswith("cassettes") for name in texts) and any(name.startswith("traces") for name in texts)
+    # the sections were there, masked
+    terminal = texts["terminal"]
+    for marker in ("Captured stdout call", "Captured stderr call", "Captured log call", "warnings summary",
+                   "plain raise", "plain warn", "warn ***", "answer ***", "broken at import: '***' ***"):
+        assert marker in terminal, marker
+    junit = texts["junit.xml"]
+    for marker in ("plain stdout ***", "plain log", "stdout ***", "plain raise", "broken at import"):
+        assert marker in junit, marker
+    leaks = [(name, form) for name, body in texts.items() for secret in SECRETS for form in forms(secret)
+             if form in body]
+    assert leaks == []
+    # replayed from the cassette (no provider): still nothing
+    replay = run("--connic-env", "staging", *ARTIFACTS)
+    assert replay.parseoutcomes()["failed"] == 2, replay.stdout.str()
+    texts = artifacts(leaky.root, replay)
+    assert "answer ***" in texts["terminal"]
+    assert [(n, f) for n, body in texts.items() for s in SECRETS for f in forms(s) if f in body] == []
