@@ -23,6 +23,9 @@ def activate(config: pytest.Config) -> ConnicSession:
     config.add_cleanup(state.close)
     manager = config.pluginmanager
     manager.register(ConnicReporting(config), "connic-reporting")
+    from pytest_connic.plugin.interrupts import ConnicInterrupts
+
+    manager.register(ConnicInterrupts(state.interrupts), "connic-interrupts")
     if is_worker(config):
         manager.register(ConnicWorker(config, state), "connic-worker")
     if state.settings.coverage:
