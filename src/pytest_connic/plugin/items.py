@@ -237,7 +237,12 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     """Run the case behind ``item`` and raise on a bad verdict."""
     from pytest_connic.reports.failure import failure_text
 
+    from pytest_connic.project.load import ProjectError
+
     runtime = state.runtime(item.project_root)
+    failed = runtime.project.import_errors_for(item.suite.agent_name)
+    if failed:
+        raise ProjectError("the Connic project failed to load:\n" + "\n".join(f"  {e}" for e in failed))
     outcome = runtime.run_case(item.suite, item.spec, item.nodeid)
     item.outcome = outcome
     state.outcomes.append(outcome)

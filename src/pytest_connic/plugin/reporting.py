@@ -67,7 +67,9 @@ class ConnicReporting:
 
         state = state_of(self.config)
         if state.stop.is_set() or exitstatus == pytest.ExitCode.INTERRUPTED:
-            mark_unfinished(self.config, state, [(i.nodeid, i.location, i) for i in session.items])
+            items: list[tuple[str, Any, Any]] = [(i.nodeid, i.location, i) for i in session.items]
+            items += [(nodeid, location, None) for nodeid, location in state.collected.items()]
+            mark_unfinished(self.config, state, items)
         write_outputs(state)
         settings = state.settings
         if settings.coverage or settings.coverage_json or settings.coverage_fail_under is not None:

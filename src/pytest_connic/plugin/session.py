@@ -45,6 +45,8 @@ class ConnicSession:
         self.interrupts = Interrupts(self.stop)
         #: case items whose reports pytest has logged (the others are interrupted when the session is)
         self.reported: set[str] = set()
+        #: on the xdist controller: the cases the workers collected (node id -> location)
+        self.collected: dict[str, tuple[str, int, str]] = {}
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}
         self._envs: dict[Path, AppliedEnv] = {}
@@ -76,7 +78,7 @@ class ConnicSession:
                 options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
                                          env=settings.env, models=models)
                 self._runtimes[root] = ProjectRuntime(
-                    LoadedProject(root), options, masker=self.masker,
+                    LoadedProject(root, self.interrupts.real), options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,
                     stop=self.stop,
                 )
