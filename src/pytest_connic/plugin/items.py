@@ -140,11 +140,14 @@ class CaseItem(pytest.Item):
                 run_item(state, self)
         except CaseInfrastructureError as exc:
             text = exc.text
-        except Exception as exc:  # noqa: BLE001 -- the verdict (or a bug) belongs to the call phase
+        except CaseFailed as exc:  # the verdict belongs to the call phase
             self._verdict = (exc, exc.__traceback__)
             self._after_stop(state)
             return
         except BaseException as exc:  # noqa: BLE001 -- whatever ended the case, the case has its outcome
+            if isinstance(exc, Exception) and self._is_bug(state, exc):
+                self._verdict = (exc, exc.__traceback__)  # a bug of the plugin: its traceback, in the call phase
+                return
             text = self._escaped(state, exc)
         else:
             self._after_stop(state)
@@ -169,6 +172,18 @@ class CaseItem(pytest.Item):
         _add_junit_properties(state, self)
         self.session.shouldstop = state.interrupts.reason
         pytest.skip(outcome.interrupted)
+
+    def _is_bug(self, state: ConnicSession, exc: Exception) -> bool:
+        """An exception with no frame of the user's project: pytest-connic's own bug (its traceback
+        is kept for the report); the case still gets an outcome."""
+        from pytest_connic.project.located import exception_text, user_location
+
+        if user_location(exc, self.project_root) is not None:
+            return False
+        if self.outcome is None or not any(o is self.outcome for o in state.outcomes):
+            _setup_outcome(state, self, f"internal error in pytest-connic: {exception_text(exc)}")
+            _add_junit_properties(state, self)
+        return True
 
     def _escaped(self, state: ConnicSession, exc: BaseException) -> str:
         """A ``BaseException`` ended the case's runs: the case keeps an outcome; the user's real
@@ -235,9 +250,8 @@ def run_item(state: ConnicSession, item: CaseItem) -> None:
 
 def _run_case(state: ConnicSession, item: CaseItem) -> None:
     """Run the case behind ``item`` and raise on a bad verdict."""
-    from pytest_connic.reports.failure import failure_text
-
     from pytest_connic.project.load import ProjectError
+    from pytest_connic.reports.failure import failure_text
 
     runtime = state.runtime(item.project_root)
     failed = runtime.project.import_errors_for(item.suite.agent_name)
