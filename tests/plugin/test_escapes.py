@@ -115,8 +115,8 @@ def test_a_tool_module_that_fails_to_import_is_a_located_load_error(project: Con
     result = project.run("-p", "no:xdist", "--connic-json", "report.json")
     result.assert_outcomes(passed=1, failed=2)  # the session went on; the other agent's case passed
     expected = IMPORT_FAULTS[source]
-    result.stdout.fnmatch_lines([f"*echo::one: the Connic project failed to load: Tool agent 'echo': "
-                                 f"cannot resolve tool 't.echo': {expected}"])
+    line = f"*echo::one: the Connic project failed to load: Tool agent 'echo': cannot resolve tool 't.echo': {expected}"
+    result.stdout.fnmatch_lines([line])
     result.stdout.no_fnmatch_line("*unknown tool*")
     result.stdout.no_fnmatch_line("*!!! Interrupted*")
     report = json.loads((project.root / "report.json").read_text("utf-8"))

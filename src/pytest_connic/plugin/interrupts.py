@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from types import FrameType
 from typing import Any
 
@@ -97,14 +97,13 @@ class ConnicInterrupts:
     """Installs the handlers around the run loop when it holds Connic cases (not on the xdist
     controller: see ``plugin/xdist.py``)."""
 
-    def __init__(self, interrupts: Interrupts) -> None:
+    def __init__(self, interrupts: Interrupts, is_case: Callable[[pytest.Item], bool]) -> None:
         self.interrupts = interrupts
+        self.is_case = is_case
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
-        from pytest_connic.plugin.items import CaseItem
-
-        if not any(isinstance(item, CaseItem) for item in session.items):
+        if not any(self.is_case(item) for item in session.items):
             return (yield)
         with self.interrupts.installed():
             return (yield)
