@@ -69,7 +69,7 @@ def test_whatever_escapes_a_case_is_its_located_error_and_every_case_is_reported
         pytest.importorskip("xdist")
         result = project.run_subprocess("-p", "no:randomly", "-n", "2", *args)
     else:
-        result = project.run("-p", "no:xdist", *args)
+        result = project.run_subprocess("-p", "no:xdist", *args)  # what escaped asyncio.run dies with it
     # KeyboardInterrupt raised by a tool did not end the session: every later case ran
     result.assert_outcomes(passed=1, failed=1, errors=6)
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
