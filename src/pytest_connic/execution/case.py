@@ -23,6 +23,7 @@ from pytest_connic.checks.evaluate import evaluate_run
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution import builders
 from pytest_connic.execution.executors import ReusingDaemonExecutor
+from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.execution.outcomes import suite_outcome
 from pytest_connic.expressions import ExpressionError
 from pytest_connic.project.loaded import LoadedProject
@@ -142,8 +143,11 @@ class ProjectRuntime:
     """One project's runtime within a session: services, models, and the case loop."""
 
     def __init__(self, project: LoadedProject, options: RuntimeOptions, *, masker: Masker, host: Host,
-                 run_listeners: Sequence[RunListener] = ()) -> None:
+                 run_listeners: Sequence[RunListener] = (), stop: StopSignal | None = None) -> None:
+        """``stop``: the session's stop request (a real Ctrl-C or SIGTERM): no run starts after
+        it, the runs in flight are cancelled and their ``cleanup()`` still runs."""
         placeholders.install()
+        self.stop = stop if stop is not None else StopSignal()
         self.project = project
         self.options = options
         self.masker = masker
@@ -215,12 +219,14 @@ class CaseRun:
         for index in range(self.outcome.runs):
             await semaphore.acquire()
             reason = self._decided(records)
-            if reason is not None:
+            if reason is not None or self.runtime.stop.is_set():
                 semaphore.release()
-                self._skip_rest(records, index, reason)
+                if reason is not None:
+                    self._skip_rest(records, index, reason)
                 break
             tasks.append(asyncio.ensure_future(self._guarded(index, records, semaphore)))
         await asyncio.gather(*tasks)
+        self._mark_interrupted(records)
         self.outcome.records = [r for r in records if r is not None]
         save = getattr(self.models, "save", None)
         if save is not None:
@@ -244,6 +250,18 @@ class CaseRun:
         done = [r for r in records if r is not None]
         passed = sum(1 for r in done if r.passed)
         return decision(passed, len(done) - passed, self.outcome.runs, self.outcome.success_threshold)
+
+    def _mark_interrupted(self, records: list[RunRecord | None]) -> None:
+        """After a stop request: the runs never started are cancelled, the case interrupted."""
+        stop = self.runtime.stop
+        if not stop.is_set():
+            return
+        for index, record in enumerate(records):
+            if record is None:
+                records[index] = RunRecord(run_id=f"interrupted-{index}", agent_name=self.agent_name, index=index,
+                                           status="cancelled", error=stop.reason, skipped=True)
+        if any(r is not None and r.error == stop.reason for r in records):
+            self.outcome.interrupted = stop.reason
 
     def _skip_rest(self, records: list[RunRecord | None], start: int, reason: str) -> None:
         self.outcome.early_stop_reason = reason
@@ -312,7 +330,10 @@ class CaseRun:
         try:
             if builder_module is not None:
                 try:
-                    built = await builders.build(scope.call, builder_module, context, self.case)
+                    finished, built = await self.runtime.stop.race(builders.build(scope.call, builder_module, context,
+                                                                                  self.case))
+                    if not finished:
+                        raise builders.BuilderError(str(self.runtime.stop.reason))
                 except builders.BuilderError as exc:
                     record = RunRecord(run_id=f"build-{scope.run_index}", agent_name=self.agent_name,
                                        index=scope.run_index, status="failed", error=str(exc))
@@ -325,7 +346,8 @@ class CaseRun:
                                     timeout_s=float(self.case["timeout_s"]), timeout_label="timeout_s")
             failure = None
             try:
-                record = await invocation.run()
+                finished, result = await self.runtime.stop.race(invocation.run())
+                record = result if finished and result is not None else self._cancelled(invocation.record)
             finally:  # also when the run is cancelled (Ctrl-C): the builder's fixtures are released
                 if builder_module is not None:
                     done = invocation.record
@@ -335,6 +357,11 @@ class CaseRun:
             return record, failure
         finally:
             placeholders.BUILDER_SERVICES.reset(token)
+
+    def _cancelled(self, record: RunRecord) -> RunRecord:
+        """A run whose agent was cancelled by the stop request (its cleanup still runs)."""
+        record.status, record.error = "cancelled", self.runtime.stop.reason
+        return record
 
     def _unused_approvals(self, scope: RunScope) -> list[str]:
         if not scope.strict_approvals:

@@ -25,6 +25,11 @@ def activate(config: pytest.Config) -> ConnicSession:
     manager = config.pluginmanager
     manager.register(ConnicReporting(config), "connic-reporting")
     manager.register(ConnicMasking(config), "connic-masking")
+    from pytest_connic.plugin.interrupts import ConnicInterrupts
+    from pytest_connic.plugin.items import CaseItem
+
+    manager.register(ConnicInterrupts(state.interrupts, lambda item: isinstance(item, CaseItem)),
+                     "connic-interrupts")
     if is_worker(config):
         manager.register(ConnicWorker(config, state), "connic-worker")
     if state.settings.coverage:

@@ -130,19 +130,80 @@ class CaseItem(pytest.Item):
             pytest.fail(self.spec.error, pytrace=False)
         if self.config.getoption("setuponly", False):
             return  # --setup-only / --setup-plan promise that no test runs
+        if state.stop.is_set():  # the session is stopping: nothing more starts
+            self._interrupted(state)
         # The runs execute here and ``runtest`` judges them, like a fixture that gathers evidence
         # and a test that asserts on it: so a provider that is down (the runs could not happen)
         # is a pytest *error* in every report (terminal, JUnit, xdist), and a bad verdict a failure.
         try:
-            run_item(state, self)
+            with state.interrupts.case():
+                run_item(state, self)
         except CaseInfrastructureError as exc:
             text = exc.text
-        except Exception as exc:  # noqa: BLE001 -- the verdict (or a bug) belongs to the call phase
+        except CaseFailed as exc:  # the verdict belongs to the call phase
             self._verdict = (exc, exc.__traceback__)
+            self._after_stop(state)
             return
+        except BaseException as exc:  # noqa: BLE001 -- whatever ended the case, the case has its outcome
+            if isinstance(exc, Exception) and self._is_bug(state, exc):
+                self._verdict = (exc, exc.__traceback__)  # a bug of the plugin: its traceback, in the call phase
+                return
+            text = self._escaped(state, exc)
         else:
+            self._after_stop(state)
             return
         pytest.fail(text, pytrace=False)  # outside the except block: no chained traceback
+
+    def _after_stop(self, state: ConnicSession) -> None:
+        """After a real SIGINT/SIGTERM during this case: the session stops after it, through
+        pytest's own ``shouldstop`` (exit code 2, every report written); an unfinished case is
+        skipped as interrupted."""
+        if not state.stop.is_set():
+            return
+        self.session.shouldstop = state.interrupts.reason
+        if self.outcome is not None and self.outcome.interrupted:
+            self._verdict = None
+            pytest.skip(self.outcome.interrupted)
+
+    def _interrupted(self, state: ConnicSession) -> None:
+        """This case was never started: the session is stopping."""
+        outcome = _setup_outcome(state, self, None)
+        outcome.interrupted = state.interrupts.reason
+        _add_junit_properties(state, self)
+        self.session.shouldstop = state.interrupts.reason
+        pytest.skip(outcome.interrupted)
+
+    def _is_bug(self, state: ConnicSession, exc: Exception) -> bool:
+        """An exception with no frame of the user's project: pytest-connic's own bug (its traceback
+        is kept for the report); the case still gets an outcome."""
+        from pytest_connic.project.located import exception_text, user_location
+
+        if user_location(exc, self.project_root) is not None:
+            return False
+        if self.outcome is None or not any(o is self.outcome for o in state.outcomes):
+            _setup_outcome(state, self, f"internal error in pytest-connic: {exception_text(exc)}")
+            _add_junit_properties(state, self)
+        return True
+
+    def _escaped(self, state: ConnicSession, exc: BaseException) -> str:
+        """A ``BaseException`` ended the case's runs: the case keeps an outcome; the user's real
+        interruption and pytest's own outcomes (pytest-timeout's failure, ``pytest.exit``)
+        propagate, anything else (user code's ``KeyboardInterrupt``, ``GeneratorExit``,
+        ``SystemExit``, a custom ``BaseException``) is this case's error, located."""
+        from pytest_connic.project.located import exception_text, located
+
+        if state.interrupts.real(exc):
+            raise exc  # the user's second Ctrl-C: the session ends now; sessionfinish marks the case
+        outcome_exc = isinstance(exc, (pytest.fail.Exception, pytest.skip.Exception, pytest.exit.Exception))
+        text = (exception_text(exc) if outcome_exc else
+                f"{located(exc, self.project_root, f'{self.suite.relpath}:{self.spec.line}')} "
+                "escaped the case's runs and ended them")
+        if self.outcome is None or not any(o is self.outcome for o in state.outcomes):
+            _setup_outcome(state, self, text)
+            _add_junit_properties(state, self)
+        if outcome_exc:
+            raise exc
+        return f"{self.suite.relpath}:{self.spec.line}: case '{self.spec.name}' ({self.suite.agent_name}): {text}"
 
     def runtest(self) -> None:
         verdict = self._verdict[0] if self._verdict is not None else None
@@ -189,9 +250,13 @@ def run_item(state: ConnicSession, item: CaseItem) -> None:
 
 def _run_case(state: ConnicSession, item: CaseItem) -> None:
     """Run the case behind ``item`` and raise on a bad verdict."""
+    from pytest_connic.project.load import ProjectError
     from pytest_connic.reports.failure import failure_text
 
     runtime = state.runtime(item.project_root)
+    failed = runtime.project.import_errors_for(item.suite.agent_name)
+    if failed:
+        raise ProjectError("the Connic project failed to load:\n" + "\n".join(f"  {e}" for e in failed))
     outcome = runtime.run_case(item.suite, item.spec, item.nodeid)
     item.outcome = outcome
     state.outcomes.append(outcome)
@@ -209,7 +274,7 @@ def record_invalid(state: ConnicSession, item: CaseItem) -> None:
     _add_junit_properties(state, item)
 
 
-def _setup_outcome(state: ConnicSession, item: CaseItem, error: str) -> CaseOutcome:
+def _setup_outcome(state: ConnicSession, item: CaseItem, error: str | None) -> CaseOutcome:
     """The outcome of a case that could not start (invalid, or its project/env failed)."""
     from pytest_connic.execution.outcomes import suite_outcome
 

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_connic.execution.interruption import StopSignal
+from pytest_connic.plugin.interrupts import Interrupts
 from pytest_connic.plugin.options import Settings
 from pytest_connic.secrets import Masker
 
@@ -38,6 +40,13 @@ class ConnicSession:
         self.coverage_gate_message: str | None = None
         #: called with ``(outcome, record)`` as each run of a case finishes (``-v`` progress)
         self.run_listeners: list[RunListener] = []
+        #: set by a real SIGINT or SIGTERM: no run starts after it (``plugin/interrupts.py``)
+        self.stop = StopSignal()
+        self.interrupts = Interrupts(self.stop)
+        #: case items whose reports pytest has logged (the others are interrupted when the session is)
+        self.reported: set[str] = set()
+        #: on the xdist controller: the cases the workers collected (node id -> location)
+        self.collected: dict[str, tuple[str, int, str]] = {}
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}
         self._envs: dict[Path, AppliedEnv] = {}
@@ -70,8 +79,9 @@ class ConnicSession:
                 options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
                                          env=settings.env, models=models)
                 self._runtimes[root] = ProjectRuntime(
-                    LoadedProject(root), options, masker=self.masker,
+                    LoadedProject(root, self.interrupts.real), options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,
+                    stop=self.stop,
                 )
             return self._runtimes[root]
 

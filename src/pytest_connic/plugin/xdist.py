@@ -81,6 +81,11 @@ class ConnicWorker:
         output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
 
 
+def _is_case_id(nodeid: str) -> bool:
+    suite, _, name = nodeid.partition("::")
+    return bool(name) and suite.lower().endswith(".yaml")
+
+
 def _is_case(item: pytest.Item) -> bool:
     from pytest_connic.plugin.items import CaseItem
 
@@ -96,6 +101,27 @@ class ConnicXdist:
         self.activate = activate
         #: cases whose outcome came with their report (a worker's final output repeats them)
         self.received: set[str] = set()
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """The controller learns the cases from the workers' collections: a real SIGINT or SIGTERM
+        (``plugin/interrupts.py``: here both become pytest's own interruption) then ends the session
+        with every case in every report, those without a result interrupted."""
+        cases = [i for i in ids if _is_case_id(i)]
+        if not cases:
+            return
+        state = self.activate(self.config)
+        for nodeid in cases:
+            suite, _, name = nodeid.partition("::")
+            state.collected.setdefault(nodeid, (suite, 0, name))
+        state.interrupts.install()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        from pytest_connic.plugin.session import SESSION_KEY
+
+        state = self.config.stash.get(SESSION_KEY, None)
+        if state is not None:
+            state.interrupts.restore()
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}

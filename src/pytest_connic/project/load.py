@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.project.sdk import Agent, ProjectLoader
@@ -18,11 +20,15 @@ class ProjectError(ConnicError):
     """The project cannot be loaded (``agents/`` missing, load errors)."""
 
 
-def load_agents(root: Path, *, validation_only: bool) -> tuple[ProjectLoader, list[Agent], list[str]]:
+def load_agents(root: Path, *, validation_only: bool, prepare: Callable[[Any], None] | None = None,
+                ) -> tuple[ProjectLoader, list[Agent], list[str]]:
     """The loader, the project's agents and what the SDK printed while loading them (warnings
-    such as an unloadable schema). Raises ``ProjectError`` when ``agents/`` is missing."""
+    such as an unloadable schema). Raises ``ProjectError`` when ``agents/`` is missing.
+    ``prepare(loader)`` runs before the agents load (``LoadedProject`` guards tool imports)."""
     loader = ProjectLoader(str(root), validation_only=validation_only)
     guard_loader(loader, Path(root))  # alias bombs and huge files never reach the SDK's safe_load
+    if prepare is not None:
+        prepare(loader)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         try:

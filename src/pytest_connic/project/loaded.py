@@ -5,25 +5,80 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.project import sdk
 from pytest_connic.project.load import ProjectError, load_agents
+from pytest_connic.project.located import exception_text, user_location
+
+
+class UserImportError(ConnicError):
+    """A module of the project failed to import; the message names its file, line and exception."""
+
+
+def import_error(exc: BaseException, root: Path, path: Path) -> UserImportError:
+    """``tools/t.py:1: importing it raised ModuleNotFoundError: No module named 'x'``."""
+    relpath = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f"{relpath}:{exc.lineno or 1}" if Path(exc.filename).resolve() == path.resolve() else None
+    else:
+        where = user_location(exc, root)
+    where = where or relpath
+    return UserImportError(f"{where}: importing {relpath} raised {exception_text(exc)}")
 
 
 class LoadedProject:
-    """The project loaded for running: real tool functions, middleware, hooks, guardrails."""
+    """The project loaded for running: real tool functions, middleware, hooks, guardrails.
 
-    def __init__(self, root: Path) -> None:
+    ``interrupted(exc)`` tells the user's own Ctrl-C (it propagates) from what user code raised
+    at import (``KeyboardInterrupt``, ``SystemExit``, any exception: a located load error)."""
+
+    def __init__(self, root: Path, interrupted: Callable[[BaseException], bool] = lambda exc: False) -> None:
         self.root = root
-        self.loader, agents, self.warnings = load_agents(root, validation_only=False)
+        self.interrupted = interrupted
+        #: the tool modules that failed to import, each as a located message
+        self.import_errors: list[str] = []
+        self.loader, agents, self.warnings = load_agents(root, validation_only=False, prepare=self._guard)
         self.agents: dict[str, sdk.Agent] = {a.config.name: a for a in agents}
         self.load_errors = list(sdk.load_errors(self.loader))
         self._lock = threading.RLock()
+
+    def _guard(self, loader: Any) -> None:
+        def translate(exc: BaseException, module_name: str) -> BaseException | None:
+            if self.interrupted(exc):
+                return None
+            path = self.root / "tools" / (module_name.replace(".", "/") + ".py")
+            error = import_error(exc, self.root, path)
+            if str(error) not in self.import_errors:
+                self.import_errors.append(str(error))
+            return error
+
+        sdk.guard_tool_imports(loader, translate)
+
+    def import_errors_for(self, agent_name: str) -> list[str]:
+        """The load errors of ``agent_name`` that come from a module failing to import (those the
+        project index, which imports nothing, could not see), and those that name no agent."""
+        failed = [e for e in self.load_errors if any(i in e for i in self.import_errors)]
+        return [e for e in failed if f"'{agent_name}'" in e or not re.search(r"[Aa]gent '", e)]
+
+    def _user_import(self, what: str, path: Path, load: Callable[[], Any]) -> Any:
+        """``load()``, where what user code raises beyond the SDK's ``except Exception`` (``SystemExit``,
+        ``KeyboardInterrupt``, a custom ``BaseException``) at import is a located ``ProjectError``."""
+        try:
+            return load()
+        except Exception:
+            raise
+        except BaseException as exc:
+            if self.interrupted(exc):
+                raise
+            raise ProjectError(f"{what}: {import_error(exc, self.root, path)}") from None
 
     def agent(self, name: str) -> sdk.Agent:
         """The agent called ``name``; ``ProjectError`` when there is none."""
@@ -35,12 +90,14 @@ class LoadedProject:
     def middleware(self, agent_name: str) -> Any:
         """The agent's middleware, loaded by the SDK (its output kept off the terminal)."""
         with self._lock, contextlib.redirect_stdout(io.StringIO()):
-            return self.loader.load_middleware(agent_name)
+            return self._user_import(f"the middleware of agent '{agent_name}'", self.root / "middleware" /
+                                     f"{agent_name}.py", lambda: self.loader.load_middleware(agent_name))
 
     def hooks(self, agent_name: str) -> Any:
         """The agent's tool hooks, loaded by the SDK (its output kept off the terminal)."""
         with self._lock, contextlib.redirect_stdout(io.StringIO()):
-            return self.loader.load_tool_hooks(agent_name)
+            return self._user_import(f"the tool hooks of agent '{agent_name}'", self.root / "hooks" /
+                                     f"{agent_name}.py", lambda: self.loader.load_tool_hooks(agent_name))
 
     def guardrail(self, name: str) -> Any:
         """The custom guardrail ``guardrails/<name>.py``; ``ProjectError`` with the SDK's reason
@@ -48,7 +105,8 @@ class LoadedProject:
         with self._lock:
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
-                guardrail = self.loader.load_guardrail(name)
+                guardrail = self._user_import(f"custom guardrail '{name}'", self.root / "guardrails" / f"{name}.py",
+                                              lambda: self.loader.load_guardrail(name))
             if guardrail is None:
                 detail = printed.getvalue().strip() or "; ".join(
                     e for e in sdk.load_errors(self.loader) if f"'{name}'" in e

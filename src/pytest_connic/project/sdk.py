@@ -53,6 +53,7 @@ __all__ = [
     "escape_terminal_text",
     "exclude_agent_files",
     "generate_schema",
+    "guard_tool_imports",
     "load_errors",
     "sdk_tools",
     "validate_project_files",
@@ -112,6 +113,32 @@ def exclude_agent_files(loader: Any, refused: Mapping[Path, str]) -> None:
 
     loader._discover_agent_files = discover_bounded
     loader._load_defaults_for_directory = defaults_bounded
+
+
+def guard_tool_imports(loader: Any, translate: Callable[[BaseException, str], BaseException | None]) -> None:
+    """Route every import of a tool module by ``loader`` (the private ``_load_tool_module``)
+    through ``translate(exc, module_name)``: what a failing import raised (``SystemExit`` and
+    ``KeyboardInterrupt`` included, which the SDK would let end the session) becomes the
+    exception ``translate`` returns (an ``Exception``, which the SDK files as that agent's load
+    error), or propagates when it returns None. The half-imported module leaves ``sys.modules``."""
+    import sys
+
+    load = loader._load_tool_module
+
+    def load_guarded(module_name: str) -> Any:
+        try:
+            return load(module_name)
+        except FileNotFoundError:
+            raise  # the SDK's own "not found under tools/" message
+        except BaseException as exc:
+            if module_name not in loader._loaded_modules:
+                sys.modules.pop(f"tools.{module_name}", None)
+            replacement = translate(exc, module_name)
+            if replacement is None:
+                raise
+            raise replacement from None
+
+    loader._load_tool_module = load_guarded
 
 
 _CWD_LOCK = threading.Lock()

@@ -214,6 +214,8 @@ class CaseOutcome:
     setup_error: str | None = None
     skipped_runs: int = 0
     early_stop_reason: str | None = None
+    #: why the case did not finish (``interrupted by SIGINT``): the session was stopped
+    interrupted: str | None = None
 
     @property
     def successes(self) -> int:
@@ -221,7 +223,7 @@ class CaseOutcome:
 
     @property
     def passed(self) -> bool:
-        if self.setup_error is not None or self.infrastructure_error is not None:
+        if self.setup_error is not None or self.infrastructure_error is not None or self.interrupted:
             return False
         return self.successes * 100 >= self.success_threshold * self.runs
 
@@ -238,6 +240,8 @@ class CaseOutcome:
             return None
         if self.setup_error is not None:
             return self.setup_error
+        if self.interrupted is not None:
+            return self.interrupted
         for record in self.records:
             if record.infrastructure_error:
                 return record.infrastructure_error
@@ -281,6 +285,7 @@ class CaseOutcome:
             "setup_error": self.setup_error,
             "skipped_runs": self.skipped_runs,
             "early_stop_reason": self.early_stop_reason,
+            "interrupted": self.interrupted,
             "agent_run_ids": [r.run_id for r in self.executed],
             "agent_run_passed": [r.passed for r in self.executed],
             "median_latency_ms": self.median_latency_ms,

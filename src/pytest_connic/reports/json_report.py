@@ -56,14 +56,18 @@ def report_text(report: dict[str, Any]) -> str:
 
 
 def summary_counts(outcomes: Iterable[CaseOutcome]) -> dict[str, int]:
-    """``{cases, passed, failed, errors}``; a setup or infrastructure error counts as an error."""
+    """``{cases, passed, failed, errors}``, and ``interrupted`` when the session was stopped; a setup
+    or infrastructure error counts as an error."""
     statuses = [case_status(o) for o in outcomes]
-    return {
+    counts = {
         "cases": len(statuses),
         "passed": statuses.count("passed"),
         "failed": statuses.count("failed"),
         "errors": statuses.count("error"),
     }
+    if "interrupted" in statuses:
+        counts["interrupted"] = statuses.count("interrupted")
+    return counts
 
 
 def case_entry(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
@@ -103,6 +107,7 @@ def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
         "cost": outcome.cost,
         "skipped_runs": outcome.skipped_runs,
         "early_stop_reason": outcome.early_stop_reason,
+        "interrupted": outcome.interrupted,
         "setup_error": masked(outcome.setup_error, masker),
         "infrastructure_error": masked(outcome.infrastructure_error, masker),
         "runs_detail": [run_detail(r, masker=masker) for r in outcome.records],

@@ -44,10 +44,13 @@ def runs_needed(outcome: CaseOutcome) -> int:
 
 
 def case_status(outcome: CaseOutcome) -> str:
-    """``passed``, ``failed``, or ``error``: a setup or infrastructure error kept runs from running.
+    """``passed``, ``failed``, ``error`` (a setup or infrastructure error kept runs from running),
+    or ``interrupted`` (the session was stopped by a real SIGINT or SIGTERM before its verdict).
 
     This is pytest's view (a setup failure is an error); the session status below is Connic's.
     """
+    if outcome.interrupted is not None:
+        return "interrupted"
     if outcome.infrastructure_error is not None or outcome.setup_error is not None:
         return "error"
     return "passed" if outcome.passed else "failed"

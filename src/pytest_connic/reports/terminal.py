@@ -63,7 +63,7 @@ def results_table(outcomes: Iterable[CaseOutcome]) -> list[str]:
     """Result | Test | Runs | Threshold (Connic's columns) | Median latency | Tokens."""
     rows = [
         [
-            " PASS " if o.passed else " FAIL ",
+            " PASS " if o.passed else " INTR " if o.interrupted else " FAIL ",
             escape_text(f"{o.agent_name}::{o.case_name}"),
             f"{o.successes}/{o.runs}",
             f"{o.success_threshold}%",
@@ -87,6 +87,9 @@ def failure_summary_line(outcome: CaseOutcome, *, masker: Masker | None = None) 
     head = f"{outcome.suite_path}:{outcome.line}: case '{one_line(outcome.case_name)}' ({outcome.agent_name})"
     if outcome.setup_error is not None:
         return f"{head} could not be set up: {one_line(masker.report_text(outcome.setup_error))}"
+    if outcome.interrupted is not None:
+        done = len(outcome.executed)
+        return f"{head} was {outcome.interrupted}: {done} of {outcome.runs} run(s) started, no verdict"
     if outcome.infrastructure_error is not None:
         return f"{head} hit an infrastructure error: {one_line(masker.report_text(outcome.infrastructure_error))}"
     skipped = outcome.runs - len(outcome.executed)

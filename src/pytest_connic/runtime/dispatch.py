@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.jsonsafe import json_text, trace_data
+from pytest_connic.project.located import exception_text
 from pytest_connic.project.sdk import AbortTool, StopProcessing, Tool
 from pytest_connic.records.run import ToolCallRecord
 from pytest_connic.runtime.approvals import ApprovalInputError, gate
@@ -106,7 +107,7 @@ class UserCodeError(ConnicError):
     reads it as the tool's error. Anything else that escapes the pipeline is a pytest-connic bug."""
 
     def __init__(self, exc: Exception) -> None:
-        super().__init__(f"{type(exc).__name__}: {exc}")
+        super().__init__(exception_text(exc))  # an exception whose __str__ raises is still the user's
         self.exc = exc
 
 
