@@ -462,7 +462,7 @@ def _search_tools(inv: InvocationState, params: dict[str, Any]) -> dict[str, Any
     return {"tools": [{"name": e.name, "description": e.description, "parameters": e.parameters} for _, e in found]}
 
 
-async def _use_tool(inv: InvocationState, arguments: Any) -> str:
+async def _use_tool(inv: InvocationState, arguments: Any) -> Any:
     args = arguments if isinstance(arguments, dict) else {}
     target = str(args.get("tool_name", ""))
     entry = available_tools(inv).get(target)

@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from typing_extensions import Self
+
 from pytest_connic.project.sdk import GuardrailResult, GuardrailRule
 from pytest_connic.records.run import GuardrailRecord
 from pytest_connic.runtime.mocks import guardrail_ladder
@@ -310,7 +312,7 @@ class Rejection(str):
 
     fail_run: bool
 
-    def __new__(cls, text: str, *, fail_run: bool = False) -> Rejection:
+    def __new__(cls, text: str, *, fail_run: bool = False) -> Self:
         made = super().__new__(cls, text)
         made.fail_run = fail_run
         return made
