@@ -208,7 +208,7 @@ def _warn_unloaded_schema(inv: InvocationState) -> None:
     schema file is missing or is not JSON; the agent then runs unvalidated, on Connic too."""
     config = inv.config
     path = inv.services.root / _schema_file(inv)
-    reason = "the file does not exist" if not path.is_file() else "the file could not be loaded as JSON"
+    reason = "the file does not exist" if not path.is_file() else "the SDK's loader refused it: not JSON, or not a file inside schemas/; connic lint shows why"
     inv.services.host.warn_once(
         f"output_schema_unloaded:{config.name}",
         f"{config.source_path}: output_schema '{config.output_schema}' of agent '{config.name}' could not be "
