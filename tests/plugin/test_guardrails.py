@@ -181,7 +181,7 @@ def test_regex_and_pii_guardrails_run_locally(project: ConnicProject) -> None:
         tests:
           - name: output redaction
             payload: who are you
-            expected_result: status == "completed" and output == "reach me at [EMAIL_REDACTED], key [API_KEY_REDACTED]"
+            expected_result: status == "completed" and output == "reach me at ada@example.com, key [API_KEY_REDACTED]"
     ''')
     project.replies("pii-out", "output redaction", "reach me at ada@example.com, key sk-live-abcdefghijklmnop1234")
 
@@ -196,7 +196,7 @@ def test_regex_and_pii_guardrails_run_locally(project: ConnicProject) -> None:
         "redacted input reaches middleware and the context": [("pii", "redacted", "found email, phone"),
                                                                ("pii", "passed", None)],
         "pii block uses the default rejection": [("pii", "passed", None), ("pii", "blocked", "found ssn")],
-        "output redaction": [("pii_leakage", "redacted", "found email, api_key")],
+        "output redaction": [("pii_leakage", "redacted", "found api_key")],
     }
 
 

@@ -279,7 +279,7 @@ def _part(part: Any) -> Any:
     if not isinstance(part, Mapping) or part.get("type") != "file":
         return part
     mime = part.get("mime_type") or "application/octet-stream"
-    url = f"data:{mime};base64,{part.get('data', '')}"
+    url = part.get("uri") or f"data:{mime};base64,{part.get('data', '')}"  # a ToolFile may give a uri
     if mime in _IMAGE_TYPES:
         return {"type": "image_url", "image_url": {"url": url}}
     file: dict[str, Any] = {"file_data": url}

@@ -27,7 +27,7 @@ with warnings.catch_warnings():
     import connic.test_schema
     import connic.tools
 
-from connic import AbortTool, GuardrailResult, ProjectLoader, StopProcessing
+from connic import AbortTool, GuardrailResult, ProjectLoader, StopProcessing, ToolFile, TransferCall
 from connic import tools as sdk_tools
 from connic.core import Agent, AgentConfig, AgentType, GuardrailRule, Tool
 from connic.loader import PREDEFINED_TOOL_ALIASES, PREDEFINED_TOOL_NAMES
@@ -49,6 +49,8 @@ __all__ = [
     "TestDefaults",
     "TestFile",
     "Tool",
+    "ToolFile",
+    "TransferCall",
     "contained_source",
     "escape_terminal_text",
     "exclude_agent_files",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 import time
@@ -9,13 +10,13 @@ from typing import Any
 
 import jsonschema
 
-from pytest_connic.expressions import ExpressionError, compile_expression
 from pytest_connic.jsonsafe import json_text, parse_json
-from pytest_connic.models.base import ModelRequest, ModelResponse, ToolSpec
+from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
 from pytest_connic.records.run import ModelTurnRecord, RunRecord
-from pytest_connic.runtime.dispatch import call_tool, tool_catalog
+from pytest_connic.runtime.dispatch import available_tools, call_tool, tool_catalog
+from pytest_connic.runtime.output_schema import connic_subset, first_error
 from pytest_connic.runtime.payload import message_text, tool_agent_payload
-from pytest_connic.runtime.signals import AwaitingApproval, RunFailed
+from pytest_connic.runtime.signals import AwaitingApproval, RunAborted, RunFailed
 from pytest_connic.runtime.state import InvocationState
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -49,20 +50,10 @@ def user_message(content: dict[str, Any]) -> dict[str, Any]:
     return {"role": "user", "content": items}
 
 
-def _condition_true(condition: str, bindings: dict[str, Any]) -> bool:
-    try:
-        return compile_expression(condition, ("context", "input"), where="tool condition").evaluate(bindings)
-    except ExpressionError:
-        return False
-
-
 def visible_tools(inv: InvocationState) -> list[ToolSpec]:
     """The tools the model is offered this run (conditional tools whose condition holds)."""
-    bindings = {"context": inv.context, "input": inv.delivered}
     specs = []
-    for entry in tool_catalog(inv).values():
-        if entry.condition and not _condition_true(entry.condition, bindings):
-            continue
+    for entry in available_tools(inv).values():
         if entry.discoverable:
             continue
         specs.append(ToolSpec(name=entry.name, description=entry.description, parameters=entry.parameters))
@@ -105,7 +96,10 @@ def _record_turn(inv: InvocationState, index: int, response: ModelResponse, star
 
 
 async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
-    """The agent loop: one model call per iteration, tool calls dispatched in order."""
+    """The agent loop: one model call per iteration, the tool calls of a turn run concurrently."""
+    if inv.config.voice_config is not None:
+        raise RunAborted(f"{inv.config.source_path}: agent '{inv.config.name}' is a voice agent (voice_config): "
+                         "voice calls cannot be tested offline; pytest-connic runs text agents only")
     # a triggered child took its model when it was triggered (runtime/children.py)
     model = inv.reserved_model or inv.scope.models.model_for(inv.config.name, root=inv.root)
     messages: list[dict[str, Any]] = [user_message(content)]
@@ -116,10 +110,47 @@ async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
         if not response.tool_calls:
             return _final_output(inv, response.content or "")
         messages.append(_assistant_message(response))
-        for call in response.tool_calls:
-            result_text = await call_tool(inv, call.name, call.arguments)
-            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result_text})
+        results = await _call_all(inv, response.tool_calls)
+        for call, result in zip(response.tool_calls, results):
+            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
     raise RunFailed(f"max_iterations ({inv.config.max_iterations}) reached before the model gave a final answer")
+
+
+async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[Any]:
+    """The tool calls of one model turn, run concurrently as on Connic; their results in the
+    model's order, and their trace records too (each call is recorded as it starts, and the
+    calls start in the model's order). The first call to end the run (``StopProcessing``, or a
+    run failure, an approval wait) wins: the calls still running are cancelled, marked so in
+    the trace, and the run ends with that first signal."""
+    if len(calls) == 1:
+        return [await call_tool(inv, calls[0].name, calls[0].arguments)]
+    first = len(inv.record.tool_calls)
+    tasks = [asyncio.ensure_future(call_tool(inv, c.name, c.arguments)) for c in calls]
+    try:
+        pending: set[asyncio.Future[Any]] = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            # of several ending together, the first in the model's order is the one observed
+            ended = [t for t in tasks if t in done and not t.cancelled() and t.exception() is not None]
+            if ended:
+                signal = ended[0].exception()
+                assert signal is not None
+                await _cancel(pending)
+                for record in inv.record.tool_calls[first:]:
+                    if not record.has_result and record.error is None:
+                        record.error = f"cancelled: another call of this model turn ended the run ({type(signal).__name__})"
+                raise signal
+    except BaseException:
+        await _cancel({t for t in tasks if not t.done()})
+        raise
+    return [t.result() for t in tasks]
+
+
+async def _cancel(tasks: set[asyncio.Future[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _assistant_message(response: ModelResponse) -> dict[str, Any]:
@@ -141,18 +172,49 @@ def _assistant_message(response: ModelResponse) -> dict[str, Any]:
 
 
 def _final_output(inv: InvocationState, text: str) -> str:
-    schema = inv.config.output_schema_dict
+    config = inv.config
+    schema = config.output_schema_dict
+    if config.output_schema and schema is None:
+        _warn_unloaded_schema(inv)
     if schema:
+        reduced, dropped = connic_subset(schema)
+        if dropped:
+            inv.services.host.warn_once(
+                f"output_schema_keywords:{config.output_schema}",
+                f"{_schema_file(inv)}: output_schema '{config.output_schema}' (agent '{config.name}', "
+                f"{config.source_path}) uses keywords outside the subset Connic documents, which Connic "
+                f"does not enforce and neither does pytest-connic: {', '.join(dropped)}",
+            )
         value = parse_json(text)
         if value is text:
-            raise RunFailed(f"output does not match output_schema '{inv.config.output_schema}': not valid JSON")
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+            raise RunFailed(f"output does not match output_schema '{config.output_schema}': not valid JSON")
+        try:
+            error = first_error(reduced, value)
+        except jsonschema.exceptions.SchemaError as exc:
+            raise RunAborted(f"{_schema_file(inv)}: output_schema '{config.output_schema}' is not a valid "
+                             f"JSON Schema: {exc.message}") from None
         if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "<root>"
-            raise RunFailed(
-                f"output does not match output_schema '{inv.config.output_schema}' at {where}: {error.message}"
-            )
+            where, message = error
+            raise RunFailed(f"output does not match output_schema '{config.output_schema}' at {where}: {message}")
     return text
+
+
+def _schema_file(inv: InvocationState) -> str:
+    return f"schemas/{inv.config.output_schema}.json"
+
+
+def _warn_unloaded_schema(inv: InvocationState) -> None:
+    """The SDK's loader leaves ``output_schema_dict`` empty (and prints a warning) when the
+    schema file is missing or is not JSON; the agent then runs unvalidated, on Connic too."""
+    config = inv.config
+    path = inv.services.root / _schema_file(inv)
+    reason = "the file does not exist" if not path.is_file() else "the SDK's loader refused it: not JSON, or not a file inside schemas/; connic lint shows why"
+    inv.services.host.warn_once(
+        f"output_schema_unloaded:{config.name}",
+        f"{config.source_path}: output_schema '{config.output_schema}' of agent '{config.name}' could not be "
+        f"loaded ({_schema_file(inv)}: {reason}); Connic's loader skips it, so the agent's output is not "
+        "validated, here as on Connic",
+    )
 
 
 async def run_tool_agent(inv: InvocationState, content: dict[str, Any]) -> Any:

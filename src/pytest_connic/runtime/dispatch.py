@@ -13,9 +13,10 @@ import traceback
 from typing import Any
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.expressions import EvaluationError, ExpressionError, compile_expression
 from pytest_connic.jsonsafe import json_text, trace_data
 from pytest_connic.project.located import exception_text
-from pytest_connic.project.sdk import AbortTool, StopProcessing, Tool
+from pytest_connic.project.sdk import AbortTool, StopProcessing, Tool, ToolFile, TransferCall
 from pytest_connic.records.run import ToolCallRecord
 from pytest_connic.runtime.approvals import ApprovalInputError, gate
 from pytest_connic.runtime.mocks import signature_errors, tool_ladder
@@ -62,10 +63,24 @@ def _entry(tool: Tool, *, discoverable: bool) -> CatalogEntry:
                         tool.condition, discoverable)
 
 
+#: "max 100 tools per agent" [agent-yaml]
+MAX_TOOLS = 100
+
+
 def tool_catalog(inv: InvocationState) -> dict[str, CatalogEntry]:
-    """Every tool of the agent by model-facing name (tools, discoverable tools, approval inputs)."""
+    """Every tool of the agent by model-facing name (tools, discoverable tools, approval inputs).
+
+    Refuses (``RunAborted``) an agent with more than :data:`MAX_TOOLS` tools: Connic's limit,
+    counted over ``tools`` and ``discoverable_tools`` after wildcard expansion, without the
+    ``search_tools``/``use_tool`` that Connic injects."""
     if inv.catalog is not None:
         return inv.catalog
+    count = sum(1 for t in [*inv.agent.tools, *inv.agent.discoverable_tools] if t.name not in DISCOVERY)
+    if count > MAX_TOOLS:
+        config = inv.config
+        raise RunAborted(f"{config.source_path}: agent '{config.name}' has {count} tools (tools and "
+                         f"discoverable_tools after wildcard expansion); Connic allows at most {MAX_TOOLS} "
+                         "tools per agent")
     catalog: dict[str, CatalogEntry] = {}
     for tool in inv.agent.tools:
         catalog[tool.name] = _entry(tool, discoverable=False)
@@ -79,6 +94,28 @@ def tool_catalog(inv: InvocationState) -> dict[str, CatalogEntry]:
     return catalog
 
 
+def condition_holds(inv: InvocationState, entry: CatalogEntry) -> bool:
+    """Whether ``entry`` is available to this run: it has no condition, or its condition is
+    true over the run's ``context`` and ``input``. Evaluated strictly, as Connic does: a missing
+    field, an unsupported operation or any other evaluation error makes it false."""
+    if not entry.condition:
+        return True
+    bindings = {"context": inv.context, "input": inv.delivered}
+    try:
+        expression = compile_expression(entry.condition, ("context", "input"), where="tool condition")
+        return expression.evaluate(bindings, strict=True)
+    except (ExpressionError, EvaluationError):
+        return False
+    except Exception:  # noqa: BLE001  (a user object's odd comparison: an evaluation error too)
+        return False
+
+
+def available_tools(inv: InvocationState) -> dict[str, CatalogEntry]:
+    """The catalog without the tools whose condition is false for this run: what any caller
+    (the model, ``search_tools``, ``use_tool``) can reach."""
+    return {name: e for name, e in tool_catalog(inv).items() if condition_holds(inv, e)}
+
+
 def _model_bytes(value: bytes | bytearray) -> str:
     """Bytes as the model reads them: the text when they are UTF-8, else base64."""
     try:
@@ -90,6 +127,8 @@ def _model_bytes(value: bytes | bytearray) -> str:
 def _model_default(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _model_bytes(bytes(value))
+    if isinstance(value, ToolFile):
+        return _file_summary(value)
     return trace_data(value)
 
 
@@ -99,6 +138,78 @@ def to_model_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json_text(value, default=_model_default)  # a cycle, a huge int, odd keys, deep nesting
+
+
+def file_part(file: ToolFile) -> dict[str, Any]:
+    """A ``ToolFile`` as a file part of a message, the shape user files have (``runtime/agents.py``
+    ``user_message``): ``{"type": "file", "mime_type", "data"}`` (base64) or ``"uri"``, and ``name``."""
+    part: dict[str, Any] = {"type": "file", "mime_type": file.mime_type}
+    if file.data is not None:
+        part["data"] = base64.b64encode(file.data).decode("ascii")
+    else:
+        part["uri"] = file.uri
+    if file.name:
+        part["name"] = file.name
+    return part
+
+
+def _file_summary(file: ToolFile) -> dict[str, Any]:
+    """A ``ToolFile`` in the trace: what it is, not its bytes."""
+    return {"tool_file": {k: v for k, v in (("mime_type", file.mime_type), ("name", file.name),
+                                            ("size_bytes", file.size_bytes), ("uri", file.uri)) if v is not None}}
+
+
+def _files_of(value: Any) -> list[Any] | None:
+    """The items of a result that carries files (one ``ToolFile``, or a list/tuple with some)."""
+    if isinstance(value, ToolFile):
+        return [value]
+    if isinstance(value, (list, tuple)) and any(isinstance(v, ToolFile) for v in value):
+        return list(value)
+    return None
+
+
+def to_model_content(value: Any) -> str | list[dict[str, Any]]:
+    """A tool result as the next model turn gets it: text (:func:`to_model_text`), or, when it
+    carries ``ToolFile`` objects, a list of parts: each file a file part, each other item of a
+    returned list or tuple a text part, in order (Connic: "files alongside JSON and text")."""
+    items = _files_of(value)
+    if items is None:
+        return to_model_text(value)
+    return [file_part(v) if isinstance(v, ToolFile) else {"type": "text", "text": to_model_text(v)}
+            for v in items]
+
+
+_RAW_BYTES = ("the tool returned raw bytes, which Connic rejects because they do not identify a MIME type; "
+              "return connic.ToolFile(mime_type=..., data=...) instead")
+_NESTED_FILE = "a ToolFile must be the tool's result or an item of a returned list or tuple"
+
+
+def result_problem(value: Any) -> str | None:
+    """Why Connic would refuse a custom tool's result, or None: raw ``bytes`` anywhere ("they
+    do not identify a MIME type" [tools-and-python]), or a ``ToolFile`` anywhere but the result
+    itself or an item of a returned list or tuple."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    try:
+        for item in items:
+            problem = None if isinstance(item, ToolFile) else _nested_problem(item)
+            if problem:
+                return problem
+    except RecursionError:  # a cycle or deep nesting: JSON rendering copes with it later
+        return None
+    return None
+
+
+def _nested_problem(value: Any) -> str | None:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _RAW_BYTES
+    if isinstance(value, ToolFile):
+        return _NESTED_FILE
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    for child in children:
+        problem = _nested_problem(child)
+        if problem:
+            return problem
+    return None
 
 
 class UserCodeError(ConnicError):
@@ -117,6 +228,9 @@ async def user_code(awaitable: Any) -> Any:
         return await awaitable
     except (AbortTool, *SIGNALS):
         raise
+    except TransferCall as exc:
+        raise RunAborted(f"TransferCall({exc.number}) raised: transferring a voice call is a feature of "
+                         "voice agents, and a voice call cannot be tested offline") from None
     except Exception as exc:  # user code: the model reads it
         raise UserCodeError(exc) from exc
 
@@ -136,13 +250,14 @@ def internal_error(exc: BaseException, doing: str) -> RunAborted:
 
 
 async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bool = False,
-                    via_discovery: bool = False) -> str:
-    """Dispatch one call; returns what the model reads back (a result or an error text).
+                    via_discovery: bool = False) -> Any:
+    """Dispatch one call; returns what the model reads back (a result or an error text, or the
+    parts of a result that carries files: :func:`to_model_content`); with ``body``, the result.
 
     ``StopProcessing``, ``RunAborted``, ``RunFailed`` and ``AwaitingApproval`` propagate.
     With ``body`` (a tool agent's body) a tool error fails the run instead.
     """
-    catalog = tool_catalog(inv)
+    catalog = available_tools(inv)  # a tool hidden by its condition is unknown, whoever asks
     entry = catalog.get(name) or next((e for e in catalog.values() if e.ref == name), None)
     record = ToolCallRecord(seq=len(inv.record.tool_calls), name=name, ref=entry.ref if entry else name,
                             params=arguments if isinstance(arguments, dict) else {}, agent=inv.config.name,
@@ -175,8 +290,8 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
     finally:
         record.duration_ms = (time.perf_counter() - started) * 1000
     if body:
-        return result  # type: ignore[no-any-return]
-    return to_model_text(result)
+        return result
+    return to_model_content(result)
 
 
 class _ToolError(ConnicError):
@@ -210,14 +325,26 @@ async def _pipeline(inv: InvocationState, entry: CatalogEntry, record: ToolCallR
         record.params = params
         result = await _execute(inv, entry, record, params)
         result = await _after_hook(inv, entry, hooks, params, result)
+        problem = result_problem(result) if entry.kind == "custom" else None
+        if problem:
+            raise _ToolError(f"{entry.ref}: {problem}")
     except _Aborted as abort:
         # documented for a before hook; from the tool, its mock or an after hook it means the
         # same: the model reads ``abort.result`` as the tool's answer, the trace marks an error
         record.aborted = True
         record.error = f"aborted by {abort.origin} (AbortTool): {_short(abort.result)}"
         return abort.result
-    record.has_result, record.result = True, trace_data(result)
+    record.has_result, record.result = True, trace_result(result)
     return result
+
+
+def trace_result(value: Any) -> Any:
+    """A tool result for the trace: :func:`trace_data`, files as what they are (not their bytes)."""
+    items = _files_of(value)
+    if items is None:
+        return trace_data(value)
+    summaries = [_file_summary(v) if isinstance(v, ToolFile) else trace_data(v) for v in items]
+    return summaries[0] if isinstance(value, ToolFile) else summaries
 
 
 def _short(value: Any) -> str:
@@ -325,7 +452,7 @@ def _search_tools(inv: InvocationState, params: dict[str, Any]) -> dict[str, Any
     query = str(params.get("query", "")).lower()
     words = [w for w in query.replace("_", " ").split() if w]
     found = []
-    for entry in tool_catalog(inv).values():
+    for entry in available_tools(inv).values():
         if not entry.discoverable:
             continue
         haystack = f"{entry.name} {entry.ref} {entry.description}".lower().replace("_", " ")
@@ -336,10 +463,10 @@ def _search_tools(inv: InvocationState, params: dict[str, Any]) -> dict[str, Any
     return {"tools": [{"name": e.name, "description": e.description, "parameters": e.parameters} for _, e in found]}
 
 
-async def _use_tool(inv: InvocationState, arguments: Any) -> str:
+async def _use_tool(inv: InvocationState, arguments: Any) -> Any:
     args = arguments if isinstance(arguments, dict) else {}
     target = str(args.get("tool_name", ""))
-    entry = tool_catalog(inv).get(target)
+    entry = available_tools(inv).get(target)
     if entry is None or not entry.discoverable:
         return f"Error: '{target}' is not a discoverable tool of this agent; call search_tools first"
     inner = args.get("arguments") or {}

@@ -14,10 +14,12 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from typing_extensions import Self
+
 from pytest_connic.project.sdk import GuardrailResult, GuardrailRule
 from pytest_connic.records.run import GuardrailRecord
 from pytest_connic.runtime.mocks import guardrail_ladder
-from pytest_connic.runtime.signals import RunAborted
+from pytest_connic.runtime.signals import RunAborted, RunFailed
 from pytest_connic.runtime.state import InvocationState
 from pytest_connic.warnings import GuardrailNotEvaluatedWarning
 
@@ -86,12 +88,16 @@ PII_ENTITIES: dict[str, tuple[re.Pattern[str], Callable[[str], bool] | None, str
 }
 
 
+#: the entities of a rule without ``config.entities``: all seven for ``pii`` (input), Connic's
+#: narrower set for ``pii_leakage`` (output) [guardrails-schemas-mcp]
+DEFAULT_ENTITIES = {"pii": tuple(PII_ENTITIES), "pii_leakage": ("ssn", "credit_card", "api_key")}
+
+
 def pii_entities(rule: GuardrailRule) -> list[str]:
-    """The entities a ``pii``/``pii_leakage`` rule looks for (``config.entities``, default all)."""
+    """The entities a ``pii``/``pii_leakage`` rule looks for, in detection order:
+    ``config.entities``, else the type's default (:data:`DEFAULT_ENTITIES`)."""
     wanted = rule.config.get("entities")
-    if not wanted:
-        return list(PII_ENTITIES)
-    names = {str(e).lower() for e in wanted}
+    names = {str(e).lower() for e in wanted} if wanted else set(DEFAULT_ENTITIES.get(rule.type, PII_ENTITIES))
     return [e for e in PII_ENTITIES if e in names]
 
 
@@ -276,7 +282,7 @@ async def _run(inv: InvocationState, direction: str, text: str) -> str | None:
         record, rejection = await _evaluate(inv, rule, direction, text)
         inv.record.guardrails.append(record)
         if record.status == "blocked":
-            return rejection
+            return Rejection(rejection, fail_run=rule.config.get("fail_run") is True)
         if record.status == "redacted":
             text = pii_redact(rule, text)
             if direction == "input":
@@ -299,6 +305,26 @@ async def run_input(inv: InvocationState, text: str) -> str | None:
 async def run_output(inv: InvocationState, text: str) -> str | None:
     """Run the output guardrails; the rejection message when one blocks."""
     return await _run(inv, "output", text)
+
+
+class Rejection(str):
+    """What a blocking rule answers, and whether it fails the run (``config.fail_run: true``)."""
+
+    fail_run: bool
+
+    def __new__(cls, text: str, *, fail_run: bool = False) -> Self:
+        made = super().__new__(cls, text)
+        made.fail_run = fail_run
+        return made
+
+
+def fail_if_asked(blocked: str) -> None:
+    """After a block (``after`` middleware having run as ``run_after_on_block`` says): raise
+    ``RunFailed`` with the rejection as the error when the blocking rule sets
+    ``config.fail_run: true``. Connic then marks the run ``failed`` instead of ending it with
+    the rejection as its output."""
+    if getattr(blocked, "fail_run", False):
+        raise RunFailed(str(blocked))
 
 
 def redacted_output(inv: InvocationState, output: Any) -> Any:

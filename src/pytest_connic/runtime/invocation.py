@@ -136,6 +136,7 @@ async def _lifecycle(inv: InvocationState) -> None:
         _end(inv, "blocked", output=blocked)
         if inv.config.guardrails is None or inv.config.guardrails.run_after_on_block:
             inv.record.output_raw = await _after(inv, blocked)
+        guardrails.fail_if_asked(blocked)
         return
     content = await _before(inv, content_parts(inv.delivered))
     output = await _agent_body(inv, content)
@@ -144,6 +145,7 @@ async def _lifecycle(inv: InvocationState) -> None:
     blocked = await guardrails.run_output(inv, output_text(output))
     if blocked is not None:
         _end(inv, "blocked", output=blocked)
+        guardrails.fail_if_asked(blocked)
         return
     final = guardrails.redacted_output(inv, output)
     _end(inv, "completed", output=final)

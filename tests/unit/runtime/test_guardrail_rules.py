@@ -78,7 +78,14 @@ def test_pii_entities_restrict_what_is_looked_for() -> None:
     ],
 )
 def test_pii_redaction_placeholders(text: str, redacted: str) -> None:
-    assert pii_redact(pii(type="pii_leakage"), text) == redacted
+    assert pii_redact(pii(type="pii"), text) == redacted  # pii without entities: all seven
+
+
+def test_each_type_has_connics_default_entities() -> None:
+    text = "mail ada@example.com, ssn 123-45-6789, host 192.168.1.10, key ghp_" + "a" * 36
+    assert pii_findings(pii(type="pii"), text) == ["email", "api_key", "ssn", "ip_address"]
+    assert pii_findings(pii(type="pii_leakage"), text) == ["api_key", "ssn"]
+    assert pii_findings(pii("email", type="pii_leakage"), text) == ["email"]
 
 
 # --------------------------------------------------------------------------- regex, results
