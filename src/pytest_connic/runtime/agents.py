@@ -15,6 +15,7 @@ from pytest_connic.models.base import ModelRequest, ModelResponse, ToolSpec
 from pytest_connic.records.run import ModelTurnRecord, RunRecord
 from pytest_connic.runtime.dispatch import call_tool, tool_catalog
 from pytest_connic.runtime.payload import message_text, tool_agent_payload
+from pytest_connic.runtime.retries import check_reflection_budget
 from pytest_connic.runtime.signals import AwaitingApproval, RunFailed
 from pytest_connic.runtime.state import InvocationState
 
@@ -119,6 +120,7 @@ async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
         for call in response.tool_calls:
             result_text = await call_tool(inv, call.name, call.arguments)
             messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result_text})
+        check_reflection_budget(inv)  # retry_options.attempts (runtime/retries.py)
     raise RunFailed(f"max_iterations ({inv.config.max_iterations}) reached before the model gave a final answer")
 
 
