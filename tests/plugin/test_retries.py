@@ -70,10 +70,10 @@ def test_a_tool_agent_retries_its_operation_up_to_attempts(project: ConnicProjec
     result.stdout.fnmatch_lines(["*tests/three.yaml::fails twice then works PASSED*"])
     result.stdout.fnmatch_lines(["*tests/one.yaml::fails twice then works FAILED*"])
     result.stdout.fnmatch_lines(["*Error:*RuntimeError: call 1 failed"])
-    assert "attempt 1 of" not in result.stdout.str()  # one attempt: the tool's error as it is
+    assert "retry 2 of" not in result.stdout.str()  # one attempt: no retry
 
 
-def test_retries_show_in_the_trace_and_the_last_error_names_the_attempts(project: ConnicProject) -> None:
+def test_retries_show_in_the_trace_and_the_run_ends_with_the_last_error(project: ConnicProject) -> None:
     project.tool("retry", FLAKY)
     tool_agent(project, "always", attempts=3, initial_delay=1, max_delay=5)
     project.suite("always", '''
@@ -84,7 +84,7 @@ def test_retries_show_in_the_trace_and_the_last_error_names_the_attempts(project
     result = project.run("-q")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        esc("*agent error: RuntimeError: call 3 failed (attempt 3 of 3)*"),
+        esc("*agent error: RuntimeError: call 3 failed"),
         "*Trace:",
         esc("*✗ retry 2 of 3 — RuntimeError: call 1 failed*"),
         esc("*✗ retry 3 of 3 — RuntimeError: call 2 failed*"),
@@ -166,7 +166,7 @@ def test_an_llm_agent_fails_once_a_tool_used_its_reflection_budget(project: Conn
     result.stdout.fnmatch_lines(["*tests/budget3.yaml::a tool that keeps failing FAILED*"])
     result.stdout.fnmatch_lines(["*tests/budget5.yaml::a tool that keeps failing PASSED*"])
     result.stdout.fnmatch_lines([esc(
-        "*tool retry.broken failed 3 time(s), the retry_options.attempts budget (3) of agent 'budget3': "
+        "*tool retry.broken failed in 3 model turn(s) in a row, the retry_options.attempts budget (3) of agent 'budget3': "
         "RuntimeError: weather service down for Oslo*"
     )])
 

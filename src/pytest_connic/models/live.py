@@ -244,7 +244,7 @@ def retry_after(exc: BaseException) -> float | None:
             continue
         try:
             value = source.get("retry-after") or source.get("Retry-After")
-        except Exception:  # noqa: BLE001 -- headers of an unknown shape: no hint
+        except Exception:  # noqa: BLE001, S112 -- headers of an unknown shape: no hint
             continue
         if value is None:
             continue

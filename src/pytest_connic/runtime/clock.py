@@ -94,8 +94,8 @@ class RunClock:
                     frame.timed_out = True
                     task.cancel()
                     break
-                moved = self._moved_future()
-                await asyncio.wait({task, moved}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                waits: set[asyncio.Future[Any]] = {task, self._moved_future()}
+                await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # cancelled from outside: the body goes with it
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

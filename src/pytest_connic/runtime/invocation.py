@@ -176,8 +176,12 @@ async def _operation(inv: InvocationState, content: dict[str, Any]) -> Any:
     re-run on the original content with ``rerun_middleware``, ``context["retry_attempt"]`` the
     zero-based attempt). Only an ordinary failure of the body is retried: not a timeout, not
     ``StopProcessing``, not an approval wait, not a failure of the test set-up (a strict mock, a
-    cassette) or of a model provider, which another attempt would not change here."""
-    if inv.config.type not in (AgentType.TOOL, AgentType.SEQUENTIAL):
+    cassette) or of a model provider, which another attempt would not change here.
+
+    A stage of a sequential agent runs once per attempt of its pipeline: the pipeline's
+    ``retry_options`` governs the operation (docs/fidelity.md, ``retry_options.attempts``)."""
+    stage = not inv.root and not inv.triggered
+    if inv.config.type not in (AgentType.TOOL, AgentType.SEQUENTIAL) or stage:
         return await _agent_body(inv, content)
     settings = RetrySettings.of(inv.config)
     attempt = 0
@@ -188,9 +192,7 @@ async def _operation(inv: InvocationState, content: dict[str, Any]) -> Any:
         except RunFailed as exc:
             setup_failed = len(inv.record.failures) > failures or inv.record.infrastructure_error != infrastructure
             if attempt + 1 >= settings.attempts or setup_failed:
-                if attempt:
-                    raise RunFailed(f"{exc.message} (attempt {attempt + 1} of {settings.attempts})") from None
-                raise
+                raise  # the last attempt's error, as it is; the trace shows the retries
             attempt += 1
             delay = settings.delay(attempt)
             inv.record.events.append({"type": "retry", "name": f"retry {attempt + 1} of {settings.attempts}",

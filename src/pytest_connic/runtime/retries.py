@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_connic.runtime.signals import RunFailed
@@ -50,21 +50,37 @@ class RetrySettings:
 
 
 def check_reflection_budget(inv: Any) -> None:
-    """After a model turn's tool calls: fail the run once a tool of this agent has failed
-    ``retry_options.attempts`` times in the run (its errors went back to the model each time).
+    """After a model turn's tool calls: fail the run once a tool of this agent has failed in
+    ``retry_options.attempts`` model turns in a row (its error went back to the model each time).
 
-    A failure is a call that ended in an error the model read (the tool raised, a hook failed,
-    bad or unknown arguments); an ``AbortTool`` answer or a rejected approval is not."""
+    The model's turns are the attempts: calls of one tool in the same turn are one attempt, and
+    a turn in which the tool succeeded starts its count again. A failure is a call that ended in
+    an error the model read (the tool raised, a hook failed, bad arguments); an ``AbortTool``
+    answer or a human's rejection is not."""
     attempts = RetrySettings.of(inv.config).attempts
-    failures: dict[str, list[str]] = {}
-    for call in inv.record.tool_calls:
-        if call.agent != inv.config.name or not call.error or call.aborted or call.approval in _DECIDED:
-            continue
-        failures.setdefault(call.ref or call.name, []).append(call.error)
-    for ref, errors in failures.items():
-        if len(errors) >= attempts:
+    calls = [c for c in inv.record.tool_calls if c.agent == inv.config.name]
+    turn: dict[str, bool] = {}  # tool -> every call of it in this turn failed
+    for call in calls[inv.reflection.checked:]:
+        ref = call.ref or call.name
+        failed = bool(call.error) and not call.aborted and call.approval not in _DECIDED
+        if failed:
+            inv.reflection.errors[ref] = call.error or ""
+        turn[ref] = turn.get(ref, True) and failed
+    inv.reflection.checked = len(calls)
+    streaks = inv.reflection.streaks
+    for ref, failed in turn.items():
+        streaks[ref] = streaks.get(ref, 0) + 1 if failed else 0
+        if streaks[ref] >= attempts:
             raise RunFailed(
-                f"tool {ref} failed {len(errors)} time(s), the retry_options.attempts budget ({attempts}) of "
-                f"agent '{inv.config.name}': {errors[-1]}"
+                f"tool {ref} failed in {streaks[ref]} model turn(s) in a row, the retry_options.attempts "
+                f"budget ({attempts}) of agent '{inv.config.name}': {inv.reflection.errors[ref]}"
             )
 
+
+@dataclass
+class ReflectionBudget:
+    """What :func:`check_reflection_budget` has seen of an invocation's tool calls."""
+
+    checked: int = 0  #: tool calls of the agent already counted
+    streaks: dict[str, int] = field(default_factory=dict)  #: tool -> failing turns in a row
+    errors: dict[str, str] = field(default_factory=dict)  #: tool -> its last error

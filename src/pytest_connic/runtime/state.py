@@ -23,6 +23,7 @@ from pytest_connic.project.sdk import Agent, AgentConfig, Tool
 from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.payload import deliver
+from pytest_connic.runtime.retries import ReflectionBudget
 from pytest_connic.runtime.signals import ExitCalled
 
 if TYPE_CHECKING:
@@ -122,6 +123,8 @@ class InvocationState:
     catalog: dict[str, CatalogEntry] | None = None
     #: the local data tools bound to this run (built on first use, runtime/predefined_dispatch.py)
     data_tools: dict[str, Callable[..., Any]] | None = None
+    #: the tool-failure reflection budget spent so far (runtime/retries.py)
+    reflection: ReflectionBudget = field(default_factory=ReflectionBudget)
 
     @classmethod
     def create(
