@@ -29,6 +29,7 @@ from pytest_connic.expressions import ExpressionError
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.records.run import CaseOutcome, RunRecord
 from pytest_connic.runtime import placeholders
+from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.invocation import Invocation, output_text
 from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
 from pytest_connic.runtime.payload import FilesError, load_fixtures
@@ -293,6 +294,7 @@ class CaseRun:
             mocks=MockSet(mocks_module, {f: bool(self.case.get(f)) for f in STRICT_FLAGS}),
             models=run_models, executor=self.executor, approvals=list(self.compiled.approvals),
             strict_approvals=bool(self.case.get("strict_approval_decisions")),
+            clock=RunClock(virtual=not getattr(self.models, "live", False)),  # live runs really wait
         )
         record, cleanup_failure = await self._invoke(scope, builder_module, context)
         completed = record.status == "completed" and not record.failures

@@ -69,6 +69,11 @@ class HookedCaseModels:
         self.services = services
         self.case = case
 
+    @property
+    def live(self) -> bool:
+        """Live mode: runs call providers and really wait (runtime/clock.py)."""
+        return self.base.mode == "live"
+
     def for_run(self, index: int) -> HookedRunModels:
         return HookedRunModels(self.base.for_run(index), self.services, self.case, index)
 

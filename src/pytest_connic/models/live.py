@@ -6,17 +6,22 @@ copies). Providers are configured the LiteLLM way: ``OPENAI_API_KEY``,
 ``OPENAI_API_BASE``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ``AZURE_API_KEY`` ...
 
 Retries follow the agent's ``retry_options`` (Connic's defaults: 3 attempts,
-120 s per attempt, delays from 10 s doubling up to 30 s). A failure that remains
-is a ``ProviderError`` (infrastructure), with the provider's message, masked.
+120 s per attempt, delays from 10 s doubling up to 30 s, or the provider's
+``Retry-After``). With a ``fallback_model`` the primary is tried once and the
+fallback gets the ``attempts`` budget, as on Connic. A failure that remains is a
+``ProviderError`` (infrastructure), with the provider's message, masked.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime as dt
+import email.utils
 import functools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +127,8 @@ class LiteLLMModel:
         self.api_key = api_key
         self.max_retry_delay = max_retry_delay
         self.extra = dict(extra or {})
+        #: how the model waits between attempts (a live run really waits)
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     def resolve(self, model: str) -> str:
         """The LiteLLM model string for an agent's model: an alias when one is given (required
@@ -138,15 +145,17 @@ class LiteLLMModel:
         )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Call the provider (retrying, then the fallback model once); ProviderError on failure."""
+        """Call the provider; ProviderError on failure. Without a fallback model the primary gets
+        the ``retry_options.attempts`` budget; with one, the primary is tried once and the fallback
+        gets the budget (agent-yaml; platform "Model-call failures")."""
         primary = self.model or request.model
         policy = RetryPolicy.from_options(request.retry_options, request.timeout_s)
-        try:
+        fallback = request.fallback_model
+        if not fallback or fallback == primary:
             return await self._call(primary, request, policy)
+        try:
+            return await self._call(primary, request, dataclasses.replace(policy, attempts=1))
         except ProviderError as first:
-            fallback = request.fallback_model
-            if not fallback or fallback == primary:
-                raise
             try:
                 return await self._call(fallback, request, policy)
             except ProviderError as second:
@@ -158,7 +167,13 @@ class LiteLLMModel:
         failure: BaseException | None = None
         for attempt in range(policy.attempts):
             if attempt:
-                await asyncio.sleep(policy.delay(attempt - 1, self.max_retry_delay))
+                assert failure is not None
+                # the provider's Retry-After wins over the backoff; both count against the run's timeout
+                wait = retry_after(failure)
+                wait = policy.delay(attempt - 1) if wait is None else wait
+                if self.max_retry_delay is not None:
+                    wait = min(wait, self.max_retry_delay)
+                await self.sleep(wait)
             try:
                 raw = await asyncio.wait_for(litellm.acompletion(**kwargs), policy.attempt_timeout + 5)
             except Exception as exc:  # noqa: BLE001 -- every failure of the provider call is classified
@@ -219,6 +234,30 @@ def is_retryable(exc: BaseException) -> bool:
         return True
     status = status_of(exc)
     return status is not None and (status in (408, 429) or status >= 500)
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds the provider asked to wait (``Retry-After``: seconds or an HTTP date), if it did."""
+    for source in (getattr(exc, "litellm_response_headers", None), getattr(getattr(exc, "response", None), "headers", None),
+                   getattr(exc, "headers", None)):
+        if source is None:
+            continue
+        try:
+            value = source.get("retry-after") or source.get("Retry-After")
+        except Exception:  # noqa: BLE001, S112 -- headers of an unknown shape: no hint
+            continue
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except (TypeError, ValueError):
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(str(value))
+        except (TypeError, ValueError, IndexError):
+            continue
+        return max(0.0, (when - dt.datetime.now(dt.timezone.utc)).total_seconds())
+    return None
 
 
 def describe(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ from pytest_connic.records.run import ModelTurnRecord, RunRecord
 from pytest_connic.runtime.dispatch import available_tools, call_tool, tool_catalog
 from pytest_connic.runtime.output_schema import connic_subset, first_error
 from pytest_connic.runtime.payload import message_text, tool_agent_payload
+from pytest_connic.runtime.retries import check_reflection_budget
 from pytest_connic.runtime.signals import AwaitingApproval, RunAborted, RunFailed
 from pytest_connic.runtime.state import InvocationState
 
@@ -113,6 +114,7 @@ async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
         results = await _call_all(inv, response.tool_calls)
         for call, result in zip(response.tool_calls, results):
             messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
+        check_reflection_budget(inv)  # retry_options.attempts (runtime/retries.py)
     raise RunFailed(f"max_iterations ({inv.config.max_iterations}) reached before the model gave a final answer")
 
 

@@ -7,7 +7,6 @@ input guardrails → middleware ``before`` → agent (llm loop / tool / sequenti
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from pytest_connic.jsonsafe import json_text
@@ -19,6 +18,7 @@ from pytest_connic.runtime.agents import run_llm, run_sequential, run_tool_agent
 from pytest_connic.runtime.dispatch import call_middleware
 from pytest_connic.runtime.payload import content_parts, message_text
 from pytest_connic.runtime.predefined_dispatch import record_automatic_outbound
+from pytest_connic.runtime.retries import RetrySettings
 from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
 from pytest_connic.runtime.state import CURRENT, InvocationState, RunScope
 
@@ -71,14 +71,15 @@ class Invocation:
 async def run_lifecycle(inv: InvocationState) -> RunRecord:
     """Run the whole lifecycle of ``inv``; never raises (except cancellation from outside)."""
     token = CURRENT.set(inv)
-    inv.started = time.perf_counter()
+    clock = inv.scope.clock
+    inv.started = clock.now()
     if inv.timeout_s is not None:
         inv.deadline = inv.started + inv.timeout_s
         if inv.root:
             inv.scope.deadline = inv.deadline
     try:
         if inv.timeout_s is not None:
-            await asyncio.wait_for(_body(inv), inv.timeout_s)
+            await clock.wait_for(_body(inv), inv.timeout_s)
         else:
             await _body(inv)
     except asyncio.TimeoutError:
@@ -97,9 +98,18 @@ async def run_lifecycle(inv: InvocationState) -> RunRecord:
 async def _finish(inv: InvocationState) -> None:
     await _await_background(inv)
     record_automatic_outbound(inv)  # recorded, never delivered
-    inv.record.duration_ms = (time.perf_counter() - inv.started) * 1000
+    inv.record.duration_ms = _elapsed_ms(inv)
     inv.context.setdefault("duration_ms", round(inv.record.duration_ms))
     await _cleanup(inv)
+
+
+def _elapsed_ms(inv: InvocationState) -> float:
+    """Milliseconds since the invocation started, on the run's clock (skipped delays count),
+    never past its timeout."""
+    elapsed = inv.scope.clock.now() - inv.started
+    if inv.timeout_s is not None:
+        elapsed = min(elapsed, inv.timeout_s)
+    return elapsed * 1000
 
 
 async def _body(inv: InvocationState) -> None:
@@ -139,7 +149,7 @@ async def _lifecycle(inv: InvocationState) -> None:
         guardrails.fail_if_asked(blocked)
         return
     content = await _before(inv, content_parts(inv.delivered))
-    output = await _agent_body(inv, content)
+    output = await _operation(inv, content)
     _token_usage(inv)
     output = await _after(inv, output)
     blocked = await guardrails.run_output(inv, output_text(output))
@@ -159,7 +169,40 @@ def _token_usage(inv: InvocationState) -> None:
         "candidates_tokens": candidates,
         "total_tokens": prompt + candidates,
     }
-    inv.context["duration_ms"] = round((time.perf_counter() - inv.started) * 1000)
+    inv.context["duration_ms"] = round(_elapsed_ms(inv))
+
+
+async def _operation(inv: InvocationState, content: dict[str, Any]) -> Any:
+    """The agent body, with the operation retries of a tool or sequential agent (``retry_options``:
+    up to ``attempts`` in all, a backoff delay on the run's clock before each retry, ``before``
+    re-run on the original content with ``rerun_middleware``, ``context["retry_attempt"]`` the
+    zero-based attempt). Only an ordinary failure of the body is retried: not a timeout, not
+    ``StopProcessing``, not an approval wait, not a failure of the test set-up (a strict mock, a
+    cassette) or of a model provider, which another attempt would not change here.
+
+    A stage of a sequential agent runs once per attempt of its pipeline: the pipeline's
+    ``retry_options`` governs the operation (docs/fidelity.md, ``retry_options.attempts``)."""
+    stage = not inv.root and not inv.triggered
+    if inv.config.type not in (AgentType.TOOL, AgentType.SEQUENTIAL) or stage:
+        return await _agent_body(inv, content)
+    settings = RetrySettings.of(inv.config)
+    attempt = 0
+    while True:
+        failures, infrastructure = len(inv.record.failures), inv.record.infrastructure_error
+        try:
+            return await _agent_body(inv, content)
+        except RunFailed as exc:
+            setup_failed = len(inv.record.failures) > failures or inv.record.infrastructure_error != infrastructure
+            if attempt + 1 >= settings.attempts or setup_failed:
+                raise  # the last attempt's error, as it is; the trace shows the retries
+            attempt += 1
+            delay = settings.delay(attempt)
+            inv.record.events.append({"type": "retry", "name": f"retry {attempt + 1} of {settings.attempts}",
+                                      "attempt": attempt, "delay_s": delay, "error": exc.message})
+            await inv.scope.clock.sleep(delay)
+            inv.context["retry_attempt"] = attempt
+            if settings.rerun_middleware:
+                content = await _before(inv, content_parts(inv.delivered))
 
 
 async def _agent_body(inv: InvocationState, content: dict[str, Any]) -> Any:

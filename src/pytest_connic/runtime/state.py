@@ -13,7 +13,6 @@ import contextvars
 import datetime as dt
 import functools
 import inspect
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -22,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_connic.project.sdk import Agent, AgentConfig, Tool
 from pytest_connic.records.run import RunRecord
+from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.payload import deliver
+from pytest_connic.runtime.retries import ReflectionBudget
 from pytest_connic.runtime.signals import ExitCalled
 
 if TYPE_CHECKING:
@@ -49,8 +50,10 @@ class RunScope:
     approvals: list[ApprovalDecision] = field(default_factory=list)
     approvals_used: set[int] = field(default_factory=set)
     strict_approvals: bool = False
-    #: ``time.perf_counter()`` value at which the run times out (set by the root invocation)
+    #: ``clock.now()`` value at which the run times out (set by the root invocation)
     deadline: float | None = None
+    #: the run's clock: virtual (retry delays skipped) unless the run is live (runtime/clock.py)
+    clock: RunClock = field(default_factory=RunClock)
     #: the lifecycle that runs a child or a stage (set by the lifecycle of the root invocation)
     lifecycle: Lifecycle | None = None
 
@@ -108,7 +111,7 @@ class InvocationState:
     context: dict[str, Any]  #: the run context user code sees
     middleware: Any  #: what the SDK loaded from the agent's middleware file (None: none)
     session_id: str  #: the run id of the case's run (children included)
-    #: ``time.perf_counter()`` value at which this invocation times out
+    #: ``scope.clock.now()`` value at which this invocation times out
     deadline: float | None = None
     started: float = 0.0
     background: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -120,6 +123,8 @@ class InvocationState:
     catalog: dict[str, CatalogEntry] | None = None
     #: the local data tools bound to this run (built on first use, runtime/predefined_dispatch.py)
     data_tools: dict[str, Callable[..., Any]] | None = None
+    #: the tool-failure reflection budget spent so far (runtime/retries.py)
+    reflection: ReflectionBudget = field(default_factory=ReflectionBudget)
 
     @classmethod
     def create(
@@ -164,7 +169,7 @@ class InvocationState:
         deadlines = [d for d in (self.deadline, self.scope.deadline) if d is not None]
         if not deadlines:
             return None
-        return max(min(deadlines) - time.perf_counter(), 0.001)
+        return max(min(deadlines) - self.scope.clock.now(), 0.001)
 
 
 #: the invocation currently running (for the ``connic.tools`` placeholders)

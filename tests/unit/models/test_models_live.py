@@ -119,7 +119,42 @@ def test_fallback_model_answers_when_the_primary_fails() -> None:
     with FakeProvider(script) as fp:
         response = call(llm(fp), req("openai/primary", fallback_model="openai/backup"))
     assert (response.content, response.model) == ("from backup", "openai/backup")
-    assert [r.body["model"] for r in fp.requests] == ["primary"] * 3 + ["backup"]
+    # Connic: with a fallback model the primary is tried once, the fallback gets the budget
+    assert [r.body["model"] for r in fp.requests] == ["primary", "backup"]
+
+
+def test_the_fallback_model_gets_the_attempts_budget() -> None:
+    def script(body: dict[str, Any]) -> Any:
+        return error(500, f"{body['model']} down")
+
+    with FakeProvider(script) as fp, pytest.raises(ProviderError) as info:
+        call(llm(fp), req("openai/primary", fallback_model="openai/backup"))
+    assert [r.body["model"] for r in fp.requests] == ["primary", "backup", "backup", "backup"]
+    assert "after 1 attempt(s)" in str(info.value) and "fallback openai/backup" in str(info.value)
+    assert "after 3 attempt(s)" in str(info.value)
+
+
+def test_without_a_fallback_the_primary_gets_the_attempts_budget() -> None:
+    with FakeProvider([error(500, "down")] * 2 + [text("third time")]) as fp:
+        assert call(llm(fp), req(retry_options={**FAST, "attempts": 3})).content == "third time"
+    assert len(fp.requests) == 3
+
+
+def test_retry_after_wins_over_the_backoff() -> None:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    model = LiteLLMModel(masker=default_masker())
+    with FakeProvider([Reply(status=429, message="slow down", headers={"Retry-After": "7"}),
+                       error(500, "boom"), text("ok")]) as fp:
+        model.api_base = fp.base_url
+        model.sleep = sleep
+        options = {"attempts": 3, "initial_delay": 2, "max_delay": 30, "attempt_timeout": 5}
+        assert call(model, req(retry_options=options)).content == "ok"
+    # the 429's Retry-After, then the backoff (initial_delay doubled once) after the 500
+    assert waits == [7.0, 4.0]
 
 
 def test_retries_on_429() -> None:
