@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import types
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -9,6 +10,8 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.runtime.mocks import ModuleLoadError, load_fresh
+from pytest_connic.runtime.signals import UserCodeEnded
+from pytest_connic.runtime.state import safe_str
 
 Caller = Callable[..., Awaitable[Any]]
 
@@ -62,32 +65,43 @@ def merge_files(built: Any, fixtures: list[dict[str, str]]) -> tuple[Any, list[d
 
 
 async def build(
-    call: Caller, module: types.ModuleType, context: dict[str, Any], case: dict[str, Any]
+    call: Caller, module: types.ModuleType, context: dict[str, Any], case: dict[str, Any],
+    *, timeout_s: float | None = None,
 ) -> Any:
-    """Call ``build(context, builder_args, test_name, payload, files)``."""
+    """Call ``build(context, builder_args, test_name, payload, files)``, bounded by ``timeout_s``."""
     try:
-        result = await call(
+        result = await asyncio.wait_for(call(
             module.build, context, dict(case.get("builder_args") or {}), case["name"], case.get("payload"),
             list(case.get("files") or []),
-        )
+        ), timeout_s)
+    except asyncio.TimeoutError:
+        raise BuilderError(f"builder build timed out after {timeout_s:g}s (timeout_s)") from None
+    except UserCodeEnded as exc:  # a crash, a BaseException: already in words
+        raise BuilderError(exc.message) from None
     except Exception as exc:
-        raise BuilderError(f"builder build raised: {type(exc).__name__}: {exc}") from exc
+        raise BuilderError(f"builder build raised: {type(exc).__name__}: {safe_str(exc)}") from exc
     if not isinstance(result, (str, dict)):
         raise BuilderError(f"builder build must return str or dict, got {type(result).__name__}")
     return result
 
 
 async def cleanup(
-    call: Caller, module: types.ModuleType, run: dict[str, Any], context: dict[str, Any], case: dict[str, Any]
+    call: Caller, module: types.ModuleType, run: dict[str, Any], context: dict[str, Any], case: dict[str, Any],
+    *, timeout_s: float | None = None,
 ) -> str | None:
-    """Call ``cleanup(run, context, builder_args)``; the failure it means, with Connic's messages."""
+    """Call ``cleanup(run, context, builder_args)`` bounded by ``timeout_s`` (its own bound, after
+    the run's); the failure it means, with Connic's messages."""
     func = getattr(module, "cleanup", None)
     if not callable(func):
         return None
     try:
-        verdict = await call(func, run, context, dict(case.get("builder_args") or {}))
+        verdict = await asyncio.wait_for(call(func, run, context, dict(case.get("builder_args") or {})), timeout_s)
+    except asyncio.TimeoutError:
+        return f"builder cleanup timed out after {timeout_s:g}s (timeout_s)"
+    except UserCodeEnded as exc:
+        return exc.message
     except Exception as exc:  # noqa: BLE001  (user code)
-        return f"builder cleanup raised: {str(exc) or type(exc).__name__}"
+        return f"builder cleanup raised: {safe_str(exc) or type(exc).__name__}"
     if verdict is None or verdict is True:
         return None
     if verdict is False:

@@ -67,7 +67,7 @@ class ConnicSession:
                                      mode="live" if settings.live else settings.record_mode,
                                      masker=self.masker, aliases=settings.model_aliases)
                 options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
-                                         env=settings.env, models=models)
+                                         env=settings.env, models=models, isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb)
                 self._runtimes[root] = ProjectRuntime(
                     LoadedProject(root), options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,

@@ -44,10 +44,23 @@ def load_fresh(path: Path, label: str) -> types.ModuleType:
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise ModuleLoadError(f"{label}: importing {path.name} raised {type(exc).__name__}: {exc}") from exc
+        raise ModuleLoadError(f"{label}: importing {path.name} raised {type(exc).__name__}: {_text(exc)}") from exc
+    except SystemExit as exc:  # sys.exit() at import: that run's setup error, never the session's end
+        raise ModuleLoadError(f"{label}: importing {path.name} called sys.exit({exc.code!r})") from None
+    except BaseException as exc:  # KeyboardInterrupt, GeneratorExit, ... raised at import
+        if type(exc).__name__ == "CancelledError":
+            raise
+        raise ModuleLoadError(f"{label}: importing {path.name} raised {type(exc).__name__}: {_text(exc)}") from None
     finally:
         sys.modules.pop(name, None)
     return module
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except BaseException:  # noqa: BLE001  (its __str__ raises)
+        return f"<{type(exc).__name__} object; its __str__ raised>"
 
 
 def normalise_segments(ref: str) -> list[str]:

@@ -1,0 +1,58 @@
+"""What crosses between pytest's process and a worker: function references, values, exceptions.
+
+Values cross by pickling: that is the snapshot of what was delivered (a tool that mutates its
+arguments cannot rewrite the record). An exception crosses pickled when both sides can rebuild
+it, else as a stand-in of the same type name and text.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from pytest_connic.errors import ConnicError
+
+#: ("module", module name, qualname) or ("fresh", module name, file, qualname)
+Ref = tuple[str, ...]
+
+
+class RemoteUserError(ConnicError):
+    """Base of the stand-ins for user exceptions that cannot be rebuilt in pytest's process
+    (their class lives in a builder or mocks module, or they do not pickle)."""
+
+
+_STANDINS: dict[str, type[RemoteUserError]] = {}
+
+
+def standin(type_name: str, text: str) -> RemoteUserError:
+    """An exception whose type is named ``type_name`` and whose text is ``text``."""
+    cls = _STANDINS.get(type_name)
+    if cls is None:
+        cls = _STANDINS[type_name] = type(type_name, (RemoteUserError,), {"__module__": __name__})
+    return cls(text)
+
+
+def encode_exception(exc: BaseException, text: str) -> tuple[Any, ...]:
+    """``exc`` for the wire: pickled when it can be, always with its type name and text."""
+    try:
+        data: bytes | None = pickle.dumps(exc)
+    except Exception:  # noqa: BLE001  (any user exception may refuse pickling)
+        data = None
+    return (data, type(exc).__name__, text)
+
+
+def decode_exception(encoded: tuple[Any, ...]) -> BaseException:
+    """The exception ``encode_exception`` sent, or its stand-in."""
+    data, type_name, text = encoded
+    if data is not None:
+        try:
+            exc = pickle.loads(data)
+            if isinstance(exc, Exception):
+                try:
+                    str(exc)
+                    return exc
+                except Exception:  # noqa: BLE001  (its __str__ raises: the stand-in prints)
+                    pass
+        except Exception:  # noqa: BLE001  (its class is not importable here)
+            pass
+    return standin(type_name, text)
