@@ -296,7 +296,7 @@ class CaseRun:
         lease = await self._lease(builder_module is not None or mocks_module is not None)
         scope.runner = lease
         try:
-            record, cleanup_failure = await self._invoke(scope, builder_module, context)
+            record, cleanup_failure = await self._invoke(scope, builder_module, context, lease)
         finally:
             if lease is not None:
                 await lease.release()
@@ -339,7 +339,8 @@ class CaseRun:
             record.failures.append(str(exc))
             return record
 
-    async def _invoke(self, scope: RunScope, builder_module: Any, context: dict[str, Any]) -> tuple[RunRecord, str | None]:
+    async def _invoke(self, scope: RunScope, builder_module: Any, context: dict[str, Any],
+                      lease: Lease | None = None) -> tuple[RunRecord, str | None]:
         payload: Any = self.case.get("payload")
         files = self.fixtures
         token = placeholders.BUILDER_SERVICES.set(self.services)
@@ -352,6 +353,8 @@ class CaseRun:
                     record = RunRecord(run_id=f"build-{scope.run_index}", agent_name=self.agent_name,
                                        index=scope.run_index, status="failed", error=str(exc))
                     record.failures.append(str(exc))
+                    if lease is not None:  # a fresh worker after a kill, started outside cleanup's bound
+                        await lease.acquire()
                     failure = await builders.cleanup(scope.call, builder_module,
                                                      {"input": None, "output": None, "context": {}}, context, self.case,
                                                      timeout_s=float(self.case["timeout_s"]))
@@ -367,6 +370,8 @@ class CaseRun:
                     done = invocation.record
                     run = {"input": done.input, "output": output_text(done.output_raw) if done.output_raw is not None
                            else None, "context": done.run_context}
+                    if lease is not None:  # a fresh worker after a kill, started outside cleanup's bound
+                        await lease.acquire()
                     failure = await builders.cleanup(scope.call, builder_module, run, context, self.case,
                                                      timeout_s=float(self.case["timeout_s"]))
             return record, failure

@@ -148,17 +148,39 @@ class RunScope:
                 return await func(*args, **kwargs)
             loop = asyncio.get_running_loop()
             ctx = contextvars.copy_context()
-            result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, func, *args, **kwargs))
+            root = self.services.project.root
+            result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, _caught, root, func,
+                                                                                 *args, **kwargs))
             if inspect.isawaitable(result):
                 result = await result
             return result
         except SystemExit as exc:  # left alone, asyncio would let it end the whole session
             raise ExitCalled(exc.code) from None
+        except _BaseCaught as caught:
+            raise UserCodeEnded(base_exception_message(describe(func), caught.exc, caught.where)) from None
         except (Exception, asyncio.CancelledError):
             raise
         except BaseException as exc:  # noqa: BLE001  (KeyboardInterrupt, GeneratorExit, ... of user code)
             where = user_location(exc.__traceback__, self.services.project.root)
             raise UserCodeEnded(base_exception_message(describe(func), exc, where)) from None
+
+
+class _BaseCaught(UserCodeEnded):
+    """A ``BaseException`` of sync user code, caught on its thread (where its traceback is whole)."""
+
+    def __init__(self, exc: BaseException, where: str | None) -> None:
+        super().__init__(type(exc).__name__)
+        self.exc = exc
+        self.where = where
+
+
+def _caught(root: Path, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return func(*args, **kwargs)
+    except (Exception, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001  (KeyboardInterrupt, GeneratorExit, ...)
+        raise _BaseCaught(exc, user_location(exc.__traceback__, root)) from None
 
 
 @dataclass
