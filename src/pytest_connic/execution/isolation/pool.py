@@ -169,7 +169,7 @@ class Worker:
         async def serve() -> None:
             try:
                 value = await placeholders.dispatch(name, params)
-            except BaseException as exc:  # noqa: BLE001  (sent to the worker; cancellation too)
+            except BaseException as exc:
                 if isinstance(exc, asyncio.CancelledError) and self.dead:
                     raise
                 self._reply(rid, False, encode_exception(exc, safe_str(exc)))
@@ -391,7 +391,7 @@ class Lease:
         loop = asyncio.get_running_loop()
         cid = next(self._ids)
         future: asyncio.Future[Any] = loop.create_future()
-        back = tuple(i for i, a in enumerate(args) if type(a) in (dict, list))
+        back: tuple[int | str, ...] = tuple(i for i, a in enumerate(args) if type(a) in (dict, list))
         if type(kwargs.get("context")) is dict:
             back = (*back, "context")
         pending = worker.pending[cid] = _Pending(loop, future, contextvars.copy_context(), label)

@@ -44,15 +44,15 @@ def encode_exception(exc: BaseException, text: str) -> tuple[Any, ...]:
 def decode_exception(encoded: tuple[Any, ...]) -> BaseException:
     """The exception ``encode_exception`` sent, or its stand-in."""
     data, type_name, text = encoded
-    if data is not None:
-        try:
-            exc = pickle.loads(data)
-            if isinstance(exc, Exception):
-                try:
-                    str(exc)
-                    return exc
-                except Exception:  # noqa: BLE001  (its __str__ raises: the stand-in prints)
-                    pass
-        except Exception:  # noqa: BLE001  (its class is not importable here)
-            pass
-    return standin(type_name, text)
+    exc = _rebuilt(data) if data is not None else None
+    return exc if exc is not None else standin(type_name, text)
+
+
+def _rebuilt(data: bytes) -> Exception | None:
+    """The pickled exception, when it unpickles here and prints (else None: its stand-in)."""
+    try:
+        exc = pickle.loads(data)
+        str(exc)
+    except Exception:  # noqa: BLE001  (its class is not importable here, or its __str__ raises)
+        return None
+    return exc if isinstance(exc, Exception) else None
