@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import contextvars
 import itertools
 import os
@@ -20,7 +21,7 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,34 @@ def _context() -> Any:
         ctx.set_forkserver_preload([__name__.rsplit(".", 1)[0] + ".worker"])
         return ctx
     return multiprocessing.get_context("spawn")
+
+
+_START_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_main() -> Iterator[None]:
+    """While a worker (or the forkserver) starts: no re-import of pytest's ``__main__`` there.
+
+    ``multiprocessing`` re-runs the parent's main script in a spawned or forkserver child; under a
+    script that calls ``pytest.main()`` without a ``__main__`` guard that would start pytest again
+    inside the worker. The worker needs nothing of ``__main__``."""
+    from multiprocessing import spawn
+
+    original = spawn.get_preparation_data
+
+    def preparation_data(name: str) -> dict[str, Any]:
+        data = original(name)
+        for key in ("init_main_from_path", "init_main_from_name", "main_path"):
+            data.pop(key, None)
+        return data
+
+    with _START_LOCK:
+        spawn.get_preparation_data = preparation_data
+        try:
+            yield
+        finally:
+            spawn.get_preparation_data = original
 
 
 def _signal_name(number: int) -> str:
@@ -283,7 +312,8 @@ class WorkerPool:
         settings = WorkerSettings(root=str(self.root), cwd=os.getcwd(), env=dict(os.environ),
                                   sys_path=list(sys.path), memory_mb=self.memory_mb)
         process = ctx.Process(target=main, args=(child, settings), name="connic-worker", daemon=True)
-        process.start()
+        with _without_main():
+            process.start()
         child.close()
         worker = Worker(process, parent, self.memory_mb)
         threading.Thread(target=worker.read, name=f"connic-worker-reader-{process.pid}", daemon=True).start()
