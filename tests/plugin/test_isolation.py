@@ -69,6 +69,14 @@ def exits(payload: dict) -> dict:
     os._exit(3)
 
 
+def killed(payload: dict) -> dict:
+    """Its process gets SIGKILL."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return {}
+
+
 def allocates(payload: dict) -> dict:
     """Far past the worker's memory limit."""
     blob = bytearray(8 * 1024 * 1024 * 1024)
@@ -144,6 +152,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "cleanup hangs": ("fine", {"timeout_s": 1, "mode": "hang_cleanup"}),
     "os._exit": ("exits", {}),
     "memory": ("allocates", {}),
+    "sigkill": ("killed", {}),
     "threads left": ("leaves_threads", {}),
     "tool interrupt": ("interrupts", {}),
     "middleware interrupt": ("fine", {"agent": "mw"}),
@@ -262,6 +271,10 @@ def test_os_exit_in_a_tool_is_that_runs_failure(session: Outcome) -> None:
     _failed(session, "os._exit", "the tool `faults.exits` ended its process with exit code 3")
 
 
+def test_a_signal_ending_the_worker_is_that_runs_failure(session: Outcome) -> None:
+    _failed(session, "sigkill", "the tool `faults.killed` was killed by signal 9 (SIGKILL)")
+
+
 def test_memory_past_the_limit_is_that_runs_failure(session: Outcome) -> None:
     _failed(session, "memory", "the tool `faults.allocates` went past the memory limit of its worker process "
                                "(1024 MiB, ini connic_worker_memory_mb)")
@@ -339,3 +352,23 @@ def test_an_unknown_isolation_is_a_usage_error(project: ConnicProject) -> None:
     project.suite("fine", "tests:\n  - name: it\n    payload: '{}'\n")
     result = project.run("--connic-isolation=thread")
     result.stderr.fnmatch_lines(["*invalid value 'thread' from --connic-isolation: expected one of process, none*"])
+
+
+def test_a_script_calling_pytest_main_without_a_guard_is_not_rerun_in_the_workers(project: ConnicProject) -> None:
+    """multiprocessing re-runs the parent's main script in a spawned child: not in our workers."""
+    project.tool("faults", FAULTS)
+    project.agent("fine", type="tool", tool_name="faults.fine")
+    project.suite("fine", "tests:\n  - name: it\n    payload: '{}'\n    runs: 2\n")
+    project.write("run.py", """
+import sys
+
+import pytest
+
+with open("started.txt", "a") as fh:
+    fh.write("pytest\\n")
+code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly"])
+sys.exit(int(code))
+""")
+    result = project.pytester.run(sys.executable, "run.py", timeout=120)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert (project.root / "started.txt").read_text("utf-8") == "pytest\n"
