@@ -20,6 +20,35 @@ class BuilderError(ConnicError):
     """``build()`` failed: the run fails before the agent, cleanup still runs."""
 
 
+class _OwnTimeout(ConnicError):
+    """A ``TimeoutError`` of the builder's own, told apart from its bound running out."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+
+
+class _BoundReached(ConnicError):
+    """The bound of ``build()`` or ``cleanup()`` ran out."""
+
+
+async def _bounded(awaitable: Awaitable[Any], timeout_s: float | None) -> Any:
+    """``awaitable`` within ``timeout_s``: ``_BoundReached`` when the bound ran out, a
+    ``TimeoutError`` of the user's own passes as it is."""
+    async def inner() -> Any:
+        try:
+            return await awaitable
+        except asyncio.TimeoutError as exc:
+            raise _OwnTimeout(exc) from None
+
+    try:
+        return await asyncio.wait_for(inner(), timeout_s)
+    except _OwnTimeout as own:
+        raise own.exc from None
+    except asyncio.TimeoutError:
+        raise _BoundReached from None
+
+
 def builder_path(project_root: Path, name: str) -> Path:
     """``tests/builders/<name>.py``; ``name`` may carry the ``.py`` suffix (Connic allows both)."""
     return _inside(project_root, project_root / "tests" / "builders" / f"{name.removesuffix('.py')}.py",
@@ -70,11 +99,11 @@ async def build(
 ) -> Any:
     """Call ``build(context, builder_args, test_name, payload, files)``, bounded by ``timeout_s``."""
     try:
-        result = await asyncio.wait_for(call(
+        result = await _bounded(call(
             module.build, context, dict(case.get("builder_args") or {}), case["name"], case.get("payload"),
             list(case.get("files") or []),
         ), timeout_s)
-    except asyncio.TimeoutError:
+    except _BoundReached:
         raise BuilderError(f"builder build timed out after {timeout_s:g}s (timeout_s)") from None
     except UserCodeEnded as exc:  # a crash, a BaseException: already in words
         raise BuilderError(exc.message) from None
@@ -95,8 +124,8 @@ async def cleanup(
     if not callable(func):
         return None
     try:
-        verdict = await asyncio.wait_for(call(func, run, context, dict(case.get("builder_args") or {})), timeout_s)
-    except asyncio.TimeoutError:
+        verdict = await _bounded(call(func, run, context, dict(case.get("builder_args") or {})), timeout_s)
+    except _BoundReached:
         return f"builder cleanup timed out after {timeout_s:g}s (timeout_s)"
     except UserCodeEnded as exc:
         return exc.message

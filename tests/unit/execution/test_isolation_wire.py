@@ -89,3 +89,31 @@ def test_describe_names_user_code_as_messages_do() -> None:
     before.__module__ = "tools.calc"
     before.__qualname__ = "add"
     assert describe(before) == "the tool `calc.add`"
+
+
+def test_a_builders_own_timeout_error_is_not_its_bound_running_out() -> None:
+    import asyncio
+
+    from pytest_connic.execution import builders
+
+    async def call(func: object, *args: object) -> object:
+        raise TimeoutError("the database did not answer")
+
+    async def slow(func: object, *args: object) -> object:
+        await asyncio.sleep(60)
+        return "never"
+
+    module = types.SimpleNamespace(build=lambda *a: "x", cleanup=lambda *a: True)
+    case = {"name": "c", "payload": None}
+    for caller, expected in ((call, "builder build raised: TimeoutError: the database did not answer"),
+                             (slow, "builder build timed out after 0.05s (timeout_s)")):
+        try:
+            asyncio.run(builders.build(caller, module, {}, case, timeout_s=0.05))  # type: ignore[arg-type]
+        except builders.BuilderError as exc:
+            assert str(exc) == expected
+        else:
+            raise AssertionError("no BuilderError")
+    assert asyncio.run(builders.cleanup(call, module, {}, {}, case, timeout_s=0.05)) == (  # type: ignore[arg-type]
+        "builder cleanup raised: the database did not answer")
+    assert asyncio.run(builders.cleanup(slow, module, {}, {}, case, timeout_s=0.05)) == (  # type: ignore[arg-type]
+        "builder cleanup timed out after 0.05s (timeout_s)")
