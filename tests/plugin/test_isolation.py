@@ -69,6 +69,20 @@ def exits(payload: dict) -> dict:
     os._exit(3)
 
 
+def hangs(payload: dict) -> dict:
+    """A sync tool that never returns."""
+    time.sleep(3600)
+    return {}
+
+
+async def parent(payload: dict) -> dict:
+    """Triggers a child whose tool hangs, past the child's own timeout."""
+    from connic.tools import trigger_agent
+
+    result = await trigger_agent("hangs", {"x": 1}, timeout_seconds=1)
+    return {"child": result["status"]}
+
+
 def killed(payload: dict) -> dict:
     """Its process gets SIGKILL."""
     import signal
@@ -153,6 +167,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "os._exit": ("exits", {}),
     "memory": ("allocates", {}),
     "sigkill": ("killed", {}),
+    "child times out": ("parent", {}),
     "threads left": ("leaves_threads", {}),
     "tool interrupt": ("interrupts", {}),
     "middleware interrupt": ("fine", {"agent": "mw"}),
@@ -180,6 +195,9 @@ def _project(root: Path) -> None:
         _write(root, f"agents/{tool.replace('_', '-')}.yaml", yaml.safe_dump(
             {"version": "1.0", "name": tool.replace("_", "-"), "description": "a fault", "type": "tool",
              "tool_name": f"faults.{tool}"}, sort_keys=False))
+    _write(root, "agents/hangs.yaml", yaml.safe_dump(
+        {"version": "1.0", "name": "hangs", "description": "hangs", "type": "tool",
+         "tool_name": "faults.hangs"}, sort_keys=False))
     _write(root, "agents/mw.yaml", yaml.safe_dump(
         {"version": "1.0", "name": "mw", "description": "middleware", "type": "tool",
          "tool_name": "faults.fine"}, sort_keys=False))
@@ -307,6 +325,13 @@ def test_generator_exit_from_a_tool_is_that_runs_error(session: Outcome) -> None
 
 def test_a_custom_base_exception_from_a_tool_is_that_runs_error(session: Outcome) -> None:
     _failed(session, "custom base exception", "the tool `faults.custom` raised Custom: mine at tools/faults.py:")
+
+
+def test_a_childs_own_timeout_leaves_the_parents_call_in_the_same_worker_alone(session: Outcome) -> None:
+    case = session.cases["child times out"]
+    assert case["passed"], json.dumps(case)[:3000]
+    (run,) = case["runs_detail"]
+    assert run["output"] == {"child": "timeout"}
 
 
 def test_a_tool_mutating_its_params_cannot_rewrite_the_record(session: Outcome) -> None:

@@ -31,7 +31,7 @@ from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode
 from pytest_connic.execution.isolation.worker import WorkerSettings, main
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.signals import ExitCalled, UserCodeEnded
-from pytest_connic.runtime.state import safe_str
+from pytest_connic.runtime.state import CURRENT, safe_str
 
 #: how long a worker may take to start and load the project
 START_TIMEOUT_S = 120.0
@@ -404,6 +404,9 @@ class Lease:
     def __init__(self, pool: WorkerPool) -> None:
         self.pool = pool
         self.worker: Worker | None = None
+        #: a call of a child or a stage was cancelled (its own timeout) and left running: the
+        #: worker is retired when the run ends
+        self.abandoned = False
 
     def reference(self, func: Callable[..., Any]) -> Ref | None:
         return self.pool.reference(func)
@@ -439,8 +442,13 @@ class Lease:
             return await future
         except asyncio.CancelledError:
             if worker.pending.pop(cid, None) is not None or not future.done():
-                # the run timed out or was stopped: the call cannot be; its process goes
-                self.pool.discard(worker, "the run timed out or was stopped")
+                invocation = CURRENT.get()
+                if invocation is not None and not invocation.root:
+                    # a child's or a stage's own timeout: the parent's calls in this worker go on
+                    # (the run's own bound still kills it), the worker is retired after the run
+                    self.abandoned = True
+                else:  # the run timed out or was stopped: the call cannot be; its process goes
+                    self.pool.discard(worker, "the run timed out or was stopped")
             raise
         finally:
             _copy_back(pending.copied, args, kwargs)
@@ -450,8 +458,8 @@ class Lease:
         worker, self.worker = self.worker, None
         if worker is None:
             return
-        if worker.dead or worker.stopped is not None:
-            self.pool.discard(worker, worker.stopped or "it died")
+        if worker.dead or worker.stopped is not None or self.abandoned:
+            self.pool.discard(worker, worker.stopped or ("a call was left running" if self.abandoned else "it died"))
             return
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
