@@ -58,7 +58,7 @@ def json_text(value: Any, *, default: Any = str, ensure_ascii: bool = False) -> 
     :func:`to_jsonable`: user data on its way to a model or a middleware never raises."""
     try:
         return json.dumps(value, ensure_ascii=ensure_ascii, default=default)
-    except (TypeError, ValueError, RecursionError):
+    except Exception:  # noqa: BLE001 - also a user object whose __str__ (the default) raises
         return json.dumps(to_jsonable(value), ensure_ascii=ensure_ascii)
 
 
@@ -69,7 +69,7 @@ def trace_data(value: Any) -> Any:
     Never raises."""
     try:
         return json.loads(json.dumps(value, default=_trace_default))
-    except (TypeError, ValueError, RecursionError):
+    except Exception:  # noqa: BLE001 - also a user object whose __str__ raises
         return to_jsonable(value)
 
 

@@ -499,8 +499,9 @@ def test_ctrl_c_during_a_run_still_runs_its_cleanups_and_pytest_reports_interrup
     calc.replies("calc", "b interrupted", [("interrupt", {"a": 1})], "never")
     calc.replies("calc", "c never", "ok")
     # the process exits (a hang past timeout=60 fails the test)
+    # in-process: the tool signals pytest's own main thread (a worker process ignores SIGINT)
     result = calc.pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:timeout", "-p", "no:xdist",
-                                                "--connic-json", "report.json", timeout=60)
+                                                "--connic-isolation=none", "--connic-json", "report.json", timeout=60)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*Interrupted: interrupted by SIGINT*"])
     assert (calc.root / "builder-cleanup.txt").read_text() == "None"  # the run never finished
@@ -522,9 +523,11 @@ def test_a_crashed_xdist_worker_loses_no_other_result_and_the_reports_name_the_c
     names = [f"case {i:02}" for i in range(12)]
     project.suite("echo", "tests:\n" + "".join(
         f"  - name: {n}\n    payload: '{{\"crash\": {str(n == 'case 09').lower()}}}'\n" for n in names))
+    # in-process, so the tool's os._exit ends the xdist worker (isolated, it ends only its run:
+    # tests/plugin/test_isolation.py)
     result = project.pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:timeout", "-n", "2", "--connic-json", "report.json",
-        "--junitxml", "junit.xml", timeout=120)
+        "-p", "no:cacheprovider", "-p", "no:timeout", "-n", "2", "--connic-isolation=none",
+        "--connic-json", "report.json", "--junitxml", "junit.xml", timeout=120)
     result.assert_outcomes(passed=11, failed=1)
     result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running 'tests/echo.yaml::case 09'*"])
     report = json.loads((project.root / "report.json").read_text("utf-8"))

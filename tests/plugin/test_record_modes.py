@@ -89,10 +89,14 @@ def serving(monkeypatch: pytest.MonkeyPatch, script: Any) -> Iterator[FakeProvid
 
 @contextlib.contextmanager
 def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every ``socket.connect`` attempt is recorded and refused."""
+    """Every ``socket.connect`` attempt to a network address is recorded and refused (a local
+    Unix socket, such as the one of the worker processes' forkserver, is no network)."""
     attempts: list[Any] = []
+    connect = socket.socket.connect
 
     def refuse(self: socket.socket, address: Any) -> None:
+        if getattr(socket, "AF_UNIX", None) is not None and self.family == socket.AF_UNIX:
+            return connect(self, address)
         attempts.append(address)
         raise OSError(f"network disabled by the test: connect to {address!r}")
 

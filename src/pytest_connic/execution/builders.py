@@ -2,19 +2,51 @@
 
 from __future__ import annotations
 
+import asyncio
 import types
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.project.located import safe_text
 from pytest_connic.runtime.mocks import ModuleLoadError, load_fresh
+from pytest_connic.runtime.signals import UserCodeEnded
 
 Caller = Callable[..., Awaitable[Any]]
 
 
 class BuilderError(ConnicError):
     """``build()`` failed: the run fails before the agent, cleanup still runs."""
+
+
+class _OwnTimeout(ConnicError):
+    """A ``TimeoutError`` of the builder's own, told apart from its bound running out."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+
+
+class _BoundReached(ConnicError):
+    """The bound of ``build()`` or ``cleanup()`` ran out."""
+
+
+async def _bounded(awaitable: Awaitable[Any], timeout_s: float | None) -> Any:
+    """``awaitable`` within ``timeout_s``: ``_BoundReached`` when the bound ran out, a
+    ``TimeoutError`` of the user's own passes as it is."""
+    async def inner() -> Any:
+        try:
+            return await awaitable
+        except asyncio.TimeoutError as exc:
+            raise _OwnTimeout(exc) from None
+
+    try:
+        return await asyncio.wait_for(inner(), timeout_s)
+    except _OwnTimeout as own:
+        raise own.exc from None
+    except asyncio.TimeoutError:
+        raise _BoundReached from None
 
 
 def builder_path(project_root: Path, name: str) -> Path:
@@ -62,32 +94,43 @@ def merge_files(built: Any, fixtures: list[dict[str, str]]) -> tuple[Any, list[d
 
 
 async def build(
-    call: Caller, module: types.ModuleType, context: dict[str, Any], case: dict[str, Any]
+    call: Caller, module: types.ModuleType, context: dict[str, Any], case: dict[str, Any],
+    *, timeout_s: float | None = None,
 ) -> Any:
-    """Call ``build(context, builder_args, test_name, payload, files)``."""
+    """Call ``build(context, builder_args, test_name, payload, files)``, bounded by ``timeout_s``."""
     try:
-        result = await call(
+        result = await _bounded(call(
             module.build, context, dict(case.get("builder_args") or {}), case["name"], case.get("payload"),
             list(case.get("files") or []),
-        )
+        ), timeout_s)
+    except _BoundReached:
+        raise BuilderError(f"builder build timed out after {timeout_s:g}s (timeout_s)") from None
+    except UserCodeEnded as exc:  # a crash, a BaseException: already in words
+        raise BuilderError(exc.message) from None
     except Exception as exc:
-        raise BuilderError(f"builder build raised: {type(exc).__name__}: {exc}") from exc
+        raise BuilderError(f"builder build raised: {type(exc).__name__}: {safe_text(exc)}") from exc
     if not isinstance(result, (str, dict)):
         raise BuilderError(f"builder build must return str or dict, got {type(result).__name__}")
     return result
 
 
 async def cleanup(
-    call: Caller, module: types.ModuleType, run: dict[str, Any], context: dict[str, Any], case: dict[str, Any]
+    call: Caller, module: types.ModuleType, run: dict[str, Any], context: dict[str, Any], case: dict[str, Any],
+    *, timeout_s: float | None = None,
 ) -> str | None:
-    """Call ``cleanup(run, context, builder_args)``; the failure it means, with Connic's messages."""
+    """Call ``cleanup(run, context, builder_args)`` bounded by ``timeout_s`` (its own bound, after
+    the run's); the failure it means, with Connic's messages."""
     func = getattr(module, "cleanup", None)
     if not callable(func):
         return None
     try:
-        verdict = await call(func, run, context, dict(case.get("builder_args") or {}))
+        verdict = await _bounded(call(func, run, context, dict(case.get("builder_args") or {})), timeout_s)
+    except _BoundReached:
+        return f"builder cleanup timed out after {timeout_s:g}s (timeout_s)"
+    except UserCodeEnded as exc:
+        return exc.message
     except Exception as exc:  # noqa: BLE001  (user code)
-        return f"builder cleanup raised: {str(exc) or type(exc).__name__}"
+        return f"builder cleanup raised: {safe_text(exc) or type(exc).__name__}"
     if verdict is None or verdict is True:
         return None
     if verdict is False:

@@ -37,6 +37,7 @@ from pytest_connic.runtime.services import RuntimeServices
 from pytest_connic.runtime.state import RunScope
 
 if TYPE_CHECKING:
+    from pytest_connic.execution.isolation.pool import Lease, WorkerPool
     from pytest_connic.execution.models import ModelSource
     from pytest_connic.runtime.ports import Host
     from pytest_connic.secrets import Masker
@@ -59,6 +60,10 @@ class RuntimeOptions:
     early_stop: bool  #: stop starting runs once the verdict is decided
     env: str | None  #: ``--connic-env`` (names the data folder of the local services)
     models: ModelSource
+    #: where user code runs: ``process`` (a worker process leased per run) or ``none`` (in-process)
+    isolation: str = "process"
+    #: the address-space limit of a worker process in MiB (``connic_worker_memory_mb``)
+    worker_memory_mb: int | None = None
 
 
 class CaseDefinitionError(ConnicError):
@@ -159,8 +164,20 @@ class ProjectRuntime:
         self.services = RuntimeServices(project, data_dir=Path(self._data_dir.name) / env, masker=masker, host=host)
         placeholders.rebind_modules(project.modules())
         self.executor = ReusingDaemonExecutor()
+        self.pool: WorkerPool | None = None
+        if options.isolation == "process":
+            from pytest_connic.execution.isolation.pool import DEFAULT_MEMORY_MB, WorkerPool
+
+            self.pool = WorkerPool(project.root, size=options.concurrency,
+                                   memory_mb=options.worker_memory_mb or DEFAULT_MEMORY_MB)
+        self.has_user_code = any(
+            any((project.root / folder).rglob("*.py")) for folder in ("tools", "middleware", "hooks", "guardrails")
+            if (project.root / folder).is_dir()
+        )
 
     def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
         self.executor.shutdown()
         self.services.close()
         self._data_dir.cleanup()
@@ -296,7 +313,13 @@ class CaseRun:
             strict_approvals=bool(self.case.get("strict_approval_decisions")),
             clock=RunClock(virtual=not getattr(self.models, "live", False)),  # live runs really wait
         )
-        record, cleanup_failure = await self._invoke(scope, builder_module, context)
+        lease = await self._lease(builder_module is not None or mocks_module is not None)
+        scope.runner = lease
+        try:
+            record, cleanup_failure = await self._invoke(scope, builder_module, context, lease)
+        finally:
+            if lease is not None:
+                await lease.release()
         completed = record.status == "completed" and not record.failures
         divergences = run_models.finish(completed=completed)
         record.failures.extend(divergences)
@@ -310,6 +333,17 @@ class CaseRun:
         if cleanup_failure:
             record.failures.append(cleanup_failure)
         return record
+
+    async def _lease(self, fresh_modules: bool) -> Lease | None:
+        """The run's worker process (``--connic-isolation=process``), taken before the run's clock
+        starts when the run will call user code."""
+        pool = self.runtime.pool
+        if pool is None:
+            return None
+        lease = pool.lease()
+        if fresh_modules or self.runtime.has_user_code:
+            await lease.acquire()
+        return lease
 
     def _load(self, kind: str, index: int) -> types.ModuleType | RunRecord | None:
         name = self.case.get("mocks" if kind == "mocks" else "builder")
@@ -325,23 +359,27 @@ class CaseRun:
             record.failures.append(str(exc))
             return record
 
-    async def _invoke(self, scope: RunScope, builder_module: Any, context: dict[str, Any]) -> tuple[RunRecord, str | None]:
+    async def _invoke(self, scope: RunScope, builder_module: Any, context: dict[str, Any],
+                      lease: Lease | None = None) -> tuple[RunRecord, str | None]:
         payload: Any = self.case.get("payload")
         files = self.fixtures
         token = placeholders.BUILDER_SERVICES.set(self.services)
         try:
             if builder_module is not None:
                 try:
-                    finished, built = await self.runtime.stop.race(builders.build(scope.call, builder_module, context,
-                                                                                  self.case))
+                    finished, built = await self.runtime.stop.race(builders.build(
+                        scope.call, builder_module, context, self.case, timeout_s=float(self.case["timeout_s"])))
                     if not finished:
                         raise builders.BuilderError(str(self.runtime.stop.reason))
                 except builders.BuilderError as exc:
                     record = RunRecord(run_id=f"build-{scope.run_index}", agent_name=self.agent_name,
                                        index=scope.run_index, status="failed", error=str(exc))
                     record.failures.append(str(exc))
+                    if lease is not None:  # a fresh worker after a kill, started outside cleanup's bound
+                        await lease.acquire()
                     failure = await builders.cleanup(scope.call, builder_module,
-                                                     {"input": None, "output": None, "context": {}}, context, self.case)
+                                                     {"input": None, "output": None, "context": {}}, context, self.case,
+                                                     timeout_s=float(self.case["timeout_s"]))
                     return record, failure
                 payload, files = builders.merge_files(built, files)
             invocation = Invocation(scope, self.agent_name, payload, files, root=True,
@@ -355,7 +393,10 @@ class CaseRun:
                     done = invocation.record
                     run = {"input": done.input, "output": output_text(done.output_raw) if done.output_raw is not None
                            else None, "context": done.run_context}
-                    failure = await builders.cleanup(scope.call, builder_module, run, context, self.case)
+                    if lease is not None:  # a fresh worker after a kill, started outside cleanup's bound
+                        await lease.acquire()
+                    failure = await builders.cleanup(scope.call, builder_module, run, context, self.case,
+                                                     timeout_s=float(self.case["timeout_s"]))
             return record, failure
         finally:
             placeholders.BUILDER_SERVICES.reset(token)

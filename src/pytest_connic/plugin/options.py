@@ -50,6 +50,11 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="N"),
     Setting("early_stop", "stop starting runs of a case once its verdict is decided", kind="bool",
             default=False),
+    Setting("isolation", "where user code runs: process (a worker process per run, default; timeout_s is a "
+            "hard bound) or none (in pytest's process, for pdb)", kind="choice", default="process",
+            choices=("process", "none")),
+    Setting("worker_memory_mb", "address-space limit of a worker process in MiB (default 4096)", kind="int",
+            default=4096, cli=False, metavar="MIB"),
     Setting("json", "write the machine-readable report (connic test --json shape) to PATH", kind="path",
             ini=False, metavar="PATH"),
     Setting("html", "write a self-contained HTML report to PATH", kind="path", ini=False, metavar="PATH"),
@@ -155,6 +160,8 @@ class Settings:
     model_alias: tuple[str, ...]
     concurrency: int
     early_stop: bool
+    isolation: str
+    worker_memory_mb: int
     json: str | None
     html: str | None
     traces: str | None

@@ -19,7 +19,7 @@ from typing_extensions import Self
 from pytest_connic.project.sdk import GuardrailResult, GuardrailRule
 from pytest_connic.records.run import GuardrailRecord
 from pytest_connic.runtime.mocks import guardrail_ladder
-from pytest_connic.runtime.signals import RunAborted, RunFailed
+from pytest_connic.runtime.signals import RunAborted, RunFailed, UserCodeEnded
 from pytest_connic.runtime.state import InvocationState
 from pytest_connic.warnings import GuardrailNotEvaluatedWarning
 
@@ -209,6 +209,8 @@ async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str, tex
         func, mock_name = real.check, None
     try:
         result = await inv.scope.call(func, text, inv.context)
+    except UserCodeEnded:  # a crash or a BaseException ends the run, it is no verdict
+        raise
     except Exception as exc:  # noqa: BLE001  (an exception counts as a violation)
         return GuardrailResult(passed=False, message=f"check raised {type(exc).__name__}: {exc}"), mock_name
     return as_result(result, mock_name or f"guardrails/{name}.py::check"), mock_name

@@ -21,6 +21,7 @@ from typing import Any, Literal, Union
 import jsonschema
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.project.located import exception_text, user_location
 
 _counter = itertools.count()
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")
@@ -44,10 +45,26 @@ def load_fresh(path: Path, label: str) -> types.ModuleType:
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise ModuleLoadError(f"{label}: importing {path.name} raised {type(exc).__name__}: {exc}") from exc
+        where = _where(exc, path)
+        raise ModuleLoadError(f"{label}: {where}importing {path.name} raised {exception_text(exc)}") from exc
+    except SystemExit as exc:  # sys.exit() at import: that run's setup error, never the session's end
+        where = _where(exc, path)
+        raise ModuleLoadError(f"{label}: {where}importing {path.name} called sys.exit({exc.code!r})") from None
+    except BaseException as exc:  # KeyboardInterrupt, GeneratorExit, ... raised at import
+        if type(exc).__name__ == "CancelledError":
+            raise
+        where = _where(exc, path)
+        raise ModuleLoadError(f"{label}: {where}importing {path.name} raised {exception_text(exc)}") from None
     finally:
         sys.modules.pop(name, None)
     return module
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """``tests/builders/x.py:3: ``: where in the module (relative to the project) its import failed."""
+    root = path.parent.parent.parent  # <project>/tests/<builders|mocks>/<name>.py
+    where = user_location(exc, root)
+    return f"{where}: " if where else ""
 
 
 def normalise_segments(ref: str) -> list[str]:

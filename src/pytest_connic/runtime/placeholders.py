@@ -93,6 +93,15 @@ def _make(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return dispatcher
 
 
+async def dispatch(name: str, params: dict[str, Any]) -> Any:
+    """Run ``connic.tools.<name>`` for a call made in a worker process (the caller's context holds
+    the invocation, as for a call made here)."""
+    dispatcher = _DISPATCHERS.get(name)
+    if dispatcher is None:
+        raise RuntimeError(f"connic.tools.{name} is not available in this session")
+    return await dispatcher(**params)
+
+
 def install() -> None:
     """Swap every placeholder in ``connic.tools`` for a dispatcher (idempotent)."""
     if _DISPATCHERS:

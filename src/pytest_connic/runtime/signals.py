@@ -39,3 +39,10 @@ class ExitCalled(ConnicError):
     def __init__(self, code: Any) -> None:
         super().__init__(f"sys.exit({code!r}) was called")
         self.code = code
+
+
+class UserCodeEnded(RunFailed):
+    """User code ended its run, not with an ordinary exception: its worker process died (an exit,
+    a signal, memory past the limit), it raised a ``BaseException`` (``KeyboardInterrupt``,
+    ``GeneratorExit``, ...), or its call could not cross to or from the worker. The run fails with
+    ``message``; the session and the other runs go on."""

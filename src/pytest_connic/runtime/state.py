@@ -17,14 +17,16 @@ import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_connic.project.located import safe_text, user_location
 from pytest_connic.project.sdk import Agent, AgentConfig, Tool
 from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.payload import deliver
 from pytest_connic.runtime.retries import ReflectionBudget
-from pytest_connic.runtime.signals import ExitCalled
+from pytest_connic.runtime.signals import ExitCalled, UserCodeEnded
 
 if TYPE_CHECKING:
     from pytest_connic.checks.compiled import ApprovalDecision
@@ -34,6 +36,45 @@ if TYPE_CHECKING:
 
 #: runs one invocation's whole lifecycle (set on the scope by ``runtime/invocation.py``)
 Lifecycle = Callable[["InvocationState"], Awaitable[RunRecord]]
+
+
+class Runner(Protocol):
+    """Where a run's user code executes when it is not in-process: the run's lease on a worker
+    process (``execution/isolation``)."""
+
+    def reference(self, func: Callable[..., Any]) -> Any:
+        """A picklable reference to ``func`` the worker can resolve, or None (run it in-process)."""
+
+    async def call(self, ref: Any, label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call the function ``ref`` names in the worker; its exceptions re-raised here."""
+
+
+def describe(func: Any) -> str:
+    """``func`` in words, as messages name it: "the tool `calc.add`", "builder 'seed' build()"."""
+    module = str(getattr(func, "__module__", "") or "")
+    qualname = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func))
+    head, _, rest = module.partition(".")
+    if head == "tools" and rest:
+        return f"the tool `{rest}.{qualname}`"
+    if head == "middleware" and rest:
+        return f"middleware {qualname} of agent '{rest}'"
+    if head == "hooks" and rest:
+        return f"the {qualname} hook of agent '{rest}'"
+    if head == "guardrails" and rest:
+        return f"the guardrail `{rest}` {qualname}()"
+    if module.startswith("_connic_builders_"):
+        return f"builder '{module[len('_connic_builders_'):].rsplit('_', 1)[0]}' {qualname}()"
+    if module.startswith("_connic_mocks_"):
+        return f"mock {qualname} (tests/mocks/{module[len('_connic_mocks_'):].rsplit('_', 1)[0]}.py)"
+    return f"`{qualname}`"
+
+
+def base_exception_message(label: str, exc: BaseException, where: str | None) -> str:
+    """The run's error for a ``BaseException`` (not an ``Exception``) raised by user code."""
+    text = safe_text(exc)
+    detail = f": {text}" if text else ""
+    at = f" at {where}" if where else ""
+    return f"{label} raised {type(exc).__name__}{detail}{at}"
 
 
 @dataclass
@@ -56,6 +97,8 @@ class RunScope:
     clock: RunClock = field(default_factory=RunClock)
     #: the lifecycle that runs a child or a stage (set by the lifecycle of the root invocation)
     lifecycle: Lifecycle | None = None
+    #: the run's worker process (None: user code runs in pytest's process, ``--connic-isolation=none``)
+    runner: Runner | None = None
 
     async def run_invocation(self, invocation: InvocationState) -> RunRecord:
         """Run ``invocation`` (a child or a pipeline stage of this run) through the lifecycle."""
@@ -64,19 +107,57 @@ class RunScope:
         return await self.lifecycle(invocation)
 
     async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call user code: coroutines awaited, sync functions in a worker thread
-        (so a slow sync tool does not hold up the other runs)."""
+        """Call user code: in the run's worker process when there is one and ``func`` can be named
+        there, else in-process (coroutines awaited, sync functions in a worker thread, so a slow
+        sync tool does not hold up the other runs).
+
+        ``sys.exit()`` becomes ``ExitCalled`` (that call's error); any other ``BaseException`` that
+        is not an ``Exception`` (``KeyboardInterrupt``, ``GeneratorExit``, a subclass of the user's)
+        ends the run with ``UserCodeEnded``, located in the user's file; neither reaches the loop.
+        """
+        runner = self.runner
+        if runner is not None:
+            ref = runner.reference(func)
+            if ref is not None:
+                return await runner.call(ref, describe(func), args, kwargs)
         try:
             if inspect.iscoroutinefunction(func):
                 return await func(*args, **kwargs)
             loop = asyncio.get_running_loop()
             ctx = contextvars.copy_context()
-            result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, func, *args, **kwargs))
+            root = self.services.project.root
+            result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, _caught, root, func,
+                                                                                 *args, **kwargs))
             if inspect.isawaitable(result):
                 result = await result
             return result
         except SystemExit as exc:  # left alone, asyncio would let it end the whole session
             raise ExitCalled(exc.code) from None
+        except _BaseCaught as caught:
+            raise UserCodeEnded(base_exception_message(describe(func), caught.exc, caught.where)) from None
+        except (Exception, asyncio.CancelledError):
+            raise
+        except BaseException as exc:  # noqa: BLE001  (KeyboardInterrupt, GeneratorExit, ... of user code)
+            where = user_location(exc, self.services.project.root)
+            raise UserCodeEnded(base_exception_message(describe(func), exc, where)) from None
+
+
+class _BaseCaught(UserCodeEnded):
+    """A ``BaseException`` of sync user code, caught on its thread (where its traceback is whole)."""
+
+    def __init__(self, exc: BaseException, where: str | None) -> None:
+        super().__init__(type(exc).__name__)
+        self.exc = exc
+        self.where = where
+
+
+def _caught(root: Path, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return func(*args, **kwargs)
+    except (Exception, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001  (KeyboardInterrupt, GeneratorExit, ...)
+        raise _BaseCaught(exc, user_location(exc, root)) from None
 
 
 @dataclass

@@ -1,0 +1,328 @@
+"""A worker process: loads the project once, then runs the calls of the run that leases it.
+
+Started by ``pool.py`` (``multiprocessing``, ``forkserver`` on Linux with this module preloaded,
+``spawn`` elsewhere). The main thread reads the pipe; a sync function runs on a thread, a
+coroutine function on the worker's event loop (its own thread). ``connic.tools`` calls travel back
+to pytest's process, which runs the service for the invocation that made the call.
+
+The worker ignores SIGINT and leads its own process group (pytest's process decides when a run
+stops, and kills the whole group, children of user code included); it exits when its pipe closes
+(pytest's process ended); its address space is limited (``connic_worker_memory_mb``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import importlib.util
+import inspect
+import os
+import pickle
+import signal
+import sys
+import threading
+import types
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_connic.execution.executors import ReusingDaemonExecutor
+from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
+from pytest_connic.jsonsafe import to_jsonable
+from pytest_connic.project.loaded import LoadedProject
+from pytest_connic.project.located import safe_text, user_location
+from pytest_connic.project.sdk import sdk_tools
+
+#: the id of the call a piece of user code runs for (``connic.tools`` requests carry it)
+CALL_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar("connic_worker_call", default=None)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a worker needs of pytest's process to load the project as it does."""
+
+    root: str
+    cwd: str
+    env: dict[str, str]
+    sys_path: list[str]
+    memory_mb: int | None
+
+
+class _Worker:
+    def __init__(self, conn: Any, settings: WorkerSettings) -> None:
+        self.conn = conn
+        self.root = Path(settings.root)
+        self.send_lock = threading.Lock()
+        self.requests: dict[int, Future[Any]] = {}
+        self.request_ids = iter(range(1, sys.maxsize))
+        self.fresh: dict[str, types.ModuleType] = {}
+        self.functions: dict[Ref, Callable[..., Any]] = {}
+        self.executor = ReusingDaemonExecutor("connic-call", idle_s=60.0)
+        self.loop = asyncio.new_event_loop()
+        self.project: LoadedProject | None = None
+        self.baseline: set[int] = set()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self.send_lock:
+            self.conn.send(message)
+
+    # -- connic.tools, forwarded to pytest's process --------------------------------------
+    def install_placeholders(self) -> None:
+        # the originals are kept alive: their ids must not be reused by other objects
+        self._originals: dict[int, tuple[Any, Callable[..., Any]]] = {}
+        for name, value in list(vars(sdk_tools).items()):
+            if inspect.iscoroutinefunction(value) and getattr(value, "__module__", "") == "connic.tools":
+                self._originals[id(value)] = (value, self._forwarder(name, value))
+                setattr(sdk_tools, name, self._originals[id(value)][1])
+
+    def rebind(self, modules: list[types.ModuleType]) -> None:
+        for module in modules:
+            namespace = getattr(module, "__dict__", None)
+            if isinstance(namespace, dict) and module is not sdk_tools:
+                for key, value in list(namespace.items()):
+                    found = self._originals.get(id(value))
+                    if found is not None and found[0] is value:
+                        namespace[key] = found[1]
+
+    def _forwarder(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+        worker = self
+
+        async def forward(*args: Any, **kwargs: Any) -> Any:
+            try:
+                params = dict(signature.bind(*args, **kwargs).arguments)
+            except TypeError as exc:
+                raise TypeError(f"connic.tools.{name}(): {exc}") from None
+            future: Future[Any] = Future()
+            rid = next(worker.request_ids)
+            worker.requests[rid] = future
+            worker.send(("service", CALL_ID.get(), rid, name, params))
+            return await asyncio.wrap_future(future)
+
+        forward.__name__ = forward.__qualname__ = name
+        forward.__connic_dispatcher__ = True  # type: ignore[attr-defined]
+        return forward
+
+    # -- functions ----------------------------------------------------------------------
+    def resolve(self, ref: Ref) -> Callable[..., Any]:
+        func = self.functions.get(ref)
+        if func is not None:
+            return func
+        if ref[0] == "fresh":
+            _, name, file, qualname = ref
+            module = self.fresh.get(name)
+            if module is None:
+                module = self.fresh[name] = self._load_fresh(name, Path(file))
+        else:
+            _, name, qualname = ref
+            module = sys.modules.get(name) or self._load_project_module(name)
+        value: Any = module
+        for part in qualname.split("."):
+            value = getattr(value, part)
+        if ref[0] == "module":
+            self.functions[ref] = value
+        return value  # type: ignore[no-any-return]
+
+    def _load_fresh(self, name: str, path: Path) -> types.ModuleType:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.modules.pop(name, None)
+        return module
+
+    def _load_project_module(self, name: str) -> types.ModuleType:
+        """Middleware, hooks and guardrails are loaded by the SDK on first use, as in pytest's process."""
+        assert self.project is not None
+        head, _, rest = name.partition(".")
+        if head == "middleware":
+            self.project.middleware(rest)
+        elif head == "hooks":
+            self.project.hooks(rest)
+        elif head == "guardrails":
+            self.project.guardrail(rest)
+        module = sys.modules.get(name)
+        if module is None:
+            raise ImportError(f"module {name} is not loaded in the worker process")
+        self.rebind([module])
+        return module
+
+    # -- calls --------------------------------------------------------------------------
+    def call(self, cid: int, ref: Ref, args: tuple[Any, ...], kwargs: dict[str, Any],
+             back: tuple[Any, ...]) -> None:
+        try:
+            func = self.resolve(ref)
+        except BaseException as exc:  # noqa: BLE001  (a module of the user's failing to load here)
+            self._reply(cid, exc, None, args, kwargs, back)
+            return
+        if inspect.iscoroutinefunction(func):
+            self.loop.call_soon_threadsafe(self._start_task, cid, func, args, kwargs, back)
+        else:
+            self.executor.submit(self._run_sync, cid, func, args, kwargs, back)
+
+    def _start_task(self, cid: int, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                    back: tuple[Any, ...]) -> None:
+        async def run() -> Any:
+            CALL_ID.set(cid)
+            return await func(*args, **kwargs)
+
+        task = contextvars.Context().run(self.loop.create_task, run())
+
+        def done(task: asyncio.Task[Any]) -> None:
+            if task.cancelled():
+                self._reply(cid, asyncio.CancelledError(), None, args, kwargs, back)
+                return
+            exc = task.exception()
+            self._reply(cid, exc, None if exc is not None else task.result(), args, kwargs, back)
+
+        task.add_done_callback(done)
+
+    def _run_sync(self, cid: int, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                  back: tuple[Any, ...]) -> None:
+        def run() -> None:
+            CALL_ID.set(cid)
+            try:
+                result = func(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001  (sent to pytest's process)
+                self._reply(cid, exc, None, args, kwargs, back)
+                return
+            if inspect.isawaitable(result):
+                async def wait() -> Any:
+                    CALL_ID.set(cid)
+                    return await result
+
+                def start() -> None:
+                    task = contextvars.Context().run(self.loop.create_task, wait())
+                    task.add_done_callback(lambda t: self._reply(
+                        cid, asyncio.CancelledError() if t.cancelled() else t.exception(),
+                        None if t.cancelled() or t.exception() else t.result(), args, kwargs, back))
+
+                self.loop.call_soon_threadsafe(start)
+                return
+            self._reply(cid, None, result, args, kwargs, back)
+
+        contextvars.Context().run(run)
+
+    def _reply(self, cid: int, exc: BaseException | None, result: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any], back: tuple[Any, ...]) -> None:
+        """Send a call's outcome with the arguments to copy back (mutated in place, even when the
+        call raised, as in-process)."""
+        copied = {key: (args[key] if isinstance(key, int) else kwargs[key]) for key in back
+                  if (isinstance(key, int) and key < len(args)) or key in kwargs}
+        try:
+            returned = pickle.dumps(copied) if copied else None
+        except BaseException:  # noqa: BLE001  (something unpicklable put in the context)
+            try:
+                returned = pickle.dumps({k: to_jsonable(v) for k, v in copied.items()})
+            except BaseException:  # noqa: BLE001
+                returned = None
+        if exc is None:
+            try:
+                data = pickle.dumps(result)
+            except BaseException:  # noqa: BLE001  (an unpicklable result crosses as its JSON-safe form)
+                try:
+                    data = pickle.dumps(to_jsonable(result))
+                except BaseException as error:  # noqa: BLE001
+                    self.send(("result", cid, "untransferable", f"{type(error).__name__}: {safe_text(error)}",
+                               returned))
+                    return
+            self.send(("result", cid, "ok", data, returned))
+        elif isinstance(exc, MemoryError):
+            self.send(("result", cid, "memory", None, None))
+        elif isinstance(exc, SystemExit):
+            code = exc.code if exc.code is None or isinstance(exc.code, int) else safe_text(exc.code)
+            self.send(("result", cid, "exit", code, returned))
+        elif isinstance(exc, Exception):
+            self.send(("result", cid, "error", encode_exception(exc, safe_text(exc)), returned))
+        else:  # KeyboardInterrupt, GeneratorExit, CancelledError, a custom BaseException
+            where = user_location(exc, self.root)
+            self.send(("result", cid, "base", (type(exc).__name__, safe_text(exc), where), returned))
+
+    def settle(self, rid: int, ok: bool, value: Any) -> None:
+        future = self.requests.pop(rid, None)
+        if future is None:
+            return
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(decode_exception(value))
+
+    def release(self) -> None:
+        """The run that leased this worker ended: drop its fresh modules; say whether threads of
+        its user code are still alive (the pool then retires this worker)."""
+        self.fresh.clear()
+        leftover = [t for t in threading.enumerate()
+                    if t.ident not in self.baseline and not t.name.startswith("connic-call")]
+        self.send(("released", not leftover))
+
+    def serve(self) -> None:
+        threading.Thread(target=self.loop.run_forever, name="connic-worker-loop", daemon=True).start()
+        self.baseline = {t.ident for t in threading.enumerate() if t.ident is not None}
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):  # pytest's process went away: so do we, with our threads
+                os._exit(0)
+            kind = message[0]
+            if kind == "call":
+                try:
+                    self.call(*message[1:])
+                except BaseException as exc:  # noqa: BLE001  (no thread left: memory is short)
+                    self._reply(message[1], exc, None, (), {}, ())
+            elif kind == "service_result":
+                self.settle(*message[1:])
+            elif kind == "release":
+                self.release()
+            elif kind == "stop":
+                os._exit(0)
+
+
+def _limit_memory(memory_mb: int | None) -> None:
+    if not memory_mb:
+        return
+    try:
+        import resource
+    except ImportError:  # Windows: no limit
+        return
+    limit = memory_mb * 1024 * 1024
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError):
+        pass
+
+
+def main(conn: Any, settings: WorkerSettings) -> None:
+    """The worker's entry point (``multiprocessing.Process`` target)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(os, "setpgid"):
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass
+    try:  # user code may start processes of its own (a daemonic process may not)
+        import multiprocessing
+
+        multiprocessing.current_process().daemon = False
+    except (AssertionError, AttributeError):  # pragma: no cover
+        pass
+    os.chdir(settings.cwd)
+    os.environ.clear()
+    os.environ.update(settings.env)
+    sys.path[:] = settings.sys_path
+    worker = _Worker(conn, settings)
+    try:
+        worker.install_placeholders()
+        project = worker.project = LoadedProject(Path(settings.root))
+        worker.rebind(project.modules())
+    except BaseException as exc:  # noqa: BLE001  (reported to pytest's process)
+        conn.send(("failed", f"{type(exc).__name__}: {safe_text(exc)}"))
+        return
+    _limit_memory(settings.memory_mb)  # after loading: the limit is for user code's calls
+    conn.send(("ready", os.getpid()))
+    worker.serve()
