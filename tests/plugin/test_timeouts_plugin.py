@@ -47,6 +47,8 @@ def test_case_timeout_formula() -> None:
     assert case_timeout(runs=4, timeout_s=5, concurrency=2) == 2 * 5 + 30
     assert case_timeout(runs=4, timeout_s=5, concurrency=8) == 5 + 30
     assert case_timeout(runs=20, timeout_s=60, concurrency=1) == 20 * 60 + 30
+    # build(), the run and cleanup() are each bounded by timeout_s: the backstop leaves room for all three
+    assert case_timeout(runs=4, timeout_s=5, concurrency=2, builder=True) == 2 * 5 * 3 + 30
 
 
 def test_each_case_gets_a_timeout_from_its_runs(echo: ConnicProject) -> None:

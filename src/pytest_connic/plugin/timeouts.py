@@ -21,11 +21,12 @@ def explicit_timeout(config: pytest.Config) -> bool:
         return False
 
 
-def case_timeout(runs: int, timeout_s: float, concurrency: int) -> float:
+def case_timeout(runs: int, timeout_s: float, concurrency: int, builder: bool = False) -> float:
     """Seconds a whole case may take: its runs in waves of ``concurrency``, each wave bounded by
-    ``timeout_s``, plus 30 s for builders, cleanup and cassette I/O."""
+    ``timeout_s`` (three times over with a builder: ``build()``, the run and ``cleanup()`` are each
+    bounded by it), plus 30 s for worker start-up, middleware cleanup and cassette I/O."""
     waves = -(-int(runs) // max(1, concurrency))
-    return waves * float(timeout_s) + 30
+    return waves * float(timeout_s) * (3 if builder else 1) + 30
 
 
 def set_timeouts(config: pytest.Config, items: list[CaseItem], concurrency: int) -> None:
@@ -39,7 +40,7 @@ def set_timeouts(config: pytest.Config, items: list[CaseItem], concurrency: int)
         if item.get_closest_marker("timeout") is not None or item.spec.resolved is None:
             continue
         resolved = item.spec.resolved
-        seconds = case_timeout(resolved["runs"], resolved["timeout_s"], concurrency)
+        seconds = case_timeout(resolved["runs"], resolved["timeout_s"], concurrency, bool(resolved.get("builder")))
         if seconds not in marks:
             marks[seconds] = pytest.mark.timeout(seconds)
         item.add_marker(marks[seconds])
