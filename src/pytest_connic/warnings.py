@@ -13,3 +13,13 @@ class GuardrailNotEvaluatedWarning(ConnicWarning):
 
 class CassetteDivergenceWarning(ConnicWarning):
     """A replayed request differs from the one recorded in the cassette."""
+
+
+class ConnicLoadWarning(ConnicWarning):
+    """What Connic's loader (``connic lint``) warns about in a project, located at the file it is
+    about: a schema that does not load, middleware or hooks that fail to load, a skipped ``api:``
+    tool ref. Shown once per session."""
+
+
+class UnknownAgentKeyWarning(ConnicLoadWarning):
+    """An agent file (or ``_defaults.yaml``) sets a key Connic's agent configuration does not have."""

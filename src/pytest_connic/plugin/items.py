@@ -18,6 +18,8 @@ from pytest_connic.project.layout import DiscoveryError
 from pytest_connic.warnings import ConnicWarning
 
 if TYPE_CHECKING:
+    from pytest_connic.project.load import LoadWarning
+    from pytest_connic.project.loaded import LoadedProject
     from pytest_connic.records.run import CaseOutcome
     from pytest_connic.suite.loader import CaseSpec, Suite
 
@@ -82,6 +84,11 @@ class SuiteFile(pytest.File):
             index = state.project_index(self.project_root)
         except (ProjectError, DiscoveryError) as exc:
             raise self.CollectError(f"Connic project {self.project_root}: {exc}") from None
+        if _shows_collection_warnings(self.config):
+            try:
+                show_load_warnings(state, index.warnings)
+            except ConnicWarning as exc:  # -W error: this suite's collection fails with it
+                raise self.CollectError(f"{type(exc).__name__}: {exc}") from None
         if index.load_errors and index.is_first_suite(self.path):
             raise self.CollectError(
                 "the Connic project failed to load (connic lint reports the same):\n"
@@ -112,6 +119,8 @@ class CaseItem(pytest.Item):
         self.suite = suite
         self.spec = spec
         self.outcome: CaseOutcome | None = None
+        #: the project its runs loaded (its load warnings are shown after the runs)
+        self.loaded: LoadedProject | None = None
         #: what the runs in ``setup`` left for ``runtest`` to raise (``CaseFailed``, or a bug), with
         #: its traceback from ``setup`` down (re-raising prepends pytest's frames to it)
         self._verdict: tuple[Exception, TracebackType | None] | None = None
@@ -211,6 +220,7 @@ class CaseItem(pytest.Item):
             from pytest_connic.execution.models import divergence_notes, warn_divergence
 
             try:
+                _show_runtime_load_warnings(state_of(self.config), self)
                 warn_divergence(divergence_notes(self.outcome))
             except ConnicWarning:  # -W error: the case fails with it, unless it failed anyway
                 if verdict is None:
@@ -231,6 +241,39 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, self.spec.line - 1, f"{self.suite.agent_name}::{self.spec.name}"
+
+
+def _shows_collection_warnings(config: pytest.Config) -> bool:
+    """Every xdist worker collects every suite: only the first (``gw0``) shows the collection's
+    load warnings, so the controller's summary has each once (pytest groups identical warnings by
+    text, but would list the location of each worker's copy)."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput is None or workerinput.get("workerid", "gw0") == "gw0"
+
+
+def show_load_warnings(state: ConnicSession, found: list[LoadWarning], seen: frozenset[str] = frozenset()) -> None:
+    """Each load warning once per session, located at the file (and line) it is about, so pytest's
+    warning summary names the user's file, not pytest-connic's source."""
+    import warnings
+
+    from pytest_connic.warnings import ConnicLoadWarning, UnknownAgentKeyWarning
+
+    for warning in found:
+        key = f"load:{warning.key}"
+        if warning.key in seen or key in state.warned:
+            continue
+        state.warned.add(key)
+        category = UnknownAgentKeyWarning if warning.unknown_key else ConnicLoadWarning
+        warnings.warn_explicit(category(warning.message), category, str(warning.path), warning.line)
+
+
+def _show_runtime_load_warnings(state: ConnicSession, item: CaseItem) -> None:
+    """What the project's real import warned about that collection could not see (middleware or
+    hooks that fail to import: collection imports nothing), after the case's runs loaded them."""
+    if item.loaded is None:
+        return
+    index = state.project_index(item.project_root)
+    show_load_warnings(state, item.loaded.warnings, frozenset(w.key for w in index.warnings))
 
 
 def run_item(state: ConnicSession, item: CaseItem) -> None:
@@ -254,6 +297,7 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     from pytest_connic.reports.failure import failure_text
 
     runtime = state.runtime(item.project_root)
+    item.loaded = runtime.project
     failed = runtime.project.import_errors_for(item.suite.agent_name)
     if failed:
         raise ProjectError("the Connic project failed to load:\n" + "\n".join(f"  {e}" for e in failed))

@@ -3,13 +3,15 @@ errors and warnings), loaded with ``validation_only=True`` so that no user code 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_connic.project import sdk
 from pytest_connic.project.layout import DiscoveryError, discover_suites
-from pytest_connic.project.load import load_agents
+from pytest_connic.project.load import LoadWarning, Locator, load_agents
 
 
 @dataclass
@@ -19,8 +21,9 @@ class ProjectIndex:
     root: Path
     agents: dict[str, sdk.Agent] = field(default_factory=dict)
     load_errors: list[str] = field(default_factory=list)
-    #: what the SDK printed while loading (warnings such as an unloadable schema)
-    warnings: list[str] = field(default_factory=list)
+    #: what Connic's loader warns about (an unloadable schema, middleware that does not parse, a
+    #: skipped ``api:`` ref, an unknown agent key), located: shown once per session at collection
+    warnings: list[LoadWarning] = field(default_factory=list)
     _first_suite: tuple[Path | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def is_first_suite(self, path: Path) -> bool:
@@ -57,10 +60,36 @@ def index_project(root: Path) -> ProjectIndex:
     for agent in agents:
         index.agents.setdefault(agent.config.name, agent)
     index.load_errors = list(sdk.load_errors(loader))
+    index.warnings += module_warnings(root, loader, agents)
+    from pytest_connic.project.agentkeys import agent_key_warnings
+
+    index.warnings += agent_key_warnings(root)
     upload_error = upload_check(root)
     if upload_error:
         index.load_errors.append(f"the project cannot be uploaded to Connic: {upload_error}")
     return index
+
+
+def module_warnings(root: Path, loader: object, agents: list[sdk.Agent]) -> list[LoadWarning]:
+    """What ``connic lint`` warns about middleware and hooks: the SDK's discovery of
+    ``middleware/*.py`` and ``hooks/*.py``, by ``ast`` (nothing executes), so a file that does
+    not parse is found at collection. Its load errors are dropped, as lint drops them ("non-fatal")."""
+    errors = sdk.load_errors(loader)
+    before = len(errors)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        for discover in ("discover_middlewares", "discover_tool_hooks"):
+            method = getattr(loader, discover, None)
+            if method is None:
+                continue
+            try:
+                method()
+            except Exception:  # noqa: BLE001,S112 -- lint's own "No middleware/ directory found" and the like
+                continue
+    del errors[before:]
+    locator = Locator(root, agents)
+    lines = [line.strip() for line in printed.getvalue().splitlines() if line.strip()]
+    return [locator.printed(line) for line in lines]
 
 
 def upload_check(root: Path) -> str | None:

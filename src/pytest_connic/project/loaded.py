@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.project import sdk
-from pytest_connic.project.load import ProjectError, load_agents
+from pytest_connic.project.load import LoadWarning, Locator, ProjectError, load_agents
 from pytest_connic.project.located import exception_text, user_location
 
 
@@ -45,8 +45,12 @@ class LoadedProject:
         self.interrupted = interrupted
         #: the tool modules that failed to import, each as a located message
         self.import_errors: list[str] = []
+        #: what Connic's loader warned about, located (the plugin shows those that collection,
+        #: which imports nothing, could not see: middleware or hooks that fail to import)
+        self.warnings: list[LoadWarning]
         self.loader, agents, self.warnings = load_agents(root, validation_only=False, prepare=self._guard)
         self.agents: dict[str, sdk.Agent] = {a.config.name: a for a in agents}
+        self._locator = Locator(root, agents)
         self.load_errors = list(sdk.load_errors(self.loader))
         self._lock = threading.RLock()
 
@@ -88,16 +92,33 @@ class LoadedProject:
             raise ProjectError(f"unknown agent '{name}'") from None
 
     def middleware(self, agent_name: str) -> Any:
-        """The agent's middleware, loaded by the SDK (its output kept off the terminal)."""
-        with self._lock, contextlib.redirect_stdout(io.StringIO()):
-            return self._user_import(f"the middleware of agent '{agent_name}'", self.root / "middleware" /
-                                     f"{agent_name}.py", lambda: self.loader.load_middleware(agent_name))
+        """The agent's middleware, loaded by the SDK (its output kept off the terminal). One that
+        fails to import is None, as on Connic, and a load warning (``self.warnings``)."""
+        with self._lock:
+            return self._printing(lambda: self._user_import(
+                f"the middleware of agent '{agent_name}'", self.root / "middleware" / f"{agent_name}.py",
+                lambda: self.loader.load_middleware(agent_name)))
 
     def hooks(self, agent_name: str) -> Any:
-        """The agent's tool hooks, loaded by the SDK (its output kept off the terminal)."""
-        with self._lock, contextlib.redirect_stdout(io.StringIO()):
-            return self._user_import(f"the tool hooks of agent '{agent_name}'", self.root / "hooks" /
-                                     f"{agent_name}.py", lambda: self.loader.load_tool_hooks(agent_name))
+        """The agent's tool hooks, loaded by the SDK (its output kept off the terminal). Hooks that
+        fail to import are None, as on Connic, and a load warning (``self.warnings``)."""
+        with self._lock:
+            return self._printing(lambda: self._user_import(
+                f"the tool hooks of agent '{agent_name}'", self.root / "hooks" / f"{agent_name}.py",
+                lambda: self.loader.load_tool_hooks(agent_name)))
+
+    def _printing(self, load: Callable[[], Any]) -> Any:
+        """``load()``, what the SDK printed meanwhile kept as located warnings."""
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed):
+                return load()
+        finally:
+            for line in printed.getvalue().splitlines():
+                if line.strip():
+                    warning = self._locator.printed(line.strip())
+                    if all(w.key != warning.key for w in self.warnings):
+                        self.warnings.append(warning)
 
     def guardrail(self, name: str) -> Any:
         """The custom guardrail ``guardrails/<name>.py``; ``ProjectError`` with the SDK's reason

@@ -51,6 +51,7 @@ __all__ = [
     "Tool",
     "ToolFile",
     "TransferCall",
+    "api_spec_warnings",
     "contained_source",
     "escape_terminal_text",
     "exclude_agent_files",
@@ -70,6 +71,14 @@ def load_errors(loader: Any) -> list[str]:
     """
     errors: list[str] = loader._load_errors
     return errors
+
+
+def api_spec_warnings(loader: Any) -> list[str]:
+    """The ``api:`` tool refs the loader skipped because it has no API spec registry
+    (``"api:<ref>"`` each), from the private ``ProjectLoader._api_spec_warnings`` that
+    ``connic lint`` prints as "N API spec tool ref(s) skipped (validated at deploy time)"."""
+    refs: list[str] = list(getattr(loader, "_api_spec_warnings", None) or [])
+    return refs
 
 
 def generate_schema(function: Callable[..., Any]) -> dict[str, Any]:

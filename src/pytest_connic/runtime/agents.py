@@ -176,8 +176,6 @@ def _assistant_message(response: ModelResponse) -> dict[str, Any]:
 def _final_output(inv: InvocationState, text: str) -> str:
     config = inv.config
     schema = config.output_schema_dict
-    if config.output_schema and schema is None:
-        _warn_unloaded_schema(inv)
     if schema:
         reduced, dropped = connic_subset(schema)
         if dropped:
@@ -203,20 +201,6 @@ def _final_output(inv: InvocationState, text: str) -> str:
 
 def _schema_file(inv: InvocationState) -> str:
     return f"schemas/{inv.config.output_schema}.json"
-
-
-def _warn_unloaded_schema(inv: InvocationState) -> None:
-    """The SDK's loader leaves ``output_schema_dict`` empty (and prints a warning) when the
-    schema file is missing or is not JSON; the agent then runs unvalidated, on Connic too."""
-    config = inv.config
-    path = inv.services.root / _schema_file(inv)
-    reason = "the file does not exist" if not path.is_file() else "the SDK's loader refused it: not JSON, or not a file inside schemas/; connic lint shows why"
-    inv.services.host.warn_once(
-        f"output_schema_unloaded:{config.name}",
-        f"{config.source_path}: output_schema '{config.output_schema}' of agent '{config.name}' could not be "
-        f"loaded ({_schema_file(inv)}: {reason}); Connic's loader skips it, so the agent's output is not "
-        "validated, here as on Connic",
-    )
 
 
 async def run_tool_agent(inv: InvocationState, content: dict[str, Any]) -> Any:

@@ -1,0 +1,171 @@
+"""Issue 16, load warnings: what Connic's loader warns about (``connic lint`` shows it) appears
+once per session as a located warning in pytest's summary, attributed to the user's file and
+line, with and without xdist; misspelt agent keys get a did-you-mean (docs/fidelity.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.project import CALC_TOOLS, ConnicProject
+
+XDIST = [pytest.param((), id="single"), pytest.param(("-n", "2"), id="xdist")]
+
+AGENT_WITH_TYPOS = '''
+version: "1.0"
+name: echo
+description: the echo agent
+type: tool
+tool_name: calc.echo
+max_iteration: 3
+retry_options:
+  attempts: 2
+  max_dely: 3
+x-owner: the docs team
+colour: blue
+'''
+
+
+def run(project: ConnicProject, xdist: tuple[str, ...]) -> pytest.RunResult:
+    if xdist:
+        return project.run_subprocess("-W", "always", "-p", "no:randomly", *xdist)
+    return project.run("-W", "always", "-p", "no:randomly")
+
+
+def echo_suite(project: ConnicProject, names: tuple[str, ...] = ("one", "two")) -> None:
+    cases = "".join(f"  - name: {n}\n    payload: hi\n    expected_result: status == 'completed'\n" for n in names)
+    project.suite("echo", "tests:\n" + cases)
+    project.suite("again", "agent: echo\ntests:\n" + cases)
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_misspelt_agent_key_is_a_located_warning_with_the_closest_key(project: ConnicProject,
+                                                                       xdist: tuple[str, ...]) -> None:
+    project.tool("calc", CALC_TOOLS)
+    project.write("agents/echo.yaml", AGENT_WITH_TYPOS)
+    echo_suite(project)
+
+    result = run(project, xdist)
+
+    result.assert_outcomes(passed=4)  # Connic deploys it: a warning, not an error
+    out = result.stdout.str()
+    typo = ("agents/echo.yaml:6:1: max_iteration: unknown agent key 'max_iteration'; did you mean "
+            "'max_iterations'? Connic's loader ignores unknown keys, so this setting has no effect, on "
+            "Connic as here (prefix local extensions with 'x-')")
+    assert out.count(typo) == 1
+    result.stdout.fnmatch_lines([
+        "*warnings summary*",
+        "agents/echo.yaml:6",
+        f"*agents/echo.yaml:6: UnknownAgentKeyWarning: {typo}",
+    ])
+    assert out.count("retry_options.max_dely: unknown agent key 'max_dely'; did you mean 'max_delay'?") == 1
+    assert out.count("agents/echo.yaml:11:1: colour: unknown agent key 'colour', not a setting of Connic's "
+                     "agent configuration") == 1
+    assert "x-owner" not in out
+    assert "pytest_connic" not in out.split("warnings summary", 1)[1]  # located at the user's file
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_schema_that_does_not_load_is_warned_at_its_agent_file_once(project: ConnicProject,
+                                                                     xdist: tuple[str, ...]) -> None:
+    project.tool("calc", CALC_TOOLS)
+    project.agent("loose", output_schema="nowhere")
+    project.agent("echo", type="tool", tool_name="calc.echo", output_schema="nowhere")
+    project.suite("loose", "tests:\n  - name: plain\n    payload: hi\n    expected_result: output == 'plain text'\n")
+    project.replies("loose", "plain", "plain text")
+    echo_suite(project)
+
+    result = run(project, xdist)
+
+    result.assert_outcomes(passed=5)
+    out = result.stdout.str()
+    unloaded = ("agents/loose.yaml: output_schema 'nowhere' of agent 'loose' could not be loaded "
+                "(schemas/nowhere.json: the file does not exist); Connic's loader skips it, so the agent's "
+                "output is not validated, here as on Connic")
+    assert out.count(unloaded) == 1
+    ignored = ("agents/echo.yaml: output_schema is only supported for LLM agents; Connic's loader ignores it "
+               "for agent 'echo' (type: tool), here as on Connic")
+    assert out.count(ignored) == 1
+    line = next(n for n, text in enumerate((project.root / "agents/loose.yaml").read_text().splitlines(), 1)
+                if text.startswith("output_schema:"))
+    result.stdout.fnmatch_lines([f"*agents/loose.yaml:{line}: ConnicLoadWarning: {unloaded}"])
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_middleware_that_does_not_parse_is_warned_at_collection_and_the_agent_runs_without_it(
+        project: ConnicProject, xdist: tuple[str, ...]) -> None:
+    project.tool("calc", CALC_TOOLS)
+    project.agent("echo", type="tool", tool_name="calc.echo")
+    project.write("middleware/echo.py", "def before(content, context):\n    return content +\n")
+    echo_suite(project)
+
+    result = run(project, xdist)
+
+    result.assert_outcomes(passed=4)
+    out = result.stdout.str()
+    message = ("middleware/echo.py: the middleware of agent 'echo' failed to load: invalid syntax (echo.py, line 2); "
+               "Connic's loader (connic lint, connic deploy) only warns about it and the agent runs WITHOUT its "
+               "middleware (before/after/cleanup), here as on Connic")
+    assert out.count(message) == 1
+    result.stdout.fnmatch_lines(["middleware/echo.py:2", f"*middleware/echo.py:2: ConnicLoadWarning: {message}*"])
+
+
+BROKEN_IMPORT = '''
+import not_installed_anywhere
+
+
+def before(content, context):
+    context["seen"] = True
+    return content
+'''
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_middleware_that_fails_to_import_is_warned_once_when_its_agent_runs(project: ConnicProject,
+                                                                           xdist: tuple[str, ...]) -> None:
+    project.tool("calc", CALC_TOOLS)
+    project.agent("echo", type="tool", tool_name="calc.echo")
+    project.write("middleware/echo.py", BROKEN_IMPORT)
+    project.write("hooks/echo.py", BROKEN_IMPORT.replace("def before(content, context)", "def before(tool_name, params, context)"))
+    cases = "".join(f"  - name: {n}\n    payload: hi\n    expected_result: status == 'completed'\n"
+                    for n in ("one", "two", "three"))
+    project.suite("echo", "tests:\n" + cases)
+
+    result = run(project, xdist)
+
+    result.assert_outcomes(passed=3)  # the agent ran without its middleware, as on Connic
+    out = result.stdout.str()
+    message = ("middleware/echo.py: the middleware of agent 'echo' failed to load: No module named "
+               "'not_installed_anywhere'; Connic's loader (connic lint, connic deploy) only warns about it and "
+               "the agent runs WITHOUT its middleware")
+    assert out.count(message) == 1
+    result.stdout.fnmatch_lines([f"*middleware/echo.py:1: ConnicLoadWarning: {message}*"])
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_an_api_spec_tool_ref_is_warned_at_its_line(project: ConnicProject, xdist: tuple[str, ...]) -> None:
+    project.tool("calc", CALC_TOOLS)
+    project.agent("desk", tools=["calc.add", "api:billing.get_invoice"])
+    project.suite("desk", "tests:\n  - name: answers\n    payload: hi\n    expected_result: output == 'ok'\n")
+    project.replies("desk", "answers", "ok")
+
+    result = run(project, xdist)
+
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    message = ("agents/desk.yaml: tools entry 'api:billing.get_invoice' of agent 'desk' is an API spec tool, "
+               "configured in Connic's dashboard; with no spec registry Connic's loader skips it")
+    assert out.count(message) == 1
+    line = next(n for n, text in enumerate((project.root / "agents/desk.yaml").read_text().splitlines(), 1)
+                if "api:billing" in text)
+    result.stdout.fnmatch_lines([f"*agents/desk.yaml:{line}: ConnicLoadWarning: {message}*"])
+
+
+def test_load_warnings_can_be_made_errors(project: ConnicProject) -> None:
+    project.tool("calc", CALC_TOOLS)
+    project.write("agents/echo.yaml", AGENT_WITH_TYPOS)
+    echo_suite(project)
+
+    result = project.run("-W", "error::pytest_connic.warnings.UnknownAgentKeyWarning")
+
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*UnknownAgentKeyWarning: agents/echo.yaml:6:1: max_iteration: unknown agent key*"])
