@@ -128,12 +128,17 @@ async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[
         return [await call_tool(inv, calls[0].name, calls[0].arguments)]
     first = len(inv.record.tool_calls)
     tasks = [asyncio.ensure_future(call_tool(inv, c.name, c.arguments)) for c in calls]
+    finished: list[asyncio.Future[Any]] = []  # in the order the calls ended
+    for task in tasks:
+        task.add_done_callback(finished.append)
     try:
         pending: set[asyncio.Future[Any]] = set(tasks)
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            # of several ending together, the first in the model's order is the one observed
-            ended = [t for t in tasks if t in done and not t.cancelled() and t.exception() is not None]
+            # of several seen ending together, the one that ended first wins (user code in a
+            # worker process answers in the order its calls ended, so two answers may arrive in
+            # one step of the loop)
+            ended = [t for t in finished if t in done and not t.cancelled() and t.exception() is not None]
             if ended:
                 signal = ended[0].exception()
                 assert signal is not None
