@@ -4,6 +4,7 @@ and the cases that share a session kept on one xdist worker (docs/lifecycle.md "
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -123,7 +124,7 @@ def test_runs_of_one_case_share_the_session_in_order(project: ConnicProject) -> 
     ''')
     result = project.run("-p", "no:randomly", "--connic-concurrency", "5", "--connic-json", "report.json")
     result.assert_outcomes(passed=1)
-    import json
+
 
     runs = json.loads((project.root / "report.json").read_text())["cases"][0]["runs_detail"]
     assert [json.loads(r["output"])["messages"] for r in runs] == [1, 3, 5, 7, 9]
@@ -156,9 +157,9 @@ def test_the_key_is_resolved_after_before_middleware_and_must_not_be_empty(proje
     result = project.run("-p", "no:randomly", "-v")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines([
-        "*session key 'context.chat_id' of agent 'chat' resolved to nothing (the path does not exist): "
+        ("*session key 'context.chat_id' of agent 'chat' resolved to nothing (the path does not exist): "
         "Connic needs it to resolve to a non-empty value before the run starts (set it in the agent's "
-        "before middleware; *agents/chat.yaml)*",
+        "before middleware; *agents/chat.yaml)*"),
     ])
     result.stdout.fnmatch_lines(["*session key 'context.chat_id' of agent 'chat' resolved to an empty value (\"\")*"])
 
@@ -213,8 +214,8 @@ def test_a_session_older_than_its_ttl_starts_empty_on_the_virtual_clock(
     result.assert_outcomes(**outcomes)
     if ttl == 60:
         result.stdout.fnmatch_lines([
-            "*session 'chat' key 'ann' expired (not updated for more than its ttl of 60s): "
-            "this run starts a new session*",
+            ("*session 'chat' key 'ann' expired (not updated for more than its ttl of 60s): "
+            "this run starts a new session*"),
         ])
 
 
