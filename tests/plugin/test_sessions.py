@@ -281,6 +281,20 @@ def test_session_browser_with_browser_tools_is_a_located_warning(project: Connic
     result.stdout.fnmatch_lines(["*agents/surfer.yaml: session.browser of agent 'surfer' is not simulated*"])
 
 
+def test_session_history_compaction_is_a_located_warning(project: ConnicProject) -> None:
+    project.agent("chat", session=True, context_compression={"session_history": {"interval": 4}})
+    project.write("conftest.py", SEEN_MODEL)
+    project.suite("chat", '''
+        tests:
+          - name: hi
+            payload: hi
+    ''')
+    result = project.run("-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([("*agents/chat.yaml: context_compression.session_history of agent 'chat' is not "
+                                 "simulated*")])
+
+
 # --------------------------------------------------------------------------- xdist
 
 PLAIN_SUITES = {f"other{i}": f'''
