@@ -34,6 +34,7 @@ from pytest_connic.runtime.invocation import Invocation, output_text
 from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
 from pytest_connic.runtime.payload import FilesError, load_fixtures
 from pytest_connic.runtime.services import RuntimeServices
+from pytest_connic.runtime.sessions import runs_in_order
 from pytest_connic.runtime.state import RunScope
 
 if TYPE_CHECKING:
@@ -217,6 +218,8 @@ class CaseRun:
         self.outcome = target.outcome
         self.executor = executor
         self.concurrency = runtime.options.concurrency
+        if runs_in_order(runtime.project.agents, target.agent_name):  # they share a session, in order
+            self.concurrency = 1
         self.early_stop = runtime.options.early_stop if early_stop is None else early_stop
         self.run_listeners = runtime.run_listeners if run_listeners is None else run_listeners
         self.root = runtime.project.root

@@ -103,13 +103,17 @@ async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
                          "voice calls cannot be tested offline; pytest-connic runs text agents only")
     # a triggered child took its model when it was triggered (runtime/children.py)
     model = inv.reserved_model or inv.scope.models.model_for(inv.config.name, root=inv.root)
-    messages: list[dict[str, Any]] = [user_message(content)]
+    # a session's earlier conversation comes first (``session.history``, runtime/sessions.py)
+    history = inv.session_history()
+    messages: list[dict[str, Any]] = [*history, user_message(content)]
     for iteration in range(inv.config.max_iterations):
         started = time.perf_counter()
         response = await model.complete(_request(inv, messages, visible_tools(inv)))
         _record_turn(inv, iteration, response, started)
         if not response.tool_calls:
-            return _final_output(inv, response.content or "")
+            output = _final_output(inv, response.content or "")
+            inv.remember([*messages[len(history):], {"role": "assistant", "content": response.content or ""}])
+            return output
         messages.append(_assistant_message(response))
         results = await _call_all(inv, response.tool_calls)
         for call, result in zip(response.tool_calls, results):

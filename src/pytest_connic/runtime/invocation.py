@@ -101,6 +101,8 @@ async def _finish(inv: InvocationState) -> None:
     inv.record.duration_ms = _elapsed_ms(inv)
     inv.context.setdefault("duration_ms", round(inv.record.duration_ms))
     await _cleanup(inv)
+    if inv.root:  # the run's skipped retry delays move the session clock (session.ttl)
+        inv.services.sessions.fold(inv.scope.clock)
 
 
 def _elapsed_ms(inv: InvocationState) -> float:
@@ -149,6 +151,7 @@ async def _lifecycle(inv: InvocationState) -> None:
         guardrails.fail_if_asked(blocked)
         return
     content = await _before(inv, content_parts(inv.delivered))
+    inv.enter_session()  # the session key resolves after before middleware (runtime/sessions.py)
     output = await _operation(inv, content)
     _token_usage(inv)
     output = await _after(inv, output)

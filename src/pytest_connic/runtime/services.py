@@ -16,6 +16,7 @@ from pytest_connic.project.sdk import Agent, generate_schema
 from pytest_connic.project.sdk import sdk_tools as connic_tools
 from pytest_connic.runtime.ports import Host
 from pytest_connic.runtime.predefined import LocalServices
+from pytest_connic.runtime.sessions import SessionStore
 from pytest_connic.runtime.signals import RunAborted
 from pytest_connic.secrets import Masker
 
@@ -46,6 +47,8 @@ class RuntimeServices:
         self.masker = masker
         self.host = host
         self.local = LocalServices(data_dir)
+        #: the agents' sessions (``session:``), for the runs of this project in this session
+        self.sessions = SessionStore()
         #: the project's ``connectors/*.yaml`` as the SDK loads them, and their load errors
         #: (loaded on first use, runtime/predefined_dispatch.py)
         self.connectors: tuple[dict[str, Any], list[str]] | None = None

@@ -26,6 +26,7 @@ from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.payload import deliver
 from pytest_connic.runtime.retries import ReflectionBudget
+from pytest_connic.runtime.sessions import Session, resolve_key, session_config, session_warnings
 from pytest_connic.runtime.signals import ExitCalled, UserCodeEnded
 
 if TYPE_CHECKING:
@@ -191,7 +192,10 @@ class InvocationState:
     record: RunRecord
     context: dict[str, Any]  #: the run context user code sees
     middleware: Any  #: what the SDK loaded from the agent's middleware file (None: none)
-    session_id: str  #: the run id of the case's run (children included)
+    #: the id of the run's session (runtime/sessions.py): until the agent's own session is entered
+    #: (after ``before`` middleware), and for an agent without one, the case's run id (children of
+    #: a run inherit their parent's)
+    session_id: str
     #: ``scope.clock.now()`` value at which this invocation times out
     deadline: float | None = None
     started: float = 0.0
@@ -206,6 +210,8 @@ class InvocationState:
     data_tools: dict[str, Callable[..., Any]] | None = None
     #: the tool-failure reflection budget spent so far (runtime/retries.py)
     reflection: ReflectionBudget = field(default_factory=ReflectionBudget)
+    #: the agent's session this run is part of (``session:``; entered after ``before`` middleware)
+    session: Session | None = None
 
     @classmethod
     def create(
@@ -244,6 +250,47 @@ class InvocationState:
             record=record, context=context, middleware=services.project.middleware(agent_name),
             session_id=session_id or record.run_id,
         )
+
+    def enter_session(self) -> None:
+        """Join the agent's session (``session:``), after ``before`` middleware: resolve its key
+        (``RunFailed`` when it resolves to nothing), start a new session when there is none or it
+        expired (``ttl``, on the session clock), and key the file tools on it."""
+        config = session_config(self.config)
+        if config is None:
+            return
+        for key, message in session_warnings(self.config):
+            self.services.host.warn_once(key, message)
+        value = resolve_key(self.config, self.context, self.delivered)
+        store = self.services.sessions
+        session, expired = store.enter(self.config.name, value, config.ttl, store.now(self.scope.clock))
+        self.session, self.session_id = session, session.id
+        self.data_tools = None  # rebound to the session (files.session_only, file_list scope="session")
+        if expired is not None:
+            text = (f"session {session.label} expired (not updated for more than its ttl of {config.ttl}s): "
+                    "this run starts a new session")
+        elif session.runs:
+            text = f"session {session.label}: run {session.runs + 1} of the session"
+        else:
+            text = f"session {session.label}: a new session"
+        if config.history and session.history:
+            text += f", {len(session.history)} messages of history"
+        self.record.events.append({"type": "session", "name": text, "session_id": session.id,
+                                   "key": value, "history": len(session.history) if config.history else 0})
+
+    def session_history(self) -> list[dict[str, Any]]:
+        """The model messages of the session's earlier runs (``session.history``; [] without)."""
+        config = session_config(self.config)
+        if self.session is None or config is None or not config.history:
+            return []
+        return [dict(m) for m in self.session.history]
+
+    def remember(self, messages: list[dict[str, Any]]) -> None:
+        """Add this run's conversation to its session (``session.history``)."""
+        config = session_config(self.config)
+        if self.session is None or config is None or not config.history:
+            return
+        store = self.services.sessions
+        store.remember(self.session, messages, store.now(self.scope.clock))
 
     def remaining_s(self) -> float | None:
         """Seconds left before this invocation or its run times out (None: no limit)."""
