@@ -58,6 +58,8 @@ class ModelRequest:
     fallback_model: str | None = None
     temperature: float = 1.0
     reasoning_effort: str | None = None
+    #: deprecated raw reasoning token budget (``reasoning_budget``), legacy models only
+    reasoning_budget: int | None = None
     output_schema: dict[str, Any] | None = None
     retry_options: dict[str, Any] | None = None
     #: seconds this call may take at most (the run's remaining time)

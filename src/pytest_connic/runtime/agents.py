@@ -14,6 +14,7 @@ from pytest_connic.jsonsafe import json_text, parse_json
 from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
 from pytest_connic.records.run import ModelTurnRecord, RunRecord
 from pytest_connic.runtime.dispatch import available_tools, call_tool, tool_catalog
+from pytest_connic.runtime.mcp import connect_servers
 from pytest_connic.runtime.output_schema import connic_subset, first_error
 from pytest_connic.runtime.payload import message_text, tool_agent_payload
 from pytest_connic.runtime.retries import check_reflection_budget
@@ -73,6 +74,7 @@ def _request(inv: InvocationState, messages: list[dict[str, Any]], tools: list[T
         fallback_model=config.fallback_model,
         temperature=config.temperature,
         reasoning_effort=config.reasoning_effort,
+        reasoning_budget=config.reasoning_budget,
         output_schema=config.output_schema_dict,
         retry_options=retry,
         timeout_s=inv.remaining_s(),
@@ -101,6 +103,7 @@ async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
     if inv.config.voice_config is not None:
         raise RunAborted(f"{inv.config.source_path}: agent '{inv.config.name}' is a voice agent (voice_config): "
                          "voice calls cannot be tested offline; pytest-connic runs text agents only")
+    connect_servers(inv)  # mcp_servers (runtime/mcp.py): a required server fails the case
     # a triggered child took its model when it was triggered (runtime/children.py)
     model = inv.reserved_model or inv.scope.models.model_for(inv.config.name, root=inv.root)
     # a session's earlier conversation comes first (``session.history``, runtime/sessions.py)
