@@ -201,6 +201,8 @@ class LiteLLMModel:
             kwargs["tools"] = [to_tool(t) for t in request.tools]
         if request.reasoning_effort not in (None, "", "auto"):
             kwargs["reasoning_effort"] = request.reasoning_effort
+        if request.reasoning_budget is not None:  # deprecated; legacy models only, as on Connic
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": request.reasoning_budget}
         if request.output_schema:
             kwargs["response_format"] = {
                 "type": "json_schema",

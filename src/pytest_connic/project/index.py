@@ -61,6 +61,7 @@ def index_project(root: Path) -> ProjectIndex:
         index.agents.setdefault(agent.config.name, agent)
     index.load_errors = list(sdk.load_errors(loader))
     index.warnings += module_warnings(root, loader, agents)
+    index.warnings += setting_warnings(root, agents)
     from pytest_connic.project.agentkeys import agent_key_warnings
 
     index.warnings += agent_key_warnings(root)
@@ -90,6 +91,34 @@ def module_warnings(root: Path, loader: object, agents: list[sdk.Agent]) -> list
     locator = Locator(root, agents)
     lines = [line.strip() for line in printed.getvalue().splitlines() if line.strip()]
     return [locator.printed(line) for line in lines]
+
+
+def setting_warnings(root: Path, agents: list[sdk.Agent]) -> list[LoadWarning]:
+    """Located warnings for agent settings a local run passes on or does not apply:
+    ``reasoning_budget`` (deprecated, as ``connic lint`` says; passed to the model) and
+    ``context_compression`` (not simulated)."""
+    locator = Locator(root, agents)
+    out: list[LoadWarning] = []
+    for agent in agents:
+        config = agent.config
+        if getattr(config, "reasoning_budget", None) is not None:
+            path, line = locator.key_line(config.name, ("reasoning_budget",))
+            out.append(LoadWarning(
+                f"reasoning_budget:{config.name}",
+                f"{locator.rel(path)}: reasoning_budget is deprecated and only works with legacy models; use "
+                f"reasoning_effort instead (connic lint). pytest-connic passes it to the model of agent "
+                f"'{config.name}' as Connic does", path, line))
+        compression = getattr(config, "context_compression", None)
+        if compression is not None and getattr(compression, "enabled", True) and getattr(config.type, "value", config.type) == "llm":
+            path, line = locator.key_line(config.name, ("context_compression",))
+            out.append(LoadWarning(
+                f"context_compression:{config.name}",
+                f"{locator.rel(path)}: context_compression of agent '{config.name}' is not applied locally: "
+                "no conversation is ever compressed, so a run that reaches a compression point (a provider "
+                "context-window error, which Connic answers by compressing and retrying, or a reported "
+                "prompt over max_prompt_tokens) can end differently here: an infrastructure error instead "
+                "of a retry, or the model reading the whole conversation instead of its summary", path, line))
+    return out
 
 
 def upload_check(root: Path) -> str | None:

@@ -236,6 +236,9 @@ def test_request_options() -> None:
     assert (kwargs["temperature"], kwargs["reasoning_effort"], kwargs["drop_params"]) == (0.2, "high", True)
     assert (kwargs["num_retries"], kwargs["max_retries"], kwargs["timeout"]) == (0, 0, 120.0)
     assert "reasoning_effort" not in model._kwargs("openai/o3", req(reasoning_effort="auto"), policy)
+    assert "thinking" not in kwargs
+    budget = model._kwargs("anthropic/claude-3-7-sonnet", req(reasoning_budget=2048), policy)
+    assert budget["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert [RetryPolicy().delay(n) for n in range(4)] == [10, 20, 30, 30]
     assert RetryPolicy().delay(3, cap=0.01) == 0.01
     bounded = RetryPolicy.from_options({"attempts": 50, "attempt_timeout": 60}, timeout_s=5)
