@@ -322,7 +322,8 @@ def test_input_tools_are_answered_with_the_response(ops: ConnicProject) -> None:
     ])
     detail = runs(ops)
     (call,) = detail["response"]["tool_calls"]
-    assert (call["ref"], call["approval"], call["result"]) == ("get_mfa", "approved", "123456")
+    # get_mfa is `sensitive: true`: its response is masked in the report (docs/fidelity.md)
+    assert (call["ref"], call["approval"], call["result"]) == ("get_mfa", "approved", "***")
     (bad,) = detail["params are checked"]["tool_calls"]
     assert "missing required parameter 'reason'" in bad["error"]
     assert "unexpected parameter 'why'" in bad["error"]

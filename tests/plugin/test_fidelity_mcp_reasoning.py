@@ -41,8 +41,8 @@ def test_a_required_mcp_server_fails_the_case_naming_the_server(project: ConnicP
 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*agents/helper.yaml: mcp_servers 'docs' of agent 'helper': MCP servers are not supported locally yet "
-        "(issue: MCP support); the agent's tools from 'docs' would be missing*"])
+        ("*agents/helper.yaml: mcp_servers 'docs' of agent 'helper': MCP servers are not supported locally yet "
+        "(issue: MCP support); the agent's tools from 'docs' would be missing*")])
 
 
 def test_an_optional_mcp_server_is_skipped_into_mcp_errors_with_one_warning(project: ConnicProject) -> None:
@@ -84,8 +84,8 @@ def test_reasoning_budget_reaches_the_model_with_a_located_deprecation_warning(p
     result = project.run()
 
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*agents/thinker.yaml:*reasoning_budget is deprecated and only works with "
-                                 "legacy models; use reasoning_effort instead*"])
+    result.stdout.fnmatch_lines([("*agents/thinker.yaml:*reasoning_budget is deprecated and only works with "
+                                 "legacy models; use reasoning_effort instead*")])
 
 
 def test_context_compression_is_warned_once_per_agent_as_not_applied(project: ConnicProject) -> None:
@@ -107,3 +107,48 @@ def test_context_compression_is_warned_once_per_agent_as_not_applied(project: Co
     text = result.stdout.str()
     assert text.count("context_compression of agent 'talker' is not applied locally") == 1
     assert "agent 'quiet'" not in text
+
+
+#: a model that asks for the MFA code, then says whether it read one
+MFA_MODEL = '''
+from pytest_connic.models.base import ModelResponse, ToolCallRequest
+
+
+def pytest_connic_make_model(config, agent, model, case, run_index):
+    def answer(request):
+        results = [m["content"] for m in request.messages if m["role"] == "tool"]
+        if not results:
+            return ModelResponse(tool_calls=[ToolCallRequest("c1", "get_mfa", {"reason": "login"})])
+        return "logged in" if results[0] in ("918273", "564738", "4711") else "no code"
+    return answer
+'''
+
+
+def test_a_sensitive_approval_input_response_never_reaches_the_reports_in_clear(project: ConnicProject) -> None:
+    for name, sensitive, code in (("vault", True, "918273"), ("open", False, "564738")):
+        project.agent(name, approval={"inputs": [{"get_mfa": {
+            "prompt": "Ask for the MFA code.", "label": "MFA code", "sensitive": sensitive, "params": [{"reason": "str"}]}}]})
+        project.suite(name, f'''
+            tests:
+              - name: long code
+                payload: log in
+                approval_decisions: [{{tool: get_mfa, decision: approve, response: "{code}"}}]
+                expected_tool_calls: [{{get_mfa: result == "{code}"}}]
+              - name: short code
+                payload: log in
+                approval_decisions: [{{tool: get_mfa, decision: approve, response: "4711"}}]
+                expected_result: output == "logged in"
+        ''')
+    project.write("conftest.py", MFA_MODEL)
+
+    result = project.run("--connic-json", "report.json", "--connic-traces", "traces")
+
+    result.assert_outcomes(passed=4)  # the model and the checks still read the codes
+    cases = {(c["suite"].split("/")[-1].removesuffix(".yaml"), c["test_name"]): c for c in
+             json.loads((project.root / "report.json").read_text("utf-8"))["cases"]}
+    vault = json.dumps([cases["vault", "long code"], cases["vault", "short code"]])
+    assert "918273" not in vault and "4711" not in vault and "***" in vault
+    assert "918273" not in result.stdout.str() and "4711" not in result.stdout.str()
+    traces = "".join(p.read_text("utf-8") for p in (project.root / "traces").rglob("*") if p.is_file())
+    assert "918273" not in traces
+    assert "564738" in json.dumps(cases["open", "long code"]) and "4711" in json.dumps(cases["open", "short code"])

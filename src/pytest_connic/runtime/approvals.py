@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import EvaluationError, Expression, ExpressionError, compile_expression
+from pytest_connic.jsonsafe import json_text
 from pytest_connic.records.run import ApprovalRecord, ToolCallRecord
 from pytest_connic.runtime.signals import AwaitingApproval, RunAborted, RunFailed
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
+from pytest_connic.secrets import secret_forms
 
 if TYPE_CHECKING:
     from pytest_connic.checks.compiled import ApprovalDecision
@@ -116,7 +118,8 @@ async def gate(
     """Apply the approval gate to a call.
 
     Returns None when the call may proceed to the tool; ``("result", value)`` when an
-    input tool is answered with the decision's ``response``; ``("rejected", text)`` when
+    input tool is answered with the decision's ``response`` (``("sensitive", value)`` when that
+    response of a ``sensitive`` input is too short for the masker: its record holds the mask); ``("rejected", text)`` when
     a rejection or timeout is returned to the model (``on_rejection: continue``).
     Raises ``AwaitingApproval`` (no decision), ``RunAborted`` (strict mode, or an input
     tool approved without a response) or ``RunFailed`` (``on_rejection: fail``).
@@ -148,8 +151,31 @@ async def gate(
                 f"approval_decisions[{decision.index}] approves input tool '{entry.name}' without a "
                 "response; add `response:` with the text a human would enter"
             )
+        if _sensitive(approval, entry.name) and not _protect(inv, decision.response):
+            return ("sensitive", decision.response)
         return ("result", decision.response)
     return _rejected(entry, record, decision, approval.on_rejection)
+
+
+def _sensitive(approval: Any, name: str) -> bool:
+    """Whether the approval input ``name`` is ``sensitive: true``."""
+    for item in approval.inputs or []:
+        spec = item.get(name) if isinstance(item, dict) else None
+        if spec is not None:
+            return bool(getattr(spec, "sensitive", False))
+    return False
+
+
+def _protect(inv: InvocationState, response: Any) -> bool:
+    """A sensitive input's response (``approval.inputs.<name>.sensitive``), protected as Connic
+    protects it in storage and logs: the run's masker hides it in every trace, report and failure
+    message (and wherever the model repeats it). False when the response is too short for the
+    masker (under six characters): the call's record then holds the mask instead of it."""
+    text = response if isinstance(response, str) else json_text(response, default=str)
+    if not secret_forms(text):
+        return False
+    inv.services.masker.add([text])
+    return True
 
 
 def _rejected(entry: CatalogEntry, record: ToolCallRecord, decision: ApprovalDecision,

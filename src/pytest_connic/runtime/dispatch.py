@@ -25,6 +25,7 @@ from pytest_connic.runtime.services import predefined_description, predefined_sc
 from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
 from pytest_connic.runtime.signatures import accepts_positional, takes_context
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
+from pytest_connic.secrets import MASK
 
 DISCOVERY = ("search_tools", "use_tool")
 #: exceptions that end a run (or a call) their own way and pass through user code untouched
@@ -316,8 +317,8 @@ async def _pipeline(inv: InvocationState, entry: CatalogEntry, record: ToolCallR
         raise _ToolError(f"{type(exc).__name__}: {exc}") from None
     if decided is not None:  # rejected with on_rejection: continue, or an input tool's answer
         kind, value = decided
-        if kind == "result":
-            record.has_result, record.result = True, trace_data(value)
+        if kind in ("result", "sensitive"):  # a short sensitive input response: masked in the record
+            record.has_result, record.result = True, MASK if kind == "sensitive" else trace_data(value)
         return value
     hooks = inv.services.project.hooks(inv.config.name) if entry.kind != "input" else None
     try:
