@@ -19,6 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 WORK = '''
 import time
 import uuid
+from pathlib import Path
 
 STATE = Path(__file__).resolve().parent.parent / "state"
 
