@@ -22,6 +22,7 @@ from pytest_connic.checks.compiled import CompiledCase, compile_case
 from pytest_connic.checks.evaluate import evaluate_run
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution import builders
+from pytest_connic.execution.concurrency import RunGate, Ticket, gate_for
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.execution.outcomes import suite_outcome
@@ -225,6 +226,8 @@ class CaseRun:
         self.root = runtime.project.root
         self.fixtures: list[dict[str, str]] = []
         self.models: Any = target.models
+        self.gate: RunGate | None = None  #: ``max_concurrent_runs`` / ``concurrency`` (set in ``run``)
+        self.tickets: dict[int, Ticket] = {}
 
     async def run(self) -> None:
         try:
@@ -234,6 +237,8 @@ class CaseRun:
         except (FilesError, ModuleLoadError) as exc:
             self.outcome.setup_error = str(exc)
             return
+        agent = self.runtime.project.agents.get(self.agent_name)
+        self.gate = gate_for(self.agent_name, agent.config) if agent is not None else None
         semaphore = asyncio.Semaphore(self.concurrency)
         records: list[RunRecord | None] = [None] * self.outcome.runs
         tasks = []
@@ -245,6 +250,8 @@ class CaseRun:
                 if reason is not None:
                     self._skip_rest(records, index, reason)
                 break
+            if self.gate is not None and not self.case.get("builder"):  # arrives in index order
+                self.tickets[index] = self.gate.arrive(index, self.case.get("payload"))
             tasks.append(asyncio.ensure_future(self._guarded(index, records, semaphore)))
         await asyncio.gather(*tasks)
         self._mark_interrupted(records)
@@ -293,14 +300,36 @@ class CaseRun:
 
     async def _guarded(self, index: int, records: list[RunRecord | None], semaphore: asyncio.Semaphore) -> None:
         try:
-            record = records[index] = await self.run_one(index)
+            try:
+                record = records[index] = await self.run_one(index)
+            finally:
+                ticket = self.tickets.pop(index, None)
+                if ticket is not None and self.gate is not None:
+                    self.gate.release(ticket)
             for listener in self.run_listeners:
                 listener(self.outcome, record)
         finally:
             semaphore.release()
 
+    async def _admitted(self, index: int) -> RunRecord | None:
+        """Wait for run ``index``'s turn at the agent's gate; the record of a run the gate cancels
+        (``drop``, ``coalesce``): ``cancelled``, a run that did not pass."""
+        ticket = self.tickets.get(index)
+        if ticket is None or self.gate is None:
+            return None
+        reason = await self.gate.wait(ticket)
+        if reason is None:
+            return None
+        record = RunRecord(run_id=f"concurrency-{index}", agent_name=self.agent_name, index=index,
+                           status="cancelled", error=reason)
+        record.failures.append(reason)
+        return record
+
     async def run_one(self, index: int) -> RunRecord:
         """One run: fresh modules, builder, the agent, cleanup, assertions."""
+        dropped = await self._admitted(index)
+        if dropped is not None:
+            return dropped
         context: dict[str, Any] = {}
         mocks_module = self._load("mocks", index)
         builder_module = self._load("builder", index)
@@ -385,6 +414,14 @@ class CaseRun:
                                                      timeout_s=float(self.case["timeout_s"]))
                     return record, failure
                 payload, files = builders.merge_files(built, files)
+                if self.gate is not None:  # the key is read from the payload the builder built
+                    self.tickets[scope.run_index] = self.gate.arrive(scope.run_index, payload)
+                    dropped = await self._admitted(scope.run_index)
+                    if dropped is not None:
+                        failure = await builders.cleanup(
+                            scope.call, builder_module, {"input": payload, "output": None, "context": {}}, context,
+                            self.case, timeout_s=float(self.case["timeout_s"]))
+                        return dropped, failure
             invocation = Invocation(scope, self.agent_name, payload, files, root=True,
                                     timeout_s=float(self.case["timeout_s"]), timeout_label="timeout_s")
             failure = None

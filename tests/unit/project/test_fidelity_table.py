@@ -166,7 +166,6 @@ def test_the_index_links_the_table() -> None:
     assert "(fidelity.md)" in index
 
 
-@pytest.mark.xfail(reason="issue 16: settings still dropped or applied differently, silently", strict=True)
 def test_no_setting_is_dropped_silently(rows: list[tuple[int, list[str]]]) -> None:
     todo = [cells[0] for _line, cells in rows if len(cells) > 2 and cells[2].startswith(TODO)]
     assert not todo, f"{len(todo)} settings to honour or refuse out loud: {', '.join(todo)}"
