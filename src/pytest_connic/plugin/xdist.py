@@ -32,9 +32,14 @@ def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+#: the verbosity of test cases (pytest 8.1 and later); pytest 8.0 has only the overall one
+TEST_CASE_VERBOSITY: str | None = getattr(pytest.Config, "VERBOSITY_TEST_CASES", None)
+
+
 def verbose(config: pytest.Config) -> bool:
     """``-v``: the per-run progress lines of a case with several runs are shown."""
-    return config.get_verbosity(pytest.Config.VERBOSITY_TEST_CASES) >= 1
+    kind = TEST_CASE_VERBOSITY
+    return (config.get_verbosity(kind) if kind is not None else config.get_verbosity()) >= 1
 
 
 def ends_runs(report: pytest.TestReport) -> bool:
