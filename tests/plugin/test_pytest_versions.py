@@ -16,3 +16,58 @@ def test_verbosity_without_pytest_8_1s_test_case_verbosity(pytester: pytest.Pyte
 
     assert xdist.verbose(pytester.parseconfig("-v")) is True
     assert xdist.verbose(pytester.parseconfig()) is False
+
+
+NATIVE_TOML = """
+[tool.pytest]
+connic_concurrency = 2
+connic_early_stop = true
+connic_ab_baseline = 85.5
+connic_record_mode = "none"
+"""
+
+QUOTED_TOML = """
+[tool.pytest]
+connic_concurrency = "3"
+connic_early_stop = "false"
+"""
+
+SHOW_SETTINGS = """
+from pytest_connic.plugin.options import SETTINGS_KEY
+
+
+def pytest_sessionstart(session):
+    s = session.config.stash[SETTINGS_KEY]
+    print(f"settings: concurrency={s.concurrency!r} early_stop={s.early_stop!r} ab_baseline={s.ab_baseline!r} "
+          f"from {s.source('concurrency')}")
+"""
+
+
+@pytest.mark.skipif(tuple(int(p) for p in pytest.__version__.split(".")[:2]) < (9, 2),
+                    reason="pytest 9.2 reads ini keys with a type expression (int | str)")
+@pytest.mark.parametrize(("toml", "expected"), [
+    (NATIVE_TOML, "settings: concurrency=2 early_stop=True ab_baseline=85.5 from ini connic_concurrency"),
+    (QUOTED_TOML, "settings: concurrency=3 early_stop=False ab_baseline=90.0 from ini connic_concurrency"),
+], ids=["native types", "quoted"])
+def test_pytest_9s_native_toml_table_takes_each_setting_in_its_own_type(
+        pytester: pytest.Pytester, toml: str, expected: str) -> None:
+    pytester.makepyprojecttoml(toml)
+    pytester.makeconftest(SHOW_SETTINGS)
+    pytester.makepyfile("def test_plain():\n    pass\n")
+
+    result = pytester.runpytest("-s", "-p", "no:xdist")
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([expected])
+
+
+@pytest.mark.skipif(tuple(int(p) for p in pytest.__version__.split(".")[:2]) < (9, 2),
+                    reason="pytest 9.2 reads ini keys with a type expression (int | str)")
+def test_a_bad_value_in_the_native_table_names_its_key(pytester: pytest.Pytester) -> None:
+    pytester.makepyprojecttoml("[tool.pytest]\nconnic_concurrency = 0\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+
+    result = pytester.runpytest("-p", "no:xdist")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*invalid value 0 from ini connic_concurrency: must be at least 1*"])

@@ -109,10 +109,23 @@ def add_options(parser: pytest.Parser) -> None:
             else:
                 group.addoption(s.option, default=None, dest=f"connic_{s.name}", metavar=s.metavar, help=s.help)
         if s.ini:
-            # booleans are read as strings: pytest's own "bool" type raises a bare ValueError
-            # (an INTERNALERROR) on a bad value; _convert names the ini key instead
-            ini_type = {"list": "linelist"}.get(s.kind, "string")
-            parser.addini(s.ini_key, s.help, type=ini_type, default=None)  # type: ignore[arg-type]
+            parser.addini(s.ini_key, s.help, type=_ini_type(s.kind), default=None)
+
+
+#: pytest 9.2 takes a type expression such as ``int | str`` for an ini key
+_TYPE_EXPRESSIONS = tuple(int(p) for p in pytest.__version__.split(".")[:2] if p.isdigit()) >= (9, 2)
+
+
+def _ini_type(kind: str) -> Any:
+    """How pytest reads the ini key of a setting of ``kind``. Numbers and booleans are read as
+    strings (pytest's own "bool" type raises a bare ValueError, an INTERNALERROR, on a bad value;
+    ``_convert`` names the ini key instead), and from pytest 9.2 as their TOML type or a string,
+    so that pytest 9's native ``[tool.pytest]`` table may hold ``connic_concurrency = 2`` and
+    ``connic_early_stop = true`` as well as their quoted forms."""
+    if kind == "list":
+        return "linelist"
+    scalar = {"int": int, "float": float, "bool": bool}.get(kind)
+    return scalar | str if scalar is not None and _TYPE_EXPRESSIONS else "string"
 
 
 def _convert(s: Setting, value: Any, source: str) -> Any:
