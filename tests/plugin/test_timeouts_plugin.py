@@ -57,6 +57,13 @@ def test_each_case_gets_a_timeout_from_its_runs(echo: ConnicProject) -> None:
     assert timers(echo) == {"four runs": "40.0", "one run": "37.0"}
 
 
+def test_the_timeouts_also_when_pytest_timeout_is_loaded_by_its_module_name(echo: ConnicProject) -> None:
+    # `-p pytest_timeout` registers the plugin under its module name, not its entry point's
+    result = echo.run("-p", "no:timeout", "-p", "pytest_timeout", "--connic-concurrency", "2")
+    result.assert_outcomes(passed=2)
+    assert timers(echo) == {"four runs": "40.0", "one run": "37.0"}
+
+
 @pytest.mark.parametrize(
     ("args", "ini", "expected"),
     [

@@ -33,7 +33,7 @@ def set_timeouts(config: pytest.Config, items: list[CaseItem], concurrency: int)
     """With pytest-timeout installed and no explicit timeout, give each case one derived from
     its runs, the concurrency and ``timeout_s``, so a hung tool cannot hang CI. A marker would
     beat ``--timeout`` in pytest-timeout, so none is added when the user chose a timeout."""
-    if not items or not config.pluginmanager.hasplugin("timeout") or explicit_timeout(config):
+    if not items or not _has_timeout_plugin(config) or explicit_timeout(config):
         return
     marks: dict[float, pytest.MarkDecorator] = {}  # one (immutable) marker per value, not one per case
     for item in items:
@@ -44,6 +44,12 @@ def set_timeouts(config: pytest.Config, items: list[CaseItem], concurrency: int)
         if seconds not in marks:
             marks[seconds] = pytest.mark.timeout(seconds)
         item.add_marker(marks[seconds])
+
+
+def _has_timeout_plugin(config: pytest.Config) -> bool:
+    """pytest-timeout, loaded by its entry point (``timeout``) or as ``-p pytest_timeout``."""
+    manager = config.pluginmanager
+    return manager.hasplugin("timeout") or manager.hasplugin("pytest_timeout")
 
 
 class ConnicTimeouts:
