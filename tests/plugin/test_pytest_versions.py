@@ -70,4 +70,4 @@ def test_a_bad_value_in_the_native_table_names_its_key(pytester: pytest.Pytester
     result = pytester.runpytest("-p", "no:xdist")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*invalid value 0 from ini connic_concurrency: must be at least 1*"])
+    result.stderr.fnmatch_lines(["*invalid value '0' from ini connic_concurrency: must be at least 1*"])

@@ -159,7 +159,10 @@ def _convert(s: Setting, value: Any, source: str) -> Any:
             return tuple(str(v).strip() for v in value if str(v).strip())
         return str(value)
     except ValueError as exc:
-        raise pytest.UsageError(f"invalid value {value!r} from {source}: {exc}") from None
+        # quoted as the text it was written as, whether pytest read it as a string or (pytest 9.2,
+        # ``int | str``) already as a number or a boolean
+        shown = value if isinstance(value, (str, list, tuple)) else str(value)
+        raise pytest.UsageError(f"invalid value {shown!r} from {source}: {exc}") from None
 
 
 @dataclass(frozen=True)
