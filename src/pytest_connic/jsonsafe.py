@@ -52,6 +52,23 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, allow_nan=False)
 
 
+#: what :func:`at_path` gives where a path leads nowhere (distinct from a stored ``None``)
+MISSING: Any = object()
+
+
+def at_path(value: Any, path: str) -> Any:
+    """The value at a dot-notation ``path`` of JSON-like data (numeric segments index lists),
+    or :data:`MISSING`: a session key, a concurrency key, a field of a stored document."""
+    for part in path.split("."):
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return MISSING
+    return value
+
+
 def json_text(value: Any, *, default: Any = str, ensure_ascii: bool = False) -> str:
     """``json.dumps(value, ensure_ascii=False, default=default)``, or, for what JSON cannot hold
     (a cycle, an int past Python's digit limit, a tuple key, nesting past the stack), the JSON of

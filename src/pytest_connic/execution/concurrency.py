@@ -16,6 +16,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_connic.jsonsafe import MISSING, at_path
+
 __all__ = ["RunGate", "Ticket", "gate_for", "key_value"]
 
 def key_value(payload: Any, path: str) -> str | None:
@@ -26,14 +28,9 @@ def key_value(payload: Any, path: str) -> str | None:
             payload = json.loads(payload)
         except ValueError:
             return None
-    value: Any = payload
-    for part in path.split("."):
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return None
+    value = at_path(payload, path)
+    if value is MISSING:
+        return None
     try:
         return json.dumps(value, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError):

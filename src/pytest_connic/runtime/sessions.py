@@ -29,15 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_connic.jsonsafe import json_text
+from pytest_connic.jsonsafe import MISSING, at_path, json_text
 from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.signals import RunFailed
 
 #: the ``pytest.mark.xdist_group`` name of the cases that share an agent's sessions
 GROUP_PREFIX = "connic-session-"
-
-_MISSING = object()
-
 
 def session_config(config: Any) -> Any | None:
     """The agent's ``SessionConfig`` (the SDK turns ``true`` into one without a key), or None."""
@@ -45,17 +42,6 @@ def session_config(config: Any) -> Any | None:
     if session is None or session is False:
         return None
     return session
-
-
-def _walk(value: Any, path: list[str]) -> Any:
-    for part in path:
-        if isinstance(value, Mapping) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return _MISSING
-    return value
 
 
 def _empty(value: Any) -> bool:
@@ -73,9 +59,9 @@ def resolve_key(config: Any, context: Mapping[str, Any], delivered: Mapping[str,
     if not key:
         return None
     prefix, _, rest = key.partition(".")
-    value = _walk(context if prefix == "context" else delivered, rest.split("."))
-    if value is _MISSING or _empty(value):
-        what = "nothing (the path does not exist)" if value is _MISSING else f"an empty value ({json_text(value)})"
+    value = at_path(context if prefix == "context" else delivered, rest)
+    if value is MISSING or _empty(value):
+        what = "nothing (the path does not exist)" if value is MISSING else f"an empty value ({json_text(value)})"
         where = ("set it in the agent's before middleware" if prefix == "context"
                  else "send it in the payload")
         raise RunFailed(

@@ -17,12 +17,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from pytest_connic.jsonsafe import MISSING, at_path
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
 Predicate = Callable[[Any], bool]
 """A compiled filter: takes one JSON document (or any JSON value for field operators)."""
 
-_MISSING = object()
 FIELD_OPERATORS = (
     "$eq",
     "$ne",
@@ -48,19 +48,6 @@ MAX_LIMIT = 1000
 
 
 # --------------------------------------------------------------------------- values
-
-
-def resolve(document: Any, path: str) -> Any:
-    """The value at a dot-notation ``path`` (numeric segments index lists), or ``_MISSING``."""
-    value = document
-    for segment in path.split("."):
-        if isinstance(value, dict) and segment in value:
-            value = value[segment]
-        elif isinstance(value, list) and segment.isdigit() and int(segment) < len(value):
-            value = value[int(segment)]
-        else:
-            return _MISSING
-    return value
 
 
 def json_equal(left: Any, right: Any) -> bool:
@@ -121,7 +108,7 @@ def _compile_entry(key: str, value: Any, what: str) -> Predicate:
     if not key or any(not segment for segment in key.split(".")):
         raise PredefinedToolError(f"{what}: invalid field path {key!r}")
     condition = compile_condition(value, what=f"{what} on {key!r}")
-    return lambda document: condition(resolve(document, key))
+    return lambda document: condition(at_path(document, key))
 
 
 def _compile_logical(key: str, value: Any, what: str) -> Predicate:
@@ -183,8 +170,8 @@ def _compile_operator(operator: str, argument: Any, what: str, options: Any) -> 
 
 def _equals(expected: Any) -> Predicate:
     if expected is None:
-        return lambda value: value is _MISSING or value is None
-    return lambda value: value is not _MISSING and json_equal(value, expected)
+        return lambda value: value is MISSING or value is None
+    return lambda value: value is not MISSING and json_equal(value, expected)
 
 
 def _not_equals(expected: Any, _what: str) -> Predicate:
@@ -223,7 +210,7 @@ def _membership(negate: bool) -> Callable[[Any, str], Predicate]:
         texts = {as_text(item) for item in candidates}
 
         def member(value: Any) -> bool:
-            if value is _MISSING or value is None:
+            if value is MISSING or value is None:
                 return None in texts
             return as_text(value) in texts
 
@@ -235,7 +222,7 @@ def _membership(negate: bool) -> Callable[[Any, str], Predicate]:
 def _exists(flag: Any, what: str) -> Predicate:
     if not isinstance(flag, bool):
         raise PredefinedToolError(f"{what}: $exists takes true or false, got {flag!r}")
-    return lambda value: (value is not _MISSING) == flag
+    return lambda value: (value is not MISSING) == flag
 
 
 def _contains(needle: Any, _what: str) -> Predicate:
@@ -311,7 +298,7 @@ def check_page(limit: Any, skip: Any) -> None:
 
 def _sort_key(value: Any) -> tuple[int, Any]:
     # MongoDB's cross-type order: missing/null < numbers < strings < objects < arrays < booleans.
-    if value is _MISSING or value is None:
+    if value is MISSING or value is None:
         return (0, 0)
     if isinstance(value, bool):
         return (5, value)
@@ -323,7 +310,7 @@ def _sort_key(value: Any) -> tuple[int, Any]:
 
 
 def _key_at(path: str) -> Callable[[dict[str, Any]], tuple[int, Any]]:
-    return lambda document: _sort_key(resolve(document, path))
+    return lambda document: _sort_key(at_path(document, path))
 
 
 def sort_documents(documents: list[dict[str, Any]], sort: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -345,8 +332,8 @@ def project(document: dict[str, Any], fields: Iterable[str], always: Iterable[st
     """Keep only ``fields`` (dot paths, nested structure rebuilt) plus the ``always`` keys."""
     result: dict[str, Any] = {key: document[key] for key in always if key in document}
     for path in fields:
-        value = resolve(document, path)
-        if value is _MISSING:
+        value = at_path(document, path)
+        if value is MISSING:
             continue
         target = result
         *parents, leaf = path.split(".")
@@ -368,8 +355,8 @@ def distinct_values(documents: Iterable[Mapping[str, Any]], path: str) -> list[A
     seen: set[str] = set()
     values: list[Any] = []
     for document in documents:
-        value = resolve(document, path)
-        if value is _MISSING:
+        value = at_path(document, path)
+        if value is MISSING:
             continue
         key = canonical(value)
         if key not in seen:
