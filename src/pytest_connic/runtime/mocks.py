@@ -36,14 +36,8 @@ def load_fresh(path: Path, label: str) -> types.ModuleType:
     if not path.is_file():
         raise ModuleLoadError(f"{label}: {path.name} not found in {path.parent.name}/ (expected {path})")
     name = f"_connic_{path.parent.name}_{path.stem}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ModuleLoadError(f"{label}: cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    # registered while it executes (dataclasses and typing need it), removed right after
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        module = import_as(name, path)
     except Exception as exc:
         where = _where(exc, path)
         raise ModuleLoadError(f"{label}: {where}importing {path.name} raised {exception_text(exc)}") from exc
@@ -55,6 +49,19 @@ def load_fresh(path: Path, label: str) -> types.ModuleType:
             raise
         where = _where(exc, path)
         raise ModuleLoadError(f"{label}: {where}importing {path.name} raised {exception_text(exc)}") from None
+    return module
+
+
+def import_as(name: str, path: Path) -> types.ModuleType:
+    """Execute ``path`` as a new module named ``name``; it is in ``sys.modules`` only while it
+    executes (dataclasses and typing need it there), so every call gives a fresh module."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
     finally:
         sys.modules.pop(name, None)
     return module

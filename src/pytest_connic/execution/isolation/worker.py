@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import importlib.util
 import inspect
 import os
 import pickle
@@ -34,6 +33,7 @@ from pytest_connic.jsonsafe import to_jsonable
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import safe_text, user_location
 from pytest_connic.project.sdk import sdk_tools
+from pytest_connic.runtime.mocks import import_as
 
 #: the id of the call a piece of user code runs for (``connic.tools`` requests carry it)
 CALL_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar("connic_worker_call", default=None)
@@ -126,16 +126,7 @@ class _Worker:
         return value  # type: ignore[no-any-return]
 
     def _load_fresh(self, name: str, path: Path) -> types.ModuleType:
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        finally:
-            sys.modules.pop(name, None)
-        return module
+        return import_as(name, path)
 
     def _load_project_module(self, name: str) -> types.ModuleType:
         """Middleware, hooks and guardrails are loaded by the SDK on first use, as in pytest's process."""
