@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +56,10 @@ class HookedRunModels:
         if supplied is not None:
             return supplied
         return self.base.model_for(agent_name, root=root)  # type: ignore[no-any-return]
+
+    async def external(self, kind: str, name: str, arguments: Any,
+                       call: Callable[[], Awaitable[Any]]) -> Any:
+        return await self.base.external(kind, name, arguments, call)
 
     def finish(self, *, completed: bool) -> list[str]:
         return self.base.finish(completed=completed)  # type: ignore[no-any-return]

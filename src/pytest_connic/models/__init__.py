@@ -9,6 +9,7 @@ when a live call happens.
 from __future__ import annotations
 
 from pytest_connic.models.base import (
+    CallFailed,
     CassetteError,
     Model,
     ModelError,
@@ -26,6 +27,7 @@ from pytest_connic.models.replay import MODES, CaseModels, RunModelsImpl
 
 __all__ = [
     "MODES",
+    "CallFailed",
     "CaseModels",
     "Cassette",
     "CassetteError",

@@ -13,6 +13,7 @@ Messages use the OpenAI chat shape, which LiteLLM speaks natively:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,6 +29,12 @@ class CassetteError(ModelError):
 
     The case fails (exit code 1) with this message.
     """
+
+
+class CallFailed(ModelError):
+    """An answer from outside the model that is a failure (an MCP server refusing a call, an HTTP
+    error, a page that cannot be fetched): recorded in the cassette's ``calls`` as ``error`` and
+    raised again when replayed, so the run sees the same failure offline."""
 
 
 class ProviderError(ModelError):
@@ -111,6 +118,15 @@ class RunModels(Protocol):
         ``root`` is true for the case's own agent (cassette ``turns``); other
         invocations are children (cassette ``children[agent_name][i]``).
         """
+        ...
+
+    async def external(self, kind: str, name: str, arguments: Any,
+                       call: Callable[[], Awaitable[Any]]) -> Any:
+        """The answer to a call outside the model (``kind`` is one of ``cassette.CALL_KINDS``):
+        ``call()`` when live or recording (the result, or the ``CallFailed`` it raises, is recorded
+        in the run's ``calls``), the recorded answer when replaying (``CallFailed`` for a recorded
+        error; ``CassetteError`` when the cassette does not record it). ``arguments`` must be
+        JSON-safe and free of secrets (headers and auth stay out)."""
         ...
 
     def finish(self, *, completed: bool) -> list[str]:

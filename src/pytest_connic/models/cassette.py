@@ -30,7 +30,16 @@ VERSION = 1
 #: a file name longer than this (UTF-8 bytes, without ``.yaml``) is cut and gets a hash suffix
 MAX_NAME_BYTES = 120
 
-_RUN_KEYS = ("turns", "children")
+_RUN_KEYS = ("turns", "children", "calls")
+_EXTERNAL_KEYS = ("kind", "name", "arguments", "result", "error")
+#: what a run's ``calls`` record: answers from outside the model (docs/models.md, "Calls")
+CALL_KINDS = {
+    "mcp_tools": "the tool list of an MCP server (name: the server)",
+    "mcp": "a call of an MCP tool (name: server/tool)",
+    "api": "an HTTP call of an api: tool (name: spec.operation)",
+    "guardrail": "the judgement of a model-based guardrail (name: its type)",
+    "web": "a web tool's result (name: the tool, e.g. web_search)",
+}
 _TURN_KEYS = ("content", "tool_calls", "usage", "cost", "model", "request")
 _CALL_KEYS = ("name", "arguments", "id")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
@@ -83,11 +92,29 @@ class Tape:
 
 
 @dataclass
+class RecordedCall:
+    """An answer from outside the model (a run's ``calls``): an MCP server's tool list or a tool's
+    result, an ``api:`` tool's HTTP response, a hosted guardrail's judgement, a web tool's result.
+
+    ``arguments`` None (left out of a hand-written entry) matches a call with any arguments;
+    ``error`` instead of ``result`` replays the call's failure."""
+
+    kind: str
+    name: str
+    arguments: Any = None
+    result: Any = None
+    error: str | None = None
+    where: str = ""
+
+
+@dataclass
 class CassetteRun:
-    """One run: the case's own agent (``turns``; None when left out) and its children."""
+    """One run: the case's own agent (``turns``; None when left out), its children, and the
+    answers of everything else it called (``calls``)."""
 
     turns: Tape | None = None
     children: dict[str, list[Tape]] = field(default_factory=dict)
+    calls: list[RecordedCall] = field(default_factory=list)
 
 
 @dataclass
@@ -252,7 +279,25 @@ class _Checker:
             ckp = (*kp, "children", agent)
             items = self.sequence(entries, ckp, "invocations (each with 'turns')")
             run.children[str(agent)] = [self.invocation(e, (*ckp, i)) for i, e in enumerate(items)]
+        calls = self.sequence(raw.get("calls") or [], (*kp, "calls"), "calls (each with 'kind' and 'name')")
+        run.calls = [self.external(c, (*kp, "calls", i)) for i, c in enumerate(calls)]
         return run
+
+    def external(self, value: Any, kp: tuple[Any, ...]) -> RecordedCall:
+        raw = self.mapping(value, kp, _EXTERNAL_KEYS)
+        kind = raw.get("kind")
+        if kind not in CALL_KINDS:
+            known = ", ".join(CALL_KINDS)
+            close = difflib.get_close_matches(str(kind), list(CALL_KINDS), n=1) if isinstance(kind, str) else []
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise self.fail((*kp, "kind"), f"expected one of {known}, found {kind!r}{hint}")
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise self.fail((*kp, "name"), f"expected what was called (a name), found {_kind(name)}")
+        if "result" in raw and raw.get("error") is not None:
+            raise self.fail((*kp, "error"), "a call has 'result' or 'error', not both")
+        error = self.text(raw.get("error"), (*kp, "error"))
+        return RecordedCall(kind, name, raw.get("arguments"), raw.get("result"), error, format_path(kp))
 
     def invocation(self, value: Any, kp: tuple[Any, ...]) -> Tape:
         raw = self.mapping(value, kp, ("turns",))
@@ -451,6 +496,18 @@ def _call_to_data(call: RecordedToolCall) -> dict[str, Any]:
     return out
 
 
+def call_to_data(call: RecordedCall) -> dict[str, Any]:
+    """A recorded call as the plain data written to a file."""
+    out: dict[str, Any] = {"kind": call.kind, "name": call.name}
+    if call.arguments is not None:
+        out["arguments"] = call.arguments
+    if call.error is not None:
+        out["error"] = call.error
+    else:
+        out["result"] = call.result
+    return out
+
+
 def cassette_to_data(cassette: Cassette) -> dict[str, Any]:
     """The whole cassette as plain data."""
     runs = []
@@ -463,6 +520,8 @@ def cassette_to_data(cassette: Cassette) -> dict[str, Any]:
                 agent: [{"turns": [turn_to_data(t) for t in tape.turns]} for tape in tapes]
                 for agent, tapes in run.children.items()
             }
+        if run.calls:
+            entry["calls"] = [call_to_data(c) for c in run.calls]
         runs.append(entry)
     return {"version": VERSION, "runs": runs}
 

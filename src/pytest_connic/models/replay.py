@@ -11,21 +11,30 @@ whose runs never call a model needs no cassette.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shlex
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pytest_connic.models.base import CassetteError, Model, ModelRequest, ModelResponse, ToolCallRequest
+from pytest_connic.models.base import (
+    CallFailed,
+    CassetteError,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+)
 from pytest_connic.models.cassette import (
     DEFAULT_SIZE_LIMIT,
     Cassette,
     CassetteRun,
+    RecordedCall,
     RecordedToolCall,
     Tape,
     Turn,
@@ -196,6 +205,9 @@ class RunModelsImpl:
         self._noted: set[TapeKey] = set()
         #: invocations that ended early for their own reason (their unused turns are no divergence)
         self._ended: set[TapeKey] = set()
+        #: recorded ``calls`` entries this run replayed (their indices) / recorded
+        self._calls_used: set[int] = set()
+        self._calls: list[RecordedCall] = []
 
     @property
     def recording(self) -> bool:
@@ -212,6 +224,62 @@ class RunModelsImpl:
             self._counts[agent_name] = k + 1
             key = ("children", agent_name, k)
         return InvocationModel(self, agent_name, key)
+
+    async def external(self, kind: str, name: str, arguments: Any,
+                       call: Callable[[], Awaitable[Any]]) -> Any:
+        """See ``base.RunModels.external``."""
+        if self.case.mode == "live":
+            return await call()
+        plan = self.plan()
+        if plan.kind == "record":
+            return await self._record_call(kind, name, arguments, call)
+        assert plan.run is not None
+        wanted = _canonical(arguments)
+        with self.case._lock:
+            for n, entry in enumerate(plan.run.calls):
+                if n in self._calls_used or entry.kind != kind or entry.name != name:
+                    continue
+                if entry.arguments is not None and _canonical(entry.arguments) != wanted:
+                    continue
+                self._calls_used.add(n)
+                break
+            else:
+                raise CassetteError(self._unrecorded(kind, name, arguments, plan))
+        if entry.error is not None:
+            raise CallFailed(entry.error)
+        return copy.deepcopy(entry.result)
+
+    async def _record_call(self, kind: str, name: str, arguments: Any,
+                           call: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            result = await call()
+        except CallFailed as exc:
+            with self.case._lock:
+                self._calls.append(RecordedCall(kind, name, copy.deepcopy(arguments), error=str(exc)))
+            raise
+        except BaseException:
+            self.broken = True
+            raise
+        with self.case._lock:
+            self._calls.append(RecordedCall(kind, name, copy.deepcopy(arguments), copy.deepcopy(result)))
+        return result
+
+    def _unrecorded(self, kind: str, name: str, arguments: Any, plan: _Plan) -> str:
+        assert plan.run is not None
+        same = [c for c in plan.run.calls if c.kind == kind and c.name == name]
+        shown = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+        if len(shown) > 300:
+            shown = shown[:297] + "..."
+        if same:
+            recorded = f"the cassette records {len(same)} such call(s), none unused with these arguments"
+        else:
+            recorded = "the cassette records no such call"
+        return (
+            f"{self.case.path}: runs[{plan.position}].calls: run {self.index + 1} made the {kind} call "
+            f"{name!r} with arguments {shown}, but {recorded}; the cassette was recorded without it "
+            "(record the case again with --connic-record-mode=all, against the real server, or add the "
+            f"answer by hand under runs[{plan.position}].calls, docs/models.md \"Calls\")"
+        )
 
     def plan(self) -> _Plan:
         """Resolved on the first model call of the run (this is when the cassette is read)."""
@@ -319,6 +387,7 @@ class RunModelsImpl:
                 tapes.pop()
             if tapes:
                 run.children[agent] = tapes
+        run.calls = list(self._calls)
         return run
 
 
@@ -357,6 +426,10 @@ class InvocationModel:
             raise
         self.run.add_recorded(self.key, turn_from_response(response, request))
         return response
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _check_tools(turn: Turn, request: ModelRequest, path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -42,6 +43,11 @@ class _GivenRunModels:
 
     def model_for(self, agent_name: str, *, root: bool) -> Model:
         return self.model
+
+    async def external(self, kind: str, name: str, arguments: Any,
+                       call: Callable[[], Awaitable[Any]]) -> Any:
+        """No cassette: MCP servers, ``api:`` tools and hosted services are called for real."""
+        return await call()
 
     def finish(self, *, completed: bool) -> list[str]:
         return []
