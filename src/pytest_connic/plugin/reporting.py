@@ -57,6 +57,8 @@ class ConnicReporting:
                 state.reported.add(report.nodeid)
             if report.when == "setup":
                 state.new_attempt(report.nodeid)
+                if report.passed:  # its runs are under way (on this xdist worker node)
+                    state.started[report.nodeid] = getattr(report, "node", None)
             verdict = report_verdict(report)
             if verdict is not None:
                 state.set_verdict(report.nodeid, *verdict)
@@ -244,8 +246,13 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession, items: list[tup
             known.add(nodeid)
         state.reported.add(nodeid)
         path, line = location[0], location[1] or 0
-        for when, result, longrepr in (("setup", "skipped", (path, line + 1, f"Skipped: {reason}")),
+        # a case whose setup was reported is skipped in its call, from the same (xdist) node, so
+        # JUnit closes the testcase its setup opened
+        started = nodeid in state.started
+        for when, result, longrepr in (("call" if started else "setup", "skipped", (path, line + 1, f"Skipped: {reason}")),
                                        ("teardown", "passed", None)):
             report = pytest.TestReport(nodeid, (path, line, location[2]), {"connic": 1}, result,  # type: ignore[arg-type]
                                        longrepr, when)  # type: ignore[arg-type]
+            if started and state.started[nodeid] is not None:
+                report.node = state.started[nodeid]  # type: ignore[attr-defined]
             config.hook.pytest_runtest_logreport(report=report)

@@ -48,6 +48,8 @@ class ConnicSession:
         self.interrupts = Interrupts(self.stop)
         #: case items whose reports pytest has logged (the others are interrupted when the session is)
         self.reported: set[str] = set()
+        #: cases whose setup passed and whose result is not in yet -> the xdist node running them
+        self.started: dict[str, object] = {}
         #: on the xdist controller: the cases the workers collected (node id -> location)
         self.collected: dict[str, tuple[str, int, str]] = {}
         self._indexes: dict[Path, ProjectIndex] = {}
