@@ -6,7 +6,6 @@ import contextlib
 import gc
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -27,8 +26,11 @@ if TYPE_CHECKING:
 # this module: session hooks look for ``CaseItem``s in every session, Connic project or not.
 
 
-class CaseFailed(ConnicError):
-    """A case missed its expectations. ``text`` is the whole plain-text report."""
+class CaseFailed(ConnicError, AssertionError):
+    """A case missed its expectations. ``text`` is the whole plain-text report.
+
+    An ``AssertionError``: the case's verdict is its test's assertion, raised in pytest's call
+    phase, so IDEs, allure and JUnit file it as a failure (not as a broken test)."""
 
     def __init__(self, text: str, outcome: CaseOutcome | None = None) -> None:
         super().__init__(text.splitlines()[0] if text else "")
@@ -36,13 +38,18 @@ class CaseFailed(ConnicError):
         self.outcome = outcome
 
 
-class CaseInfrastructureError(ConnicError):
+class CaseErrored(ConnicError):
+    """The case's runs could not happen or were cut short by something other than its verdict:
+    pytest reports the case as an *error* (``pytest_report_teststatus``), and so do the reports."""
+
+    def __init__(self, text: str, outcome: CaseOutcome | None = None) -> None:
+        super().__init__(text.splitlines()[0] if text else "")
+        self.text = text
+        self.outcome = outcome
+
+
+class CaseInfrastructureError(CaseErrored):
     """A provider was down or refusing: the case is an error, the session exits 2."""
-
-    def __init__(self, text: str, outcome: CaseOutcome | None = None) -> None:
-        super().__init__(text.splitlines()[0] if text else "")
-        self.text = text
-        self.outcome = outcome
 
 
 @contextlib.contextmanager
@@ -150,9 +157,8 @@ class CaseItem(pytest.Item):
         self.outcome: CaseOutcome | None = None
         #: the project its runs loaded (its load warnings are shown after the runs)
         self.loaded: LoadedProject | None = None
-        #: what the runs in ``setup`` left for ``runtest`` to raise (``CaseFailed``, or a bug), with
-        #: its traceback from ``setup`` down (re-raising prepends pytest's frames to it)
-        self._verdict: tuple[Exception, TracebackType | None] | None = None
+        #: the connic ``(name, value)`` pairs in ``user_properties`` (replaced on each attempt)
+        self._junit: list[tuple[str, object]] = []
         self.add_marker(_CONNIC_MARK)
 
     @property
@@ -163,34 +169,43 @@ class CaseItem(pytest.Item):
 
     def setup(self) -> None:
         state = state_of(self.config)
+        self.outcome = None  # a new attempt (pytest-rerunfailures): nothing of the last one stays
         if self.spec.error is not None:
             record_invalid(state, self)
             pytest.fail(self.spec.error, pytrace=False)
-        if self.config.getoption("setuponly", False):
-            return  # --setup-only / --setup-plan promise that no test runs
         if state.stop.is_set():  # the session is stopping: nothing more starts
             self._interrupted(state)
-        # The runs execute here and ``runtest`` judges them, like a fixture that gathers evidence
-        # and a test that asserts on it: so a provider that is down (the runs could not happen)
-        # is a pytest *error* in every report (terminal, JUnit, xdist), and a bad verdict a failure.
+
+    def runtest(self) -> None:
+        """The case's runs execute here, in pytest's call phase (so every tool that times or
+        classifies the call sees them), and their verdict is this test's assertion."""
+        state = state_of(self.config)
+        verdict: BaseException | None = None
         try:
             with state.interrupts.case():
                 run_item(state, self)
-        except CaseInfrastructureError as exc:
-            text = exc.text
-        except CaseFailed as exc:  # the verdict belongs to the call phase
-            self._verdict = (exc, exc.__traceback__)
+        except CaseErrored as exc:
+            verdict = exc
+        except CaseFailed as exc:
+            verdict = exc
             self._after_stop(state)
-            return
-        except BaseException as exc:  # noqa: BLE001 -- whatever ended the case, the case has its outcome
+        except BaseException as exc:  # whatever ended the case, the case has its outcome
             if isinstance(exc, Exception) and self._is_bug(state, exc):
-                self._verdict = (exc, exc.__traceback__)  # a bug of the plugin: its traceback, in the call phase
-                return
-            text = self._escaped(state, exc)
+                raise  # a bug of pytest-connic: its traceback
+            verdict = self._escaped(state, exc)
         else:
             self._after_stop(state)
-            return
-        pytest.fail(text, pytrace=False)  # outside the except block: no chained traceback
+        if self.outcome is not None:
+            from pytest_connic.execution.models import divergence_notes, warn_divergence
+
+            try:
+                _show_runtime_load_warnings(state, self)
+                warn_divergence(divergence_notes(self.outcome))
+            except ConnicWarning:  # -W error: the case fails with it, unless it failed anyway
+                if verdict is None:
+                    raise
+        if verdict is not None:
+            raise verdict
 
     def _after_stop(self, state: ConnicSession) -> None:
         """After a real SIGINT/SIGTERM during this case: the session stops after it, through
@@ -200,7 +215,6 @@ class CaseItem(pytest.Item):
             return
         self.session.shouldstop = state.interrupts.reason
         if self.outcome is not None and self.outcome.interrupted:
-            self._verdict = None
             pytest.skip(self.outcome.interrupted)
 
     def _interrupted(self, state: ConnicSession) -> None:
@@ -218,54 +232,47 @@ class CaseItem(pytest.Item):
 
         if user_location(exc, self.project_root) is not None:
             return False
-        if self.outcome is None or not any(o is self.outcome for o in state.outcomes):
+        if self.outcome is None or state.outcome_of(self.nodeid) is not self.outcome:
             _setup_outcome(state, self, f"internal error in pytest-connic: {exception_text(exc)}")
             _add_junit_properties(state, self)
         return True
 
-    def _escaped(self, state: ConnicSession, exc: BaseException) -> str:
-        """A ``BaseException`` ended the case's runs: the case keeps an outcome; the user's real
-        interruption and pytest's own outcomes (pytest-timeout's failure, ``pytest.exit``)
-        propagate, anything else (user code's ``KeyboardInterrupt``, ``GeneratorExit``,
-        ``SystemExit``, a custom ``BaseException``) is this case's error, located."""
+    def _escaped(self, state: ConnicSession, exc: BaseException) -> BaseException:
+        """A ``BaseException`` ended the case's runs: the case keeps an outcome. The user's real
+        interruption, ``pytest.exit`` and ``pytest.skip`` propagate; pytest's failure (pytest-timeout's
+        ``Timeout (>1.0s)``) fails the case in one located line, without the traceback of the
+        runtime it was raised in; anything else (user code's ``KeyboardInterrupt``,
+        ``GeneratorExit``, ``SystemExit``, a custom ``BaseException``) is this case's error, located."""
         from pytest_connic.project.located import exception_text, located
 
         if state.interrupts.real(exc):
             raise exc  # the user's second Ctrl-C: the session ends now; sessionfinish marks the case
-        outcome_exc = isinstance(exc, (pytest.fail.Exception, pytest.skip.Exception, pytest.exit.Exception))
-        text = (exception_text(exc) if outcome_exc else
-                f"{located(exc, self.project_root, f'{self.suite.relpath}:{self.spec.line}')} "
-                "escaped the case's runs and ended them")
-        if self.outcome is None or not any(o is self.outcome for o in state.outcomes):
-            _setup_outcome(state, self, text)
-            _add_junit_properties(state, self)
-        if outcome_exc:
+        head = f"{self.suite.relpath}:{self.spec.line}: case '{self.spec.name}' ({self.suite.agent_name})"
+        if isinstance(exc, pytest.fail.Exception):
+            text = exception_text(exc)
+            outcome = self._outcome_after(state, None)
+            outcome.pytest_reason = text  # until pytest's report says the same
+            return CaseFailed(f"{head}: {text}", outcome)
+        if isinstance(exc, (pytest.skip.Exception, pytest.exit.Exception)):
+            self._outcome_after(state, exception_text(exc))
             raise exc
-        return f"{self.suite.relpath}:{self.spec.line}: case '{self.spec.name}' ({self.suite.agent_name}): {text}"
+        text = (f"{located(exc, self.project_root, f'{self.suite.relpath}:{self.spec.line}')} "
+                "escaped the case's runs and ended them")
+        return CaseErrored(f"{head}: {text}", self._outcome_after(state, text))
 
-    def runtest(self) -> None:
-        verdict = self._verdict[0] if self._verdict is not None else None
-        if self.outcome is not None:
-            from pytest_connic.execution.models import divergence_notes, warn_divergence
-
-            try:
-                _show_runtime_load_warnings(state_of(self.config), self)
-                warn_divergence(divergence_notes(self.outcome))
-            except ConnicWarning:  # -W error: the case fails with it, unless it failed anyway
-                if verdict is None:
-                    raise
-        if verdict is not None:
-            raise verdict
+    def _outcome_after(self, state: ConnicSession, error: str | None) -> CaseOutcome:
+        """The case's outcome after its runs were cut short (a new one if they left none)."""
+        if self.outcome is None or state.outcome_of(self.nodeid) is not self.outcome:
+            _setup_outcome(state, self, error)
+            _add_junit_properties(state, self)
+        assert self.outcome is not None
+        return self.outcome
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, (CaseFailed, CaseInfrastructureError)):
+        if isinstance(excinfo.value, (CaseFailed, CaseErrored)):
             return excinfo.value.text
         if isinstance(excinfo.value, ConnicWarning):  # made an error with -W: a message, not a bug
             return f"{self.suite.relpath}:{self.spec.line}: {type(excinfo.value).__name__}: {excinfo.value}"
-        if self._verdict is not None:
-            exc, tb = self._verdict
-            if excinfo.value is exc and tb is not None:  # show it from setup down, as if uncaught
-                excinfo = pytest.ExceptionInfo.from_exc_info((type(exc), exc, tb))
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
@@ -331,12 +338,10 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     if failed:
         raise ProjectError("the Connic project failed to load:\n" + "\n".join(f"  {e}" for e in failed))
     outcome = runtime.run_case(item.suite, item.spec, item.nodeid)
-    item.outcome = outcome
-    state.outcomes.append(outcome)
+    item.outcome = state.add_outcome(outcome)
     if outcome.infrastructure_error:
-        state.infrastructure_errors += 1
         raise CaseInfrastructureError(failure_text(outcome, state.masker), outcome)
-    if not outcome.passed:
+    if not outcome.verdict_passed:
         raise CaseFailed(failure_text(outcome, state.masker), outcome)
 
 
@@ -352,13 +357,16 @@ def _setup_outcome(state: ConnicSession, item: CaseItem, error: str | None) -> C
     from pytest_connic.execution.outcomes import suite_outcome
 
     outcome = suite_outcome(item.nodeid, item.suite, item.spec, setup_error=error)
-    item.outcome = outcome
-    state.outcomes.append(outcome)
+    item.outcome = state.add_outcome(outcome)
     return outcome
 
 
 def _add_junit_properties(state: ConnicSession, item: CaseItem) -> None:
+    """The case's JUnit properties: one set, the last attempt's (a rerun replaces them)."""
     if item.outcome is not None and state.settings.junit_properties:
         from pytest_connic.reports.junit import junit_properties
 
-        item.user_properties.extend(junit_properties(item.outcome))
+        stale = {id(p) for p in item._junit}
+        item.user_properties[:] = [p for p in item.user_properties if id(p) not in stale]
+        item._junit = list(junit_properties(item.outcome))
+        item.user_properties.extend(item._junit)

@@ -27,17 +27,55 @@ class ConnicReporting:
         if verbose(config) and not is_worker(config):
             state_of(config).run_listeners.append(self._run_finished)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """End the live per-run lines of a case before pytest writes its result word (and
-        remember which cases have reports: an interrupted session reports the others)."""
-        if report.nodeid.partition("::")[0].lower().endswith(".yaml"):
-            state_of(self.config).reported.add(report.nodeid)
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
+            None, pytest.TestReport, pytest.TestReport]:
+        """A case's call report says when it is an error (``CaseErrored``), for every process."""
+        report = yield
+        from pytest_connic.plugin.items import CaseErrored
+
+        if call.excinfo is not None and isinstance(call.excinfo.value, CaseErrored):
+            setattr(report, ERROR_ATTR, True)
+        return report
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        self._before_logreport(report)
+        result = yield
+        if is_error_report(report) and report.when == "call":
+            junit_as_error(self.config, report)
+        return result
+
+    def _before_logreport(self, report: pytest.TestReport) -> None:
+        """pytest's outcome of a case (after every plugin's say) becomes its outcome's
+        ``pytest_outcome``, the one truth of every report; end the live per-run lines of a case
+        before pytest writes its result word; remember which cases have reports (an interrupted
+        session reports the others)."""
+        if is_case_id(report.nodeid):
+            state = state_of(self.config)
+            if report.when != "setup" or not report.passed:  # a passed setup is no result yet
+                state.reported.add(report.nodeid)
+            if report.when == "setup":
+                state.new_attempt(report.nodeid)
+                if report.passed:  # its runs are under way (on this xdist worker node)
+                    state.started[report.nodeid] = getattr(report, "node", None)
+            verdict = report_verdict(report)
+            if verdict is not None:
+                state.set_verdict(report.nodeid, *verdict)
         if ends_runs(report) and report.nodeid in self._progress_open:
             self._progress_open.discard(report.nodeid)
             with self._terminal() as reporter:
                 if reporter is not None:
                     reporter.write("\n")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        """A case whose runs could not happen (an infrastructure error, user code's
+        ``BaseException``) or whose xdist worker crashed is an *error*, in pytest's counts as in
+        JUnit and Connic's reports, though it failed in the call phase."""
+        if is_error_report(report):
+            return "error", "E", "ERROR"
+        return None
 
     def _run_finished(self, outcome: CaseOutcome, record: RunRecord) -> None:
         """``-v``: one line per finished run of a case with several runs, as it finishes."""
@@ -82,6 +120,7 @@ class ConnicReporting:
         if state.infrastructure_errors and session.exitstatus in (0, 1):
             session.exitstatus = 2
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         """The coverage report; then Connic's results table, failure details and ``N/M cases passed.``"""
         from pytest_connic.plugin.coverage_mode import coverage_summary
@@ -90,6 +129,96 @@ class ConnicReporting:
         state = state_of(config)
         coverage_summary(state, terminalreporter)
         terminal_summary(state, terminalreporter)
+        message = state.coverage_gate_message
+        if message and message.startswith("FAIL") and not is_worker(config):
+            gate_in_last_line(terminalreporter)
+
+
+#: the key of pytest's last line that says the coverage gate failed the session
+COVERAGE_GATE_FAILED = "coverage gate failed"
+
+
+class _GateFailure:
+    """What ``terminalreporter.stats`` counts for the failed coverage gate."""
+
+    count_towards_summary = True
+
+
+def gate_in_last_line(reporter: Any) -> None:
+    """A coverage gate that fails the session is in pytest's last line (``4 passed, 1 coverage gate
+    failed``), in red: the last line never reads like a green run."""
+    reporter.stats.setdefault(COVERAGE_GATE_FAILED, []).append(_GateFailure())
+    determine = getattr(reporter, "_determine_main_color", None)
+    if callable(determine) and hasattr(reporter, "_main_color"):
+        reporter._determine_main_color = lambda unknown: "red"
+        reporter._main_color = None  # recomputed for the last line
+
+
+def is_case_id(nodeid: str) -> bool:
+    """A Connic case's node id (``tests/<suite>.yaml::<name>``)."""
+    suite, _, name = nodeid.partition("::")
+    return bool(name) and suite.lower().endswith(".yaml")
+
+
+#: set on a case's call report when it is an error, not a failure (``CaseErrored``)
+ERROR_ATTR = "connic_error"
+
+
+def is_error_report(report: pytest.TestReport) -> bool:
+    """A failed report of a case that pytest must count as an error: the case's runs could not
+    happen (``CaseErrored``), or its xdist worker crashed (xdist's report has ``when`` ``???``)."""
+    if not report.failed or not is_case_id(report.nodeid):
+        return False
+    return bool(getattr(report, ERROR_ATTR, False)) or report.when not in ("setup", "call", "teardown")
+
+
+def junit_as_error(config: pytest.Config, report: pytest.TestReport) -> None:
+    """pytest's JUnit XML files every failed call as a ``<failure>``: a case that pytest counts as
+    an error (``is_error_report``) gets an ``<error>``, as its setup's failure would."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - a pytest without it writes no JUnit file we know
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    reporter = xml.node_reporter(report)
+    for node in reporter.nodes:
+        if node.tag == "failure":
+            node.tag = "error"
+            xml.stats["failure"] -= 1
+            xml.stats["error"] += 1
+
+
+def report_verdict(report: pytest.TestReport) -> tuple[str, str | None] | None:
+    """pytest's word for the case from one of its reports (None: this report says nothing new)."""
+    if report.outcome == "rerun":  # type: ignore[comparison-overlap]  # pytest-rerunfailures: this attempt failed
+        return "failed", report_reason(report)
+    if hasattr(report, "wasxfail"):
+        return ("xfailed", str(report.wasxfail) or None) if report.skipped else ("passed", None)
+    if report.passed:
+        return ("passed", None) if report.when == "call" else None
+    if report.skipped:
+        return "skipped", report_reason(report)
+    if report.when == "call" and not is_error_report(report):
+        return "failed", report_reason(report)
+    reason = report_reason(report)
+    if report.when in ("setup", "teardown") and reason:
+        reason = f"error at {report.when}: {reason}"
+    return "error", reason
+
+
+def report_reason(report: pytest.TestReport) -> str | None:
+    """The one-line reason of a report: its crash message, a skip's reason, else its first line."""
+    longrepr = report.longrepr
+    if longrepr is None:
+        return None
+    if isinstance(longrepr, tuple):  # a skip: (path, line, "Skipped: reason")
+        return str(longrepr[2]).removeprefix("Skipped: ") or None
+    crash = getattr(longrepr, "reprcrash", None)
+    text = str(getattr(crash, "message", "") or "") if crash is not None else str(longrepr)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first or None
 
 
 def mark_unfinished(config: pytest.Config, state: ConnicSession, items: list[tuple[str, Any, Any]]) -> None:
@@ -113,12 +242,17 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession, items: list[tup
                              Path(suite).stem)
                 outcome = new_outcome(nodeid, suite, 0, agent, name, runs=0, success_threshold=100)
             outcome.interrupted = reason
-            state.outcomes.append(outcome)
+            state.add_outcome(outcome)
             known.add(nodeid)
         state.reported.add(nodeid)
         path, line = location[0], location[1] or 0
-        for when, result, longrepr in (("setup", "skipped", (path, line + 1, f"Skipped: {reason}")),
+        # a case whose setup was reported is skipped in its call, from the same (xdist) node, so
+        # JUnit closes the testcase its setup opened
+        started = nodeid in state.started
+        for when, result, longrepr in (("call" if started else "setup", "skipped", (path, line + 1, f"Skipped: {reason}")),
                                        ("teardown", "passed", None)):
             report = pytest.TestReport(nodeid, (path, line, location[2]), {"connic": 1}, result,  # type: ignore[arg-type]
                                        longrepr, when)  # type: ignore[arg-type]
+            if started and state.started[nodeid] is not None:
+                report.node = state.started[nodeid]  # type: ignore[attr-defined]
             config.hook.pytest_runtest_logreport(report=report)

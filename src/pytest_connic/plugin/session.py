@@ -30,8 +30,11 @@ class ConnicSession:
         self.config = config
         self.settings = settings
         self.masker = Masker(secrets)
+        #: one outcome per case (a rerun's earlier attempts are its ``attempts``): ``add_outcome``
         self.outcomes: list[CaseOutcome] = []
-        self.infrastructure_errors = 0
+        self._by_nodeid: dict[str, CaseOutcome] = {}
+        #: pytest's outcome of the current attempt of each case, from its reports (``set_verdict``)
+        self._verdicts: dict[str, tuple[str, str | None]] = {}
         #: suite files that failed to collect: in coverage mode the report judges them
         self.suite_collection_errors = 0
         self.warned: set[str] = set()
@@ -45,12 +48,59 @@ class ConnicSession:
         self.interrupts = Interrupts(self.stop)
         #: case items whose reports pytest has logged (the others are interrupted when the session is)
         self.reported: set[str] = set()
+        #: cases whose setup passed and whose result is not in yet -> the xdist node running them
+        self.started: dict[str, object] = {}
         #: on the xdist controller: the cases the workers collected (node id -> location)
         self.collected: dict[str, tuple[str, int, str]] = {}
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}
         self._envs: dict[Path, AppliedEnv] = {}
         self._lock = threading.RLock()
+
+    @property
+    def infrastructure_errors(self) -> int:
+        """Cases whose last attempt hit an infrastructure error (the session exits 2)."""
+        return sum(1 for o in self.outcomes if o.infrastructure_error is not None and o.status == "error")
+
+    def add_outcome(self, outcome: CaseOutcome, *, reported: bool = False) -> CaseOutcome:
+        """Record a case's outcome. A case has one: a new attempt of a case (pytest-rerunfailures)
+        replaces the outcome of the earlier one, which becomes its history (``attempts``).
+        ``reported``: the outcome came with its attempt's report (the xdist controller), so pytest's
+        outcome of the attempt, already known, is applied (where the case runs, pytest's reports
+        always follow the outcome; rerunfailures logs an attempt's reports after the next starts)."""
+        with self._lock:
+            previous = self._by_nodeid.get(outcome.nodeid)
+            if previous is outcome:
+                return outcome
+            self._by_nodeid[outcome.nodeid] = outcome
+            if previous is None:
+                self.outcomes.append(outcome)
+            else:
+                if not outcome.attempts:  # an xdist worker's outcome brings its history along
+                    outcome.attempts = [*previous.attempts, previous.attempt_summary()]
+                self.outcomes[next(i for i, o in enumerate(self.outcomes) if o is previous)] = outcome
+            verdict = self._verdicts.get(outcome.nodeid) if reported else None
+            if verdict is not None:
+                outcome.pytest_outcome, outcome.pytest_reason = verdict
+            return outcome
+
+    def outcome_of(self, nodeid: str) -> CaseOutcome | None:
+        return self._by_nodeid.get(nodeid)
+
+    def new_attempt(self, nodeid: str) -> None:
+        """A case's setup report: an attempt starts, pytest has said nothing of it yet."""
+        self._verdicts.pop(nodeid, None)
+
+    def set_verdict(self, nodeid: str, word: str, reason: str | None) -> None:
+        """pytest's outcome of a phase of the current attempt of a case; the worst phase decides
+        (a failed call stays failed when teardown then errs: Connic's verdict is the call's)."""
+        current = self._verdicts.get(nodeid)
+        if current is not None and (_RANK[current[0]] >= _RANK[word] or current[0] == "failed"):
+            return
+        self._verdicts[nodeid] = (word, reason)
+        outcome = self._by_nodeid.get(nodeid)
+        if outcome is not None:
+            outcome.pytest_outcome, outcome.pytest_reason = word, reason
 
     def project_index(self, root: Path) -> ProjectIndex:
         """The project's agents as collection sees them (no user code executed)."""
@@ -124,6 +174,9 @@ class ConnicSession:
             applied.restore()
         self._envs.clear()
 
+
+#: how bad each of pytest's outcomes is, for the worst phase of an attempt
+_RANK = {"passed": 0, "xfailed": 1, "skipped": 1, "failed": 2, "error": 3}
 
 SESSION_KEY = pytest.StashKey[ConnicSession]()
 

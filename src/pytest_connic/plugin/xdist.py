@@ -43,8 +43,8 @@ def verbose(config: pytest.Config) -> bool:
 
 
 def ends_runs(report: pytest.TestReport) -> bool:
-    """Whether ``report`` closes the phases in which a case's runs happened: ``setup`` runs them
-    (and fails on an infrastructure error), ``call`` judges them."""
+    """Whether ``report`` closes the phases in which a case's runs happened: ``call`` runs and
+    judges them (an invalid case fails in ``setup``, before any run)."""
     return report.when == "call" or (report.when == "setup" and report.failed)
 
 
@@ -82,7 +82,7 @@ class ConnicWorker:
         output = self.config.workeroutput  # type: ignore[attr-defined]
         rest = [o for o in state.outcomes if o.nodeid not in self.sent]
         output[WORKER_KEY] = json.dumps([masked(o.to_dict(), state.masker) for o in rest])
-        output[INFRA_KEY] = state.infrastructure_errors
+        output[INFRA_KEY] = state.infrastructure_errors  # informative: the controller counts its outcomes
         output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
 
 
@@ -137,9 +137,9 @@ class ConnicXdist:
         state = self.activate(self.config)
         raw = output.get(WORKER_KEY)
         if raw:
-            fresh = [d for d in json.loads(raw) if d.get("nodeid") not in self.received]
-            state.outcomes.extend(outcome_from_dict(d) for d in fresh)
-        state.infrastructure_errors += int(output.get(INFRA_KEY, 0) or 0)
+            for data in json.loads(raw):
+                if data.get("nodeid") not in self.received and state.outcome_of(data.get("nodeid")) is None:
+                    state.add_outcome(outcome_from_dict(data))
         state.coverage_roots.update(Path(p) for p in output.get(ROOTS_KEY) or ())
 
     @pytest.hookimpl(tryfirst=True)
@@ -159,20 +159,21 @@ class ConnicXdist:
         agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
                      Path(suite).stem)
         reason = f"{report.longrepr}; the case's runs and their records were lost with the worker"
-        state.outcomes.append(new_outcome(crashitem, suite, 0, agent, name, runs=0, success_threshold=100,
-                                          setup_error=reason))
+        state.add_outcome(new_outcome(crashitem, suite, 0, agent, name, runs=0, success_threshold=100,
+                                      setup_error=reason))
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """A case's outcome arrives with the report that ends its runs; and, with ``-v`` under
+        """A case's outcome arrives with the report that ends its runs (a rerun's next attempt
+        replaces it, keeping it as history); and, with ``-v`` under
         xdist (a worker cannot write to this terminal while its runs execute), a case's per-run
         lines follow its result line."""
         raw = getattr(report, OUTCOME_ATTR, None)
-        if isinstance(raw, str) and report.nodeid not in self.received:
+        if isinstance(raw, str):
             from pytest_connic.records.serialize import outcome_from_dict
 
             self.received.add(report.nodeid)
-            self.activate(self.config).outcomes.append(outcome_from_dict(json.loads(raw)))
+            self.activate(self.config).add_outcome(outcome_from_dict(json.loads(raw)), reported=True)
         lines = getattr(report, RUNS_ATTR, None)
         if not ends_runs(report) or not lines or not verbose(self.config):
             return

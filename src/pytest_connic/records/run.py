@@ -216,16 +216,57 @@ class CaseOutcome:
     early_stop_reason: str | None = None
     #: why the case did not finish (``interrupted by SIGINT``): the session was stopped
     interrupted: str | None = None
+    #: pytest's outcome of the case's item, after every plugin's say (``-W error``, pytest-timeout,
+    #: a rerun, a crashed xdist worker): ``passed``, ``failed``, ``error``, ``skipped``,
+    #: ``xfailed``; None when pytest has not reported on it (library use)
+    pytest_outcome: str | None = None
+    #: pytest's one-line reason when it is not the runs' own verdict (``CassetteDivergenceWarning:
+    #: ...``, ``Timeout (>1.0s) from pytest-timeout.``)
+    pytest_reason: str | None = None
+    #: the earlier attempts of the case (pytest-rerunfailures), oldest first: ``attempt_summary``
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def successes(self) -> int:
         return sum(1 for r in self.records if r.passed)
 
     @property
-    def passed(self) -> bool:
+    def verdict_passed(self) -> bool:
+        """The runs' own verdict (Connic's threshold rule), whatever pytest said of the item."""
         if self.setup_error is not None or self.infrastructure_error is not None or self.interrupted:
             return False
         return self.successes * 100 >= self.success_threshold * self.runs
+
+    @property
+    def passed(self) -> bool:
+        """The case passed: its runs' verdict, unless pytest's outcome of the item says otherwise
+        (pytest is the single source of truth of every report)."""
+        if self.pytest_outcome not in (None, "passed"):
+            return False
+        return self.verdict_passed
+
+    @property
+    def status(self) -> str:
+        """``passed``, ``failed``, ``error`` (a setup or infrastructure error kept runs from running,
+        or pytest reported an error), ``interrupted`` (the session was stopped by a real SIGINT or
+        SIGTERM before its verdict), ``skipped`` or ``xfailed`` (pytest's word)."""
+        if self.interrupted is not None:
+            return "interrupted"
+        if self.pytest_outcome in ("error", "skipped", "xfailed"):
+            return self.pytest_outcome
+        if self.infrastructure_error is not None or self.setup_error is not None:
+            return "error"
+        return "passed" if self.passed else "failed"
+
+    def attempt_summary(self) -> dict[str, Any]:
+        """This attempt as the history of a rerun case keeps it."""
+        return {
+            "status": self.status,
+            "failure_reason": self.failure_reason,
+            "successes": self.successes,
+            "runs": self.runs,
+            "agent_run_ids": [r.run_id for r in self.executed],
+        }
 
     @property
     def infrastructure_error(self) -> str | None:
@@ -247,7 +288,7 @@ class CaseOutcome:
                 return record.infrastructure_error
             if record.failures:
                 return record.failures[0]
-        return None
+        return self.pytest_reason
 
     @property
     def executed(self) -> list[RunRecord]:
@@ -286,6 +327,9 @@ class CaseOutcome:
             "skipped_runs": self.skipped_runs,
             "early_stop_reason": self.early_stop_reason,
             "interrupted": self.interrupted,
+            "pytest_outcome": self.pytest_outcome,
+            "pytest_reason": self.pytest_reason,
+            "attempts": list(self.attempts),
             "agent_run_ids": [r.run_id for r in self.executed],
             "agent_run_passed": [r.passed for r in self.executed],
             "median_latency_ms": self.median_latency_ms,

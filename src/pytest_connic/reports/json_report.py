@@ -4,7 +4,7 @@ Connic's keys keep their names, order and meaning, so a script written against `
 --json`` reads this report unchanged. The extras (per case ``nodeid``, ``suite``, ``line``,
 ``status``, ``pass_rate``, ``wilson_95``, ``median_latency_ms``, ``tokens``, ``cost``,
 ``skipped_runs``, ``early_stop_reason``, ``setup_error``, ``infrastructure_error``,
-``runs_detail``; top-level ``summary``) follow Connic's keys. Every string passes through the
+``pytest_outcome``, ``pytest_reason``, ``attempts``, ``runs_detail``; top-level ``summary``) follow Connic's keys. Every string passes through the
 masker, and every value is plain JSON.
 """
 
@@ -56,8 +56,8 @@ def report_text(report: dict[str, Any]) -> str:
 
 
 def summary_counts(outcomes: Iterable[CaseOutcome]) -> dict[str, int]:
-    """``{cases, passed, failed, errors}``, and ``interrupted`` when the session was stopped; a setup
-    or infrastructure error counts as an error."""
+    """``{cases, passed, failed, errors}``, and ``interrupted``, ``skipped``, ``xfailed`` when there
+    are such cases; a setup or infrastructure error counts as an error."""
     statuses = [case_status(o) for o in outcomes]
     counts = {
         "cases": len(statuses),
@@ -65,8 +65,9 @@ def summary_counts(outcomes: Iterable[CaseOutcome]) -> dict[str, int]:
         "failed": statuses.count("failed"),
         "errors": statuses.count("error"),
     }
-    if "interrupted" in statuses:
-        counts["interrupted"] = statuses.count("interrupted")
+    for extra in ("interrupted", "skipped", "xfailed"):
+        if extra in statuses:
+            counts[extra] = statuses.count(extra)
     return counts
 
 
@@ -110,6 +111,9 @@ def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
         "interrupted": outcome.interrupted,
         "setup_error": masked(outcome.setup_error, masker),
         "infrastructure_error": masked(outcome.infrastructure_error, masker),
+        "pytest_outcome": outcome.pytest_outcome,
+        "pytest_reason": masked(outcome.pytest_reason, masker),
+        "attempts": masked(outcome.attempts, masker),
         "runs_detail": [run_detail(r, masker=masker) for r in outcome.records],
     }
 

@@ -44,16 +44,10 @@ def runs_needed(outcome: CaseOutcome) -> int:
 
 
 def case_status(outcome: CaseOutcome) -> str:
-    """``passed``, ``failed``, ``error`` (a setup or infrastructure error kept runs from running),
-    or ``interrupted`` (the session was stopped by a real SIGINT or SIGTERM before its verdict).
-
-    This is pytest's view (a setup failure is an error); the session status below is Connic's.
-    """
-    if outcome.interrupted is not None:
-        return "interrupted"
-    if outcome.infrastructure_error is not None or outcome.setup_error is not None:
-        return "error"
-    return "passed" if outcome.passed else "failed"
+    """``passed``, ``failed``, ``error``, ``interrupted``, ``skipped`` or ``xfailed``
+    (``CaseOutcome.status``: pytest's view, after every plugin's say; a setup failure is an error).
+    The session status below is Connic's."""
+    return outcome.status
 
 
 def session_status(outcomes: Iterable[CaseOutcome]) -> str:
