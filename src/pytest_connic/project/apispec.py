@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.yamlpos import (
     MAX_BYTES,
     KeyPath,
@@ -149,7 +150,7 @@ def load_registry(root: Path, named: Mapping[str, str], urls: Mapping[str, str] 
     return registry
 
 
-class SpecError(ValueError):
+class SpecError(ConnicError):
     """A spec that cannot be used; the message starts with ``path:line:``."""
 
 
