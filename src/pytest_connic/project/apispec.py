@@ -131,7 +131,8 @@ def load_registry(root: Path, named: Mapping[str, str], urls: Mapping[str, str] 
     directory = root / DEFAULT_DIR
     if directory.is_dir():
         for path in sorted(directory.iterdir()):
-            if path.suffix in SUFFIXES and path.is_file() and path.stem not in found:
+            taken = {p.resolve() for p, _ in found.values()}
+            if path.suffix in SUFFIXES and path.is_file() and path.stem not in found and path.resolve() not in taken:
                 found[path.stem] = (path, f"{DEFAULT_DIR}/{path.name}")
     for name, (path, origin) in found.items():
         rel = _rel(root, path)
@@ -272,7 +273,7 @@ def _operations(name: str, data: dict[str, Any], positions: YamlPositions, rel: 
             operation = item.get(method)
             if not isinstance(operation, dict):
                 continue
-            line = positions.of(("paths", path, method))[0]
+            line = positions.of(("paths", path, method), key=True)[0]
             tool = tool_name(method, str(path), operation.get("operationId"))
             if tool in out:
                 other = out[tool]
