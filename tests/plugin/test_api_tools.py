@@ -265,6 +265,7 @@ def test_a_call_missing_from_the_cassette_fails_the_case_naming_it(
         esc("*runs[0].calls: run 1 made the api call 'billing.invoice_get' with arguments {\"id\": \"inv_1\"}, "
             "but the cassette records no such call*--connic-record-mode=all*"),
     ])
+    replayed.stdout.no_fnmatch_line("*internal error*")
 
 
 def test_an_http_error_is_the_tool_error_the_model_reads(desk: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:

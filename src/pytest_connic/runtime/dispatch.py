@@ -15,7 +15,7 @@ from typing import Any
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import EvaluationError, ExpressionError, compile_expression
 from pytest_connic.jsonsafe import json_text, trace_data
-from pytest_connic.models.base import CallFailed
+from pytest_connic.models.base import CallFailed, CassetteError
 from pytest_connic.project.located import exception_text
 from pytest_connic.project.sdk import AbortTool, StopProcessing, Tool, ToolFile, TransferCall
 from pytest_connic.records.run import ToolCallRecord
@@ -31,7 +31,8 @@ from pytest_connic.secrets import MASK
 
 DISCOVERY = ("search_tools", "use_tool")
 #: exceptions that end a run (or a call) their own way and pass through user code untouched
-SIGNALS = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure)
+#: (a ``CassetteError``: a recorded call that a replay cannot answer fails the case, runtime/invocation.py)
+SIGNALS = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure, CassetteError)
 
 
 async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: Any) -> Any:
