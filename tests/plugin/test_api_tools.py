@@ -308,7 +308,8 @@ def test_an_unknown_api_tool_is_located_at_its_line(desk: ConnicProject) -> None
     ])
 
 
-def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject) -> None:
+@pytest.mark.parametrize("xdist", [pytest.param((), id="single"), pytest.param(("-n", "2"), id="xdist")])
+def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject, xdist: tuple[str, ...]) -> None:
     (desk.root / "apis" / "billing.yaml").rename(desk.root / "billing-spec.yaml")
     desk.agent("desk", tools=["api:billing.invoice_get", "api:crm.contacts_get"])
     # a hand-written cassette: the model's turns and the API's answer (docs/models.md "Calls")
@@ -317,7 +318,8 @@ def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject
                   {"content": '{"amount": 120, "hooked": "invoice_get"}'}],
         "calls": [{"kind": "api", "name": "billing.invoice_get", "result": {"amount": 120}}],
     }])
-    result = desk.run("--connic-api-spec", "billing=billing-spec.yaml", "-W", "default")
+    args = ("--connic-api-spec", "billing=billing-spec.yaml", "-W", "default", "-p", "no:randomly")
+    result = desk.run_subprocess(*args, *xdist) if xdist else desk.run(*args)
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines([
         ("*agents/desk.yaml:8: ConnicLoadWarning: agents/desk.yaml: tools entry 'api:crm.contacts_get' *"
