@@ -12,9 +12,12 @@ import enum
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_connic.project.layout import DiscoveryError, discover_suites
+
+if TYPE_CHECKING:
+    from pytest_connic.project.apispec import ApiRegistry
 
 __all__ = [
     "DISCOVERY_MARKERS",
@@ -53,19 +56,27 @@ class _Suite:
     error: str | None
 
 
-def compute_coverage(project_root: Path) -> CoverageReport:
+def compute_coverage(project_root: Path, *, api: ApiRegistry | None = None) -> CoverageReport:
     """What ``connic test --coverage --json`` prints for the project: ``agents`` rows, ``overall``,
-    and ``error`` when agents failed to load or suites of unreported agents failed to parse."""
+    and ``error`` when agents failed to load or suites of unreported agents failed to parse.
+
+    ``api``: the OpenAPI specs of ``api:`` tools (``project.apispec.load_registry``). Without it
+    ``api:`` refs resolve to nothing and do not count, as in ``connic test --coverage``; with it
+    the tools of the specs given count, as Connic's deploy (which has the dashboard's specs)
+    counts them, and the specs' problems are load errors."""
     from pytest_connic.project import sdk
     from pytest_connic.project.yamlguard import guard_loader
 
-    loader = sdk.ProjectLoader(str(project_root), validation_only=True)
+    registry = api.sdk_registry() if api is not None and api.specs else None
+    loader = sdk.ProjectLoader(str(project_root), api_spec_tools=registry, validation_only=True)
+    if registry:
+        sdk.skip_unnamed_api_specs(loader, registry)
     guard_loader(loader, project_root)  # alias bombs never reach the SDK's unbounded safe_load
     try:
         agents = loader.load_agents()
     except FileNotFoundError as exc:
         return CoverageReport({"agents": [], "overall": 0.0, "error": str(exc)})
-    load_errors = list(sdk.load_errors(loader))
+    load_errors = list(sdk.load_errors(loader)) + (list(api.errors) if api is not None else [])
     try:
         by_agent = _suites_by_agent(project_root)
     except DiscoveryError as exc:
@@ -85,10 +96,10 @@ def compute_coverage(project_root: Path) -> CoverageReport:
     return CoverageReport(report, inventory)
 
 
-def tool_inventory(project_root: Path) -> Inventory:
+def tool_inventory(project_root: Path, *, api: ApiRegistry | None = None) -> Inventory:
     """The tools (and parameter names) ``compute_coverage`` measures per agent, for a report that
     was re-read from JSON and so lost its ``inventory`` attribute."""
-    return compute_coverage(project_root).inventory
+    return compute_coverage(project_root, api=api).inventory
 
 
 def coverage_exit_status(report: Mapping[str, Any]) -> int:
@@ -147,8 +158,10 @@ def _agent_tools(agent: Any) -> dict[str, tuple[str, ...] | None]:
         if tool.is_predefined and tool.name in DISCOVERY_MARKERS:
             continue
         properties = (tool.parameters or {}).get("properties")
-        params = None if tool.is_predefined else tuple(sorted(properties or {}))
-        tools[tool.ref or tool.name] = params
+        ref = tool.ref or tool.name
+        # an api: tool's parameters are its OpenAPI operation's (project/apispec.py)
+        params = None if tool.is_predefined and not ref.startswith("api:") else tuple(sorted(properties or {}))
+        tools[ref] = params
     return tools
 
 

@@ -86,7 +86,7 @@ def called_tools(outcomes: list[CaseOutcome]) -> dict[str, list[str]]:
 def build_report(state: ConnicSession, root: Path) -> dict[str, Any]:
     from pytest_connic.coverage import add_runtime_coverage, asserted_from_suites, compute_coverage
 
-    report = compute_coverage(root)
+    report = compute_coverage(root, api=state.api_registry(root))
     asserted, asserted_params = asserted_from_suites(root)
     return add_runtime_coverage(report, called_tools(state.outcomes), asserted, asserted_params)
 

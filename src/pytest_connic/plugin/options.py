@@ -46,6 +46,11 @@ SETTINGS: tuple[Setting, ...] = (
             cli=True, metavar="DIR"),
     Setting("model_alias", "map a Connic-hosted model to a LiteLLM model: connic/x=openai/y (repeatable)",
             kind="list", default=(), ini_name="connic_model_aliases", metavar="FROM=TO"),
+    Setting("api_spec", "the OpenAPI spec of api:NAME tools, relative to the project root (repeatable; "
+            "default: apis/NAME.yaml|yml|json)", kind="list", default=(), ini_name="connic_api_specs",
+            metavar="NAME=PATH"),
+    Setting("api_url", "where requests of api:NAME tools go instead of the spec's server (repeatable)",
+            kind="list", default=(), ini_name="connic_api_urls", metavar="NAME=URL"),
     Setting("concurrency", "runs of one case executing at once (1 = sequential)", kind="int", default=8,
             metavar="N"),
     Setting("early_stop", "stop starting runs of a case once its verdict is decided", kind="bool",
@@ -174,6 +179,8 @@ class Settings:
     live: bool
     cassette_dir: str
     model_alias: tuple[str, ...]
+    api_spec: tuple[str, ...]
+    api_url: tuple[str, ...]
     concurrency: int
     early_stop: bool
     isolation: str
@@ -209,7 +216,9 @@ class Settings:
         sources: dict[str, str] = {}
         for s in SETTINGS:
             values[s.name], sources[s.name] = _resolve(config, s)
-        return cls(**values, sources=sources)
+        settings = cls(**values, sources=sources)
+        settings.api_specs(), settings.api_urls()  # NAME=VALUE pairs: refused at start, naming their source
+        return settings
 
     def source(self, name: str) -> str:
         """Where the value of ``name`` came from: ``--connic-<name>``, ``ini connic_<name>`` or ``default``."""
@@ -233,6 +242,30 @@ class Settings:
                 )
             aliases[left.strip()] = right.strip()
         return aliases
+
+
+    def api_specs(self) -> dict[str, str]:
+        """``--connic-api-spec NAME=PATH`` entries as a mapping, validated."""
+        return self._pairs("api_spec", "NAME=PATH", "billing=specs/billing.yaml")
+
+    def api_urls(self) -> dict[str, str]:
+        """``--connic-api-url NAME=URL`` entries as a mapping, validated."""
+        urls = self._pairs("api_url", "NAME=URL", "billing=http://127.0.0.1:8000")
+        for name, url in urls.items():
+            if not url.startswith(("http://", "https://")):
+                raise pytest.UsageError(f"invalid value '{name}={url}' from {self.source('api_url')}: "
+                                        "the URL must start with http:// or https://")
+        return urls
+
+    def _pairs(self, name: str, shape: str, example: str) -> dict[str, str]:
+        pairs: dict[str, str] = {}
+        for entry in getattr(self, name) or ():
+            left, sep, right = entry.partition("=")
+            if not sep or not left.strip() or not right.strip():
+                raise pytest.UsageError(f"invalid value {entry!r} from {self.source(name)}: expected {shape}, "
+                                        f"for example {example}")
+            pairs[left.strip()] = right.strip()
+        return pairs
 
 
 def _resolve(config: pytest.Config, s: Setting) -> tuple[Any, str]:

@@ -17,6 +17,7 @@ from pytest_connic.secrets import Masker
 
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime, RunListener
+    from pytest_connic.project.apispec import ApiRegistry
     from pytest_connic.project.envfile import AppliedEnv
     from pytest_connic.project.index import ProjectIndex
     from pytest_connic.records.run import CaseOutcome
@@ -55,6 +56,7 @@ class ConnicSession:
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}
         self._envs: dict[Path, AppliedEnv] = {}
+        self._apis: dict[Path, ApiRegistry] = {}
         self._lock = threading.RLock()
 
     @property
@@ -108,7 +110,7 @@ class ConnicSession:
             if root not in self._indexes:
                 from pytest_connic.project.index import index_project
 
-                self._indexes[root] = index_project(root)
+                self._indexes[root] = index_project(root, self.api_registry(root))
             return self._indexes[root]
 
     def runtime(self, root: Path) -> ProjectRuntime:
@@ -129,11 +131,22 @@ class ConnicSession:
                 options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
                                          env=settings.env, models=models, isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb)
                 self._runtimes[root] = ProjectRuntime(
-                    LoadedProject(root, self.interrupts.real), options, masker=self.masker,
+                    LoadedProject(root, self.interrupts.real, self.api_registry(root)), options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,
                     stop=self.stop,
                 )
             return self._runtimes[root]
+
+    def api_registry(self, root: Path) -> ApiRegistry:
+        """The project's OpenAPI specs (``--connic-api-spec``, ``apis/``), read once per root."""
+        with self._lock:
+            if root not in self._apis:
+                from pytest_connic.project.apispec import load_registry
+
+                settings = self.settings
+                self._apis[root] = load_registry(root, settings.api_specs(), settings.api_urls(),
+                                                 source=settings.source("api_spec"))
+            return self._apis[root]
 
     def _apply_env(self, root: Path) -> None:
         """``--connic-env``: load the project's ``.env.NAME`` before any user code imports."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_connic.project import sdk
+from pytest_connic.project.apispec import ApiRegistry
 from pytest_connic.project.layout import DiscoveryError, discover_suites
 from pytest_connic.project.load import LoadWarning, Locator, load_agents
 
@@ -53,9 +54,9 @@ class ProjectIndex:
         return message
 
 
-def index_project(root: Path) -> ProjectIndex:
-    """Load a project's agents without executing any of its code."""
-    loader, agents, warnings = load_agents(root, validation_only=True)
+def index_project(root: Path, api: ApiRegistry | None = None) -> ProjectIndex:
+    """Load a project's agents without executing any of its code (``api``: its OpenAPI specs)."""
+    loader, agents, warnings = load_agents(root, validation_only=True, api=api)
     index = ProjectIndex(root=root, warnings=warnings)
     for agent in agents:
         index.agents.setdefault(agent.config.name, agent)

@@ -21,6 +21,7 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.project import sdk
+from pytest_connic.project.apispec import DEFAULT_DIR, ApiRegistry, spec_of
 from pytest_connic.project.sdk import Agent, ProjectLoader
 from pytest_connic.project.yamlguard import guard_loader
 from pytest_connic.yamlpos import MAX_BYTES, KeyPath, YamlError, YamlPositions, load_with_positions
@@ -45,11 +46,18 @@ class LoadWarning:
 
 
 def load_agents(root: Path, *, validation_only: bool, prepare: Callable[[Any], None] | None = None,
-                ) -> tuple[ProjectLoader, list[Agent], list[LoadWarning]]:
+                api: ApiRegistry | None = None) -> tuple[ProjectLoader, list[Agent], list[LoadWarning]]:
     """The loader, the project's agents and the load warnings (what the SDK printed while loading
     them, the ``api:`` refs it skipped). Raises ``ProjectError`` when ``agents/`` is missing.
-    ``prepare(loader)`` runs before the agents load (``LoadedProject`` guards tool imports)."""
-    loader = ProjectLoader(str(root), validation_only=validation_only)
+    ``prepare(loader)`` runs before the agents load (``LoadedProject`` guards tool imports).
+
+    ``api``: the OpenAPI specs the user named; the SDK's loader gets their tools as its registry,
+    so ``api:<spec>.<tool>`` refs and wildcards resolve as on Connic; a ref to a spec not named is
+    skipped (and warned) as without a registry; the specs' problems are load errors."""
+    registry = api.sdk_registry() if api is not None and api.specs else None
+    loader = ProjectLoader(str(root), api_spec_tools=registry, validation_only=validation_only)
+    if registry:
+        sdk.skip_unnamed_api_specs(loader, registry)
     guard_loader(loader, Path(root))  # alias bombs and huge files never reach the SDK's safe_load
     if prepare is not None:
         prepare(loader)
@@ -61,8 +69,18 @@ def load_agents(root: Path, *, validation_only: bool, prepare: Callable[[Any], N
             raise ProjectError(str(exc)) from None
     locator = Locator(Path(root), agents)
     warnings = [locator.printed(line) for line in _lines(printed.getvalue())]
-    warnings += locator.api_refs(sdk.api_spec_warnings(loader))
+    failed = api.failed if api is not None else set()
+    warnings += locator.api_refs([r for r in sdk.api_spec_warnings(loader) if spec_of(r) not in failed])
+    errors = sdk.load_errors(loader)
+    errors[:] = [locator.api_error(e) for e in errors]
+    if api is not None:
+        errors.extend(api.errors)
+        warnings += [LoadWarning(f"api_note:{p}", text, p, line) for p, line, text in api.notes]
     return loader, agents, warnings
+
+
+_API_ERROR = re.compile(r"Agent '(?P<agent>[^']+)': cannot resolve (?P<label>tool|discoverable tool) "
+                        r"'(?P<ref>api:[^']+)': ")
 
 
 def _lines(text: str) -> list[str]:
@@ -131,10 +149,8 @@ class Locator:
             f"({parts}), here as on Connic: fix it, or the verdicts of its cases are those of an agent "
             f"without {what_text}", path, number)
 
-    def api_refs(self, skipped: list[str]) -> list[LoadWarning]:
-        """One warning per agent and ``api:`` ref that the loader skipped (it has no spec registry)."""
-        wanted = set(skipped)
-        out: list[LoadWarning] = []
+    def _refs(self, wanted: set[str]) -> Iterable[tuple[str, Path, str, str, int]]:
+        """(agent, file, field, ref, line) of every ``tools``/``discoverable_tools`` entry in ``wanted``."""
         for agent, path in self.files.items():
             data = self._load(path)
             if data is None:
@@ -143,16 +159,32 @@ class Locator:
                 entries = data[0].get(field) if isinstance(data[0], dict) else None
                 for index, entry in enumerate(entries if isinstance(entries, list) else []):
                     ref = next(iter(entry), None) if isinstance(entry, dict) and len(entry) == 1 else entry
-                    if not isinstance(ref, str) or ref not in wanted:
-                        continue
-                    number = data[1].of((field, index))[0]
-                    out.append(LoadWarning(
-                        f"api:{agent}:{ref}",
-                        f"{self.rel(path)}: {field} entry '{ref}' of agent '{agent}' is an API spec tool, "
-                        "configured in Connic's dashboard; with no spec registry Connic's loader skips it "
-                        "(connic lint: 'API spec tool ref(s) skipped (validated at deploy time)'), so the "
-                        "model is never offered it locally", path, number))
+                    if isinstance(ref, str) and ref in wanted:
+                        yield agent, path, field, ref, data[1].of((field, index))[0]
+
+    def api_refs(self, skipped: list[str]) -> list[LoadWarning]:
+        """One warning per agent and ``api:`` ref that the loader skipped (no spec for it)."""
+        out: list[LoadWarning] = []
+        for agent, path, field, ref, number in self._refs(set(skipped)):
+            spec = spec_of(ref)
+            out.append(LoadWarning(
+                f"api:{agent}:{ref}",
+                f"{self.rel(path)}: {field} entry '{ref}' of agent '{agent}' is an API spec tool, "
+                "configured in Connic's dashboard; with no spec registry Connic's loader skips it "
+                "(connic lint: 'API spec tool ref(s) skipped (validated at deploy time)'), so the "
+                f"model is never offered it locally; name its OpenAPI spec (--connic-api-spec {spec}=PATH, "
+                f"or {DEFAULT_DIR}/{spec}.yaml) to resolve it as Connic's deploy does", path, number))
         return out
+
+    def api_error(self, error: str) -> str:
+        """A load error of the SDK about an ``api:`` ref, located at the ref's line in the agent file."""
+        match = _API_ERROR.match(error)
+        if match is None:
+            return error
+        for agent, path, _field, _ref, number in self._refs({match["ref"]}):
+            if agent == match["agent"]:
+                return f"{self.rel(path)}:{number}: {error}"
+        return error
 
     def key_line(self, agent: str, key: KeyPath) -> tuple[Path, int]:
         """The agent's file and the line of ``key`` in it (or in the ``_defaults.yaml`` it comes from)."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.project import sdk
+from pytest_connic.project.apispec import ApiRegistry
 from pytest_connic.project.load import LoadWarning, Locator, ProjectError, load_agents
 from pytest_connic.project.located import exception_text, user_location
 
@@ -40,15 +41,19 @@ class LoadedProject:
     ``interrupted(exc)`` tells the user's own Ctrl-C (it propagates) from what user code raised
     at import (``KeyboardInterrupt``, ``SystemExit``, any exception: a located load error)."""
 
-    def __init__(self, root: Path, interrupted: Callable[[BaseException], bool] = lambda exc: False) -> None:
+    def __init__(self, root: Path, interrupted: Callable[[BaseException], bool] = lambda exc: False,
+                 api: ApiRegistry | None = None) -> None:
         self.root = root
+        #: the OpenAPI specs of ``api:`` tools the user named (their operations, where requests go)
+        self.api = api if api is not None else ApiRegistry()
         self.interrupted = interrupted
         #: the tool modules that failed to import, each as a located message
         self.import_errors: list[str] = []
         #: what Connic's loader warned about, located (the plugin shows those that collection,
         #: which imports nothing, could not see: middleware or hooks that fail to import)
         self.warnings: list[LoadWarning]
-        self.loader, agents, self.warnings = load_agents(root, validation_only=False, prepare=self._guard)
+        self.loader, agents, self.warnings = load_agents(root, validation_only=False, prepare=self._guard,
+                                                          api=self.api)
         self.agents: dict[str, sdk.Agent] = {a.config.name: a for a in agents}
         self._locator = Locator(root, agents)
         self.load_errors = list(sdk.load_errors(self.loader))

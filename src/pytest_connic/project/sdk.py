@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ __all__ = [
     "guard_tool_imports",
     "load_errors",
     "sdk_tools",
+    "skip_unnamed_api_specs",
     "validate_project_files",
 ]
 
@@ -79,6 +80,24 @@ def api_spec_warnings(loader: Any) -> list[str]:
     ``connic lint`` prints as "N API spec tool ref(s) skipped (validated at deploy time)"."""
     refs: list[str] = list(getattr(loader, "_api_spec_warnings", None) or [])
     return refs
+
+
+def skip_unnamed_api_specs(loader: Any, named: Iterable[str]) -> None:
+    """Make ``loader`` skip an ``api:`` ref whose spec is not in ``named`` as it skips every
+    ``api:`` ref without a registry (into ``_api_spec_warnings``), instead of failing the agent
+    with "API spec 'x' not found in registry": the user gave some specs, not necessarily all.
+    Wraps the private ``ProjectLoader._resolve_api_spec_tools``."""
+    resolve = loader._resolve_api_spec_tools
+    known = frozenset(named)
+
+    def resolve_named(stripped_ref: str) -> Any:
+        spec = stripped_ref.split(".", 1)[0] if "*" in stripped_ref else stripped_ref.rpartition(".")[0]
+        if spec and spec not in known:
+            loader._api_spec_warnings.append(f"api:{stripped_ref}")
+            return []
+        return resolve(stripped_ref)
+
+    loader._resolve_api_spec_tools = resolve_named
 
 
 def generate_schema(function: Callable[..., Any]) -> dict[str, Any]:

@@ -15,9 +15,11 @@ from typing import Any
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import EvaluationError, ExpressionError, compile_expression
 from pytest_connic.jsonsafe import json_text, trace_data
+from pytest_connic.models.base import CallFailed, CassetteError
 from pytest_connic.project.located import exception_text
 from pytest_connic.project.sdk import AbortTool, StopProcessing, Tool, ToolFile, TransferCall
 from pytest_connic.records.run import ToolCallRecord
+from pytest_connic.runtime.api_tools import ApiArgumentError, call_api
 from pytest_connic.runtime.approvals import ApprovalInputError, gate
 from pytest_connic.runtime.mocks import signature_errors, tool_ladder
 from pytest_connic.runtime.predefined_dispatch import run_predefined
@@ -29,7 +31,8 @@ from pytest_connic.secrets import MASK
 
 DISCOVERY = ("search_tools", "use_tool")
 #: exceptions that end a run (or a call) their own way and pass through user code untouched
-SIGNALS = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure)
+#: (a ``CassetteError``: a recorded call that a replay cannot answer fails the case, runtime/invocation.py)
+SIGNALS = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure, CassetteError)
 
 
 async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: Any) -> Any:
@@ -58,6 +61,8 @@ def _entry(tool: Tool, *, discoverable: bool) -> CatalogEntry:
                 "required": ["tool_name"],
             }
         description = tool.description or predefined_description(tool.name)
+        if (tool.ref or "").startswith("api:"):  # generated from an OpenAPI spec (runtime/api_tools.py)
+            kind = "api"
         return CatalogEntry(tool.name, tool.ref or tool.name, description, params, kind, tool,
                             tool.condition, discoverable)
     return CatalogEntry(tool.name, tool.ref or tool.name, tool.description, tool.parameters, "custom", tool,
@@ -417,6 +422,8 @@ async def _execute(inv: InvocationState, entry: CatalogEntry, record: ToolCallRe
             return await _custom(inv, entry, record, params)
         if entry.kind == "discovery":
             return _search_tools(inv, params)
+        if entry.kind == "api":
+            return await _api(inv, entry, params)
         # the local implementations refuse bad arguments by raising, as Connic's tools do
         return await user_code(run_predefined(inv, entry.name, params))
     except AbortTool as abort:
@@ -447,6 +454,15 @@ async def _custom(inv: InvocationState, entry: CatalogEntry, record: ToolCallRec
         if isinstance(exc.exc, TypeError) and "argument" in str(exc.exc):
             raise _ToolError(f"{entry.ref}: {exc.exc}") from None
         raise
+
+
+async def _api(inv: InvocationState, entry: CatalogEntry, params: dict[str, Any]) -> Any:
+    """An ``api:`` tool: its real HTTP request (recorded or replayed); an HTTP error is the tool's
+    error, which the model reads."""
+    try:
+        return await call_api(inv, entry, params)
+    except (CallFailed, ApiArgumentError) as exc:
+        raise _ToolError(f"{entry.ref}: {exc}") from None
 
 
 def _search_tools(inv: InvocationState, params: dict[str, Any]) -> dict[str, Any]:

@@ -169,7 +169,7 @@ class CatalogEntry:
     ref: str
     description: str
     parameters: dict[str, Any]
-    kind: str  #: custom | predefined | input | discovery
+    kind: str  #: custom | predefined | api | input | discovery
     tool: Tool | None = None
     condition: str | None = None
     discoverable: bool = False
