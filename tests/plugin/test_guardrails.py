@@ -241,9 +241,9 @@ def test_model_based_guardrails_without_a_judgement_fail_or_count_as_passed_when
     unjudged = project.run("-k", "harmless")
     unjudged.assert_outcomes(failed=1)
     unjudged.stdout.fnmatch_lines([
-        "*input guardrail 'prompt_injection' of agent 'smart' has no judgement*kind: guardrail, "
+        ("*input guardrail 'prompt_injection' of agent 'smart' has no judgement*kind: guardrail, "
         "name: prompt_injection*--connic-guardrail-model MODEL*pytest_connic_guardrail*"
-        "--connic-unjudged-guardrails=pass*",
+        "--connic-unjudged-guardrails=pass*"),
     ])
 
     no_hook = project.run("-k", "harmless", "--connic-json", "plain.json", "--connic-unjudged-guardrails=pass")
@@ -251,8 +251,8 @@ def test_model_based_guardrails_without_a_judgement_fail_or_count_as_passed_when
     no_hook.assert_outcomes(passed=1)
     # located at the case in the suite file, not at the plugin's source
     no_hook.stdout.fnmatch_lines([
-        "*/tests/smart.yaml:2: GuardrailNotEvaluatedWarning: built-in guardrail 'prompt_injection' (input, agent 'smart') has no "
-        "judgement and was not evaluated (counted as passed*",
+        ("*/tests/smart.yaml:2: GuardrailNotEvaluatedWarning: built-in guardrail 'prompt_injection' (input, agent 'smart') has no "
+        "judgement and was not evaluated (counted as passed*"),
     ])
     no_hook.stdout.no_fnmatch_line("*runtime/guardrails.py*")
     (run,) = json.loads((project.root / "plain.json").read_text())["cases"][0]["runs_detail"]

@@ -320,8 +320,8 @@ def test_web_tools_replay_a_recording_or_take_the_hook_which_can_supply_any_pred
     offline = project.run("--connic-json", "report.json")
     offline.assert_outcomes(failed=1)
     # replay without a recording of the search fails the case (docs/predefined-tools.md)
-    offline.stdout.fnmatch_lines(["*web_search: *calls: run 1 made the web call 'web_search' with "
-                                  "arguments {\"query\": \"pytest\"}, but the cassette records no such call*"])
+    offline.stdout.fnmatch_lines([("*web_search: *calls: run 1 made the web call 'web_search' with "
+                                  "arguments {\"query\": \"pytest\"}, but the cassette records no such call*")])
     project.write("conftest.py", WEB_HOOK)
     project.run().assert_outcomes(passed=1)
 

@@ -348,12 +348,14 @@ async def _model_based(inv: InvocationState, rule: GuardrailRule, direction: str
     models = inv.scope.models
     model = inv.services.hosted.guardrail_model
     try:
-        live = models.calls_live()
-        if live and not model:
-            return _unjudged(inv, rule, direction, "the run calls services for real and no judge model is set")
+        call = _judge_call(inv, rule, direction, text, model or "")
+        if models.calls_live() and not model:
+            why = "the run calls services for real and no judge model is set"
+            if inv.services.hosted.unjudged_guardrails == "pass":
+                return _unjudged(inv, rule, direction, why)
+            call = _refusal(unjudged_message(inv, rule, direction, why))  # a recording is not kept
         arguments = {"direction": direction, "content": text, "config": jsonsafe_config(rule)}
-        judgement = await models.external("guardrail", rule.type, arguments,
-                                          _judge_call(inv, rule, direction, text, model or ""))
+        judgement = await models.external("guardrail", rule.type, arguments, call)
     except CassetteError as exc:
         return _unjudged(inv, rule, direction, str(exc))
     except CallFailed as exc:
@@ -364,6 +366,15 @@ async def _model_based(inv: InvocationState, rule: GuardrailRule, direction: str
                          "(docs/guardrails.md)")
     reason = judgement.get("reason", judgement.get("message"))
     return GuardrailResult(passed=judgement["passed"], message=None if reason is None else str(reason))
+
+
+def _refusal(message: str) -> Callable[[], Awaitable[Any]]:
+    """A judge call that ends the run: the recording of a run that ends so is broken, not written."""
+
+    async def call() -> Any:
+        raise RunAborted(message)
+
+    return call
 
 
 def jsonsafe_config(rule: GuardrailRule) -> dict[str, Any]:
