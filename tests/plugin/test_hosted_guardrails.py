@@ -9,8 +9,10 @@ import asyncio
 import contextlib
 import importlib.util
 import json
+import shutil
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,6 +171,40 @@ def test_a_malformed_hand_written_judgement_is_named(project: ConnicProject) -> 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([("*the recorded judgement of the input guardrail 'prompt_injection' is "
                                  "\"blocked\", expected {passed: true|false, reason: ...}*")])
+
+
+# --------------------------------------------------------------------------- customer-support (connic-awesome-agents)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "corpus" / "projects" / "customer-support"
+
+
+def test_customer_support_suites_end_as_their_authors_meant_with_hand_written_judgements(
+    project: ConnicProject,
+) -> None:
+    # the project as published (commit 3855884 of connic-awesome-agents), with hand-written
+    # cassettes: the model turns and the judgements of its hosted guardrails
+    shutil.copytree(EXAMPLE, project.root, dirs_exist_ok=True)
+
+    result = project.run("--connic-json", "report.json")
+
+    result.assert_outcomes(passed=4)
+    runs = report(project)
+    # blocks_spam_domain: prompt_injection passes, pii redacts the address, topic_restriction blocks
+    spam = runs["blocks_spam_domain"]
+    assert [(g["type"], g["status"]) for g in spam["guardrails"]] == [
+        ("prompt_injection", "passed"), ("pii", "redacted"), ("topic_restriction", "blocked")]
+    assert spam["status"] == "blocked" and spam["tool_calls"] == []
+    billing = runs["classifies_billing_issue"]
+    assert [g["status"] for g in billing["guardrails"]] == ["passed", "passed", "passed"]
+    assert [g["type"] for g in runs["escalates_unsolvable_ticket"]["guardrails"]] == [
+        "system_prompt_leakage", "pii_leakage"]
+
+    # without the judgements the spam case cannot end as meant: it says why instead of passing
+    (project.root / "cassettes/support-triager/blocks_spam_domain.yaml").unlink()
+    unjudged = project.run("-k", "blocks_spam_domain")
+    unjudged.assert_outcomes(failed=1)
+    unjudged.stdout.fnmatch_lines(["*input guardrail 'prompt_injection' of agent 'support-triager' has no "
+                                   "judgement*no cassette for this case*"])
 
 
 # --------------------------------------------------------------------------- helpers (as test_record_modes.py)
