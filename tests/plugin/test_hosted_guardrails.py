@@ -203,8 +203,8 @@ def test_customer_support_suites_end_as_their_authors_meant_with_hand_written_ju
     (project.root / "cassettes/support-triager/blocks_spam_domain.yaml").unlink()
     unjudged = project.run("-k", "blocks_spam_domain")
     unjudged.assert_outcomes(failed=1)
-    unjudged.stdout.fnmatch_lines(["*input guardrail 'prompt_injection' of agent 'support-triager' has no "
-                                   "judgement*no cassette for this case*"])
+    unjudged.stdout.fnmatch_lines([("*input guardrail 'prompt_injection' of agent 'support-triager' has no "
+                                   "judgement*no cassette for this case*")])
 
 
 # --------------------------------------------------------------------------- helpers (as test_record_modes.py)

@@ -329,6 +329,11 @@ class CaseRun:
         record.failures.append(reason)
         return record
 
+    def _location(self) -> tuple[Path, int]:
+        """The suite file (or the Python test calling ``connic.run``) and line of the case."""
+        where = self.services.root / self.outcome.suite_path
+        return (where if where.exists() else Path(self.outcome.suite_path)), self.outcome.line
+
     async def run_one(self, index: int) -> RunRecord:
         """One run: fresh modules, builder, the agent, cleanup, assertions."""
         dropped = await self._admitted(index)
@@ -348,7 +353,7 @@ class CaseRun:
             models=run_models, executor=self.executor, approvals=list(self.compiled.approvals),
             strict_approvals=bool(self.case.get("strict_approval_decisions")),
             clock=RunClock(virtual=not getattr(self.models, "live", False)),  # live runs really wait
-            location=(self.services.root / self.outcome.suite_path, self.outcome.line),
+            location=self._location(),
         )
         lease = await self._lease(builder_module is not None or mocks_module is not None)
         scope.runner = lease
