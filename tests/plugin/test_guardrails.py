@@ -215,7 +215,8 @@ def pytest_connic_guardrail(config, rule, direction, content, context):
 '''
 
 
-def test_model_based_guardrails_are_not_evaluated_unless_a_hook_checks_them(project: ConnicProject) -> None:
+def test_model_based_guardrails_without_a_judgement_fail_or_count_as_passed_when_asked(
+        project: ConnicProject) -> None:
     project.agent("smart", guardrails={
         "input": [{"type": "prompt_injection"},
                   {"type": "topic_restriction", "config": {"allowed_topics": ["billing"],
@@ -237,13 +238,23 @@ def test_model_based_guardrails_are_not_evaluated_unless_a_hook_checks_them(proj
     project.replies("smart", "harmless", "hello")
     project.replies("smart", "hateful output is blocked by the hook", "I hate invoices")
 
-    no_hook = project.run("-k", "harmless", "--connic-json", "plain.json")
+    unjudged = project.run("-k", "harmless")
+    unjudged.assert_outcomes(failed=1)
+    unjudged.stdout.fnmatch_lines([
+        ("*input guardrail 'prompt_injection' of agent 'smart' has no judgement*kind: guardrail, "
+        "name: prompt_injection*--connic-guardrail-model MODEL*pytest_connic_guardrail*"
+        "--connic-unjudged-guardrails=pass*"),
+    ])
+
+    no_hook = project.run("-k", "harmless", "--connic-json", "plain.json", "--connic-unjudged-guardrails=pass")
 
     no_hook.assert_outcomes(passed=1)
+    # located at the case in the suite file, not at the plugin's source
     no_hook.stdout.fnmatch_lines([
-        "*GuardrailNotEvaluatedWarning: built-in guardrail 'prompt_injection' needs a model and was not evaluated locally*",
-        "*GuardrailNotEvaluatedWarning: built-in guardrail 'topic_restriction' needs a model*",
+        ("*/tests/smart.yaml:2: GuardrailNotEvaluatedWarning: built-in guardrail 'prompt_injection' (input, agent 'smart') has no "
+        "judgement and was not evaluated (counted as passed*"),
     ])
+    no_hook.stdout.no_fnmatch_line("*runtime/guardrails.py*")
     (run,) = json.loads((project.root / "plain.json").read_text())["cases"][0]["runs_detail"]
     assert [(g["type"], g["status"]) for g in run["guardrails"]] == [
         ("prompt_injection", "not_evaluated"), ("topic_restriction", "not_evaluated"),
@@ -251,11 +262,11 @@ def test_model_based_guardrails_are_not_evaluated_unless_a_hook_checks_them(proj
     ]
 
     project.write("conftest.py", GUARDRAIL_HOOK)
-    with_hook = project.run()
+    with_hook = project.run("--connic-unjudged-guardrails=pass")
 
     with_hook.assert_outcomes(passed=3)
     # reported once per session, however many runs skip it
-    assert with_hook.stdout.str().count("built-in guardrail 'prompt_injection' needs a model") == 1
+    assert with_hook.stdout.str().count("built-in guardrail 'prompt_injection' (input") == 1
     with_hook.stdout.no_fnmatch_line("*built-in guardrail 'moderation'*")
 
 

@@ -14,7 +14,7 @@ import threading
 import types
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.records.run import CaseOutcome, RunRecord
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.clock import RunClock
+from pytest_connic.runtime.hosted import HostedSettings
 from pytest_connic.runtime.invocation import Invocation, output_text
 from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
 from pytest_connic.runtime.payload import FilesError, load_fixtures
@@ -66,6 +67,8 @@ class RuntimeOptions:
     isolation: str = "process"
     #: the address-space limit of a worker process in MiB (``connic_worker_memory_mb``)
     worker_memory_mb: int | None = None
+    #: Connic's hosted services locally: the guardrail judge model, unjudged checks
+    hosted: HostedSettings = field(default_factory=HostedSettings)
 
 
 class CaseDefinitionError(ConnicError):
@@ -164,6 +167,7 @@ class ProjectRuntime:
         self._data_dir = tempfile.TemporaryDirectory(prefix="connic-data-")
         env = options.env or "default"
         self.services = RuntimeServices(project, data_dir=Path(self._data_dir.name) / env, masker=masker, host=host)
+        self.services.hosted = options.hosted
         placeholders.rebind_modules(project.modules())
         self.executor = ReusingDaemonExecutor()
         self.pool: WorkerPool | None = None
@@ -325,6 +329,11 @@ class CaseRun:
         record.failures.append(reason)
         return record
 
+    def _location(self) -> tuple[Path, int]:
+        """The suite file (or the Python test calling ``connic.run``) and line of the case."""
+        where = self.services.root / self.outcome.suite_path
+        return (where if where.exists() else Path(self.outcome.suite_path)), self.outcome.line
+
     async def run_one(self, index: int) -> RunRecord:
         """One run: fresh modules, builder, the agent, cleanup, assertions."""
         dropped = await self._admitted(index)
@@ -344,6 +353,7 @@ class CaseRun:
             models=run_models, executor=self.executor, approvals=list(self.compiled.approvals),
             strict_approvals=bool(self.case.get("strict_approval_decisions")),
             clock=RunClock(virtual=not getattr(self.models, "live", False)),  # live runs really wait
+            location=self._location(),
         )
         lease = await self._lease(builder_module is not None or mocks_module is not None)
         scope.runner = lease

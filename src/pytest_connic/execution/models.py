@@ -61,6 +61,9 @@ class HookedRunModels:
                        call: Callable[[], Awaitable[Any]]) -> Any:
         return await self.base.external(kind, name, arguments, call)
 
+    def calls_live(self) -> bool:
+        return bool(self.base.calls_live())
+
     def finish(self, *, completed: bool) -> list[str]:
         return self.base.finish(completed=completed)  # type: ignore[no-any-return]
 

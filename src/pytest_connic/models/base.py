@@ -129,6 +129,11 @@ class RunModels(Protocol):
         JSON-safe and free of secrets (headers and auth stay out)."""
         ...
 
+    def calls_live(self) -> bool:
+        """Whether ``external`` calls ``call()`` for this run (live mode, or a run being recorded)
+        rather than replaying; may read the cassette (``CassetteError`` when it is missing in replay)."""
+        ...
+
     def finish(self, *, completed: bool) -> list[str]:
         """Close the run. Returns divergence messages (turns left unused) when
         ``completed`` is true; a run that ended early for its own reason reports none."""

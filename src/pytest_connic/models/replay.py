@@ -249,6 +249,10 @@ class RunModelsImpl:
             raise CallFailed(entry.error)
         return copy.deepcopy(entry.result)
 
+    def calls_live(self) -> bool:
+        """See ``base.RunModels.calls_live``."""
+        return self.case.mode == "live" or self.plan().kind == "record"
+
     async def _record_call(self, kind: str, name: str, arguments: Any,
                            call: Callable[[], Awaitable[Any]]) -> Any:
         try:

@@ -49,6 +49,9 @@ class _GivenRunModels:
         """No cassette: MCP servers, ``api:`` tools and hosted services are called for real."""
         return await call()
 
+    def calls_live(self) -> bool:
+        return True
+
     def finish(self, *, completed: bool) -> list[str]:
         return []
 

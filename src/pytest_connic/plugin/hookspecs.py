@@ -23,14 +23,16 @@ def pytest_connic_make_model(config: pytest.Config, agent: Any, model: str, case
 def pytest_connic_guardrail(
     config: pytest.Config, rule: Any, direction: str, content: str, context: dict[str, Any]
 ) -> Any:
-    """Evaluate a model-based built-in guardrail that cannot run offline.
+    """Judge a model-based built-in guardrail (Connic evaluates it with a hosted model).
 
     ``rule`` is the SDK's ``GuardrailRule`` (``type`` is one of prompt_injection,
     moderation, topic_restriction, relevance, system_prompt_leakage,
     data_exfiltration), ``direction`` is ``input`` or ``output``. Return a
-    ``connic.GuardrailResult`` (or a bool: True = passed), or None to leave it
-    not evaluated (it then counts as passed and is reported once per session).
-    May be a coroutine function.
+    ``connic.GuardrailResult`` (or a bool: True = passed), or None to leave the check
+    to the case's cassette (a ``guardrail`` entry of ``calls``) or, while recording,
+    the judge model (``--connic-guardrail-model``); a check with no judgement fails
+    the case unless ``--connic-unjudged-guardrails=pass`` (docs/guardrails.md). Asked
+    first, in every mode; never recorded. May be a coroutine function.
     """
 
 
@@ -41,8 +43,9 @@ def pytest_connic_predefined_tool(
     """Supply the implementation of a Connic predefined tool for one call.
 
     Called for every predefined tool call before the local implementation, also when
-    user code awaits ``connic.tools.<name>``. Return None to use the local one
-    (``web_*`` and ``web_browser_*`` have none: they need the internet). Any other
+    user code awaits ``connic.tools.<name>``, in every mode (never recorded). Return
+    None to use the local one (``web_search``/``web_read_page``: the real call while
+    recording, the cassette in replay; ``web_browser_*`` have none). Any other
     return value is the tool's result; a coroutine is awaited. Raise an exception to
     make the call fail (the model sees the error). ``send_connector`` is recorded in the
     run whatever the hook returns; it is never delivered.

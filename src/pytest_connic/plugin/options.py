@@ -75,6 +75,11 @@ SETTINGS: tuple[Setting, ...] = (
             default=65536, metavar="N"),
     Setting("cassette_size_limit", "largest cassette file read, in bytes (default 10485760, 10 MiB)", kind="int",
             default=10 * 1024 * 1024, metavar="BYTES"),
+    Setting("guardrail_model", "the judge model (a LiteLLM model string) that records the judgements of "
+            "model-based guardrails (prompt_injection, moderation, ...) while recording", metavar="MODEL"),
+    Setting("unjudged_guardrails", "a model-based guardrail check with no judgement (hook, cassette, judge "
+            "model): error (the case fails, default) or pass (counted as passed, shown as not evaluated)",
+            kind="choice", default="error", choices=("error", "pass")),
     Setting("junit_properties", "add per-case properties to JUnit XML", kind="bool", default=True, cli=False),
     Setting("ab", "compare the base agent with a variant ({base}-test-{name}), or 'all'", ini=False,
             metavar="VARIANT"),
@@ -194,6 +199,8 @@ class Settings:
     env: str | None
     report_value_limit: int
     cassette_size_limit: int
+    guardrail_model: str | None
+    unjudged_guardrails: str
     junit_properties: bool
     ab: str | None
     ab_mode: str

@@ -128,8 +128,14 @@ class ConnicSession:
                                      mode="live" if settings.live else settings.record_mode,
                                      masker=self.masker, aliases=settings.model_aliases,
                                      cassette_size_limit=settings.cassette_size_limit)
+                from pytest_connic.runtime.hosted import HostedSettings
+
+                hosted = HostedSettings(guardrail_model=settings.guardrail_model,
+                                        unjudged_guardrails=settings.unjudged_guardrails,
+                                        aliases=settings.model_aliases)
                 options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
-                                         env=settings.env, models=models, isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb)
+                                         env=settings.env, models=models, isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb,
+                                         hosted=hosted)
                 self._runtimes[root] = ProjectRuntime(
                     LoadedProject(root, self.interrupts.real, self.api_registry(root)), options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,

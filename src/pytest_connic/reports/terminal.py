@@ -191,7 +191,9 @@ def span_line(span: dict[str, Any]) -> str:
     """One span: glyph, label (with the extras of its kind), duration, error."""
     meta = _meta(span)
     ok = span.get("status") == "ok"
-    text = f"{'✓' if ok else '✗'} {escape_text(span_label(span, meta))}"
+    # a guardrail check counted as passed without a judgement is no green check
+    glyph = "○" if meta.get("kind") == "guardrail" and meta.get("status") == "not_evaluated" else "✓" if ok else "✗"
+    text = f"{glyph} {escape_text(span_label(span, meta))}"
     duration = span.get("duration_ms")
     if duration is not None:
         text += f" ({int(duration)}ms)"
@@ -213,7 +215,8 @@ def span_label(span: dict[str, Any], meta: dict[str, Any]) -> str:
         status = meta.get("status")
         return base if status == "completed" else f"{base} [{status}]"
     if kind == "guardrail":
-        return f"{base}: {meta.get('status')}" + _mock_mark(meta)
+        status = "not evaluated (counted as passed)" if meta.get("status") == "not_evaluated" else meta.get("status")
+        return f"{base}: {status}" + _mock_mark(meta)
     if kind == "agent":
         status = meta.get("status")
         return f"agent {base}" + (f" [{status}]" if status not in (None, "completed") else "")

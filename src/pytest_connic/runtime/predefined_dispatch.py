@@ -8,7 +8,14 @@ tool), then to the local implementation:
 * ``db_*``, ``file_*``, ``retrieval_*`` (and the knowledge aliases): the session's local
   services, bound to the calling agent's access rules and run;
 * ``send_connector``: recorded in the run record and the trace, never delivered;
-* ``web_*`` / ``web_browser_*``: none; the call fails with a message naming the hook.
+* ``web_search`` / ``web_read_page``: for real (``predefined/web.py``) through the run's models
+  (``external("web", ...)``): recorded in the cassette and replayed offline; a call the cassette
+  does not record fails the run in replay;
+* ``web_browser_*``: refused with a message naming the hook.
+
+The hook answers a web tool first, in every mode, and is not recorded (it is the pluggable search
+backend, local code). A call that fails, and whose error the model reads, is marked in the trace
+(``note`` event): Connic counts it as a call for ``expected_tool_calls`` all the same.
 
 Automatic outbound connectors (``connectors/<key>.yaml`` linking an agent with
 ``usage: automatic``) are recorded the same way when a run completes.
@@ -22,9 +29,14 @@ import uuid
 from typing import Any
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.project.sdk import load_errors
+from pytest_connic.jsonsafe import to_jsonable
+from pytest_connic.models.base import CassetteError, ProviderError
+from pytest_connic.project.sdk import StopProcessing, load_errors
 from pytest_connic.runtime.children import trigger_agent, trigger_agent_at
+from pytest_connic.runtime.predefined import web
+from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
 from pytest_connic.runtime.state import InvocationState
+from pytest_connic.warnings import ConnicWarning
 
 HOOK = "pytest_connic_predefined_tool"
 OFFLINE_HINT = (
@@ -32,6 +44,8 @@ OFFLINE_HINT = (
     f"Implement the hook {HOOK}(config, name, params, context) in conftest.py to supply its result "
     "(docs/predefined-tools.md)"
 )
+#: what ends a run (or a call) its own way: no failed call the model reads
+_PASS_THROUGH = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure, ProviderError)
 _ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
@@ -57,8 +71,20 @@ def _data_tools(inv: InvocationState) -> dict[str, Any]:
 
 async def run_predefined(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
     """Run predefined tool ``name`` for ``inv`` with ``params``."""
+    try:
+        return await _run(inv, name, params)
+    except _PASS_THROUGH:
+        raise
+    except Exception as exc:
+        _mark_failed(inv, name, exc)
+        raise
+
+
+async def _run(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
     if name == "send_connector":
         return await send_connector(inv, **params)
+    if name.startswith("web_"):
+        return await _web(inv, name, params)
     answered, result = await _from_hook(inv, name, params)
     if answered:
         return result
@@ -69,9 +95,42 @@ async def run_predefined(inv: InvocationState, name: str, params: dict[str, Any]
     func = _data_tools(inv).get(name)
     if func is None:
         message = OFFLINE_HINT.format(name=name)
-        inv.services.host.warn_once(f"predefined-offline:{name}", message)
+        inv.services.located_warnings.warn(f"predefined-offline:{name}", message, ConnicWarning, inv.scope.location)
         raise PredefinedUnavailable(message)
     return await func(**params)
+
+
+# --------------------------------------------------------------------------- web tools
+
+
+async def _web(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
+    """A web tool: the hook (local code, answering in every mode, never recorded), else the real
+    thing through ``external("web", ...)`` (recorded, replayed), or a refusal (the browser)."""
+    answered, result = await _from_hook(inv, name, params)
+    if answered:
+        return result
+    if name not in web.WEB_TOOLS:
+        raise PredefinedUnavailable(web.browser_refusal(name))
+
+    async def call() -> Any:
+        if name == "web_read_page":
+            return await web.read_page(**params)
+        return await web.tavily_search(**params)
+
+    try:
+        return await inv.scope.models.external("web", name, to_jsonable(params), call)
+    except CassetteError as exc:
+        raise RunAborted(f"{name}: {exc}") from None
+
+
+def _mark_failed(inv: InvocationState, name: str, exc: BaseException) -> None:
+    """A failed predefined call the model read as an error: a note in the trace, since Connic
+    counts it as a call for ``expected_tool_calls`` all the same."""
+    note = (f"{name} failed and the model read the error ({type(exc).__name__}: {exc}); Connic counts a "
+            "failed call as a call, so expected_tool_calls that name it still match (docs/predefined-tools.md)")
+    inv.record.events.append({"type": "note", "name": f"note: {name} failed", "text": note,
+                              "tool": name, "failed_predefined": True})
+    inv.services.located_warnings.warn(f"predefined-failed:{name}", note, ConnicWarning, inv.scope.location)
 
 
 # --------------------------------------------------------------------------- outbound connectors

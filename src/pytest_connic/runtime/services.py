@@ -14,6 +14,7 @@ from pytest_connic.models.base import Model, ModelRequest, ModelResponse, ToolCa
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.sdk import Agent, generate_schema
 from pytest_connic.project.sdk import sdk_tools as connic_tools
+from pytest_connic.runtime.hosted import HostedSettings, LocatedWarnings
 from pytest_connic.runtime.ports import Host
 from pytest_connic.runtime.predefined import LocalServices
 from pytest_connic.runtime.sessions import SessionStore
@@ -52,6 +53,10 @@ class RuntimeServices:
         #: the project's ``connectors/*.yaml`` as the SDK loads them, and their load errors
         #: (loaded on first use, runtime/predefined_dispatch.py)
         self.connectors: tuple[dict[str, Any], list[str]] | None = None
+        #: Connic's hosted services locally: the guardrail judge, unjudged checks (runtime/hosted.py)
+        self.hosted = HostedSettings()
+        #: warnings located at the case that caused them, once per key
+        self.located_warnings = LocatedWarnings()
 
     def agent(self, name: str) -> Agent:
         return self.project.agent(name)

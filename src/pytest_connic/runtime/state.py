@@ -100,6 +100,8 @@ class RunScope:
     lifecycle: Lifecycle | None = None
     #: the run's worker process (None: user code runs in pytest's process, ``--connic-isolation=none``)
     runner: Runner | None = None
+    #: the suite file and line of the case (warnings about the run are located there)
+    location: tuple[Path, int] | None = None
 
     async def run_invocation(self, invocation: InvocationState) -> RunRecord:
         """Run ``invocation`` (a child or a pipeline stage of this run) through the lifecycle."""

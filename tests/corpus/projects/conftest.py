@@ -1,0 +1,4 @@
+"""Whole Connic projects copied from connic-awesome-agents, run by tests/plugin/test_hosted_guardrails.py
+in pytester's directory; pytest's own run of this repository does not collect their suites."""
+
+collect_ignore = ["customer-support"]
