@@ -12,9 +12,9 @@ import asyncio
 import tempfile
 import threading
 import types
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,8 @@ class RuntimeOptions:
     isolation: str = "process"
     #: the address-space limit of a worker process in MiB (``connic_worker_memory_mb``)
     worker_memory_mb: int | None = None
+    #: ``--connic-mcp-url NAME=URL``: MCP servers pointed at another URL (runtime/mcp.py)
+    mcp_urls: Mapping[str, str] = field(default_factory=dict)
 
 
 class CaseDefinitionError(ConnicError):
@@ -164,6 +166,7 @@ class ProjectRuntime:
         self._data_dir = tempfile.TemporaryDirectory(prefix="connic-data-")
         env = options.env or "default"
         self.services = RuntimeServices(project, data_dir=Path(self._data_dir.name) / env, masker=masker, host=host)
+        self.services.mcp_urls = dict(options.mcp_urls)
         placeholders.rebind_modules(project.modules())
         self.executor = ReusingDaemonExecutor()
         self.pool: WorkerPool | None = None

@@ -46,6 +46,8 @@ SETTINGS: tuple[Setting, ...] = (
             cli=True, metavar="DIR"),
     Setting("model_alias", "map a Connic-hosted model to a LiteLLM model: connic/x=openai/y (repeatable)",
             kind="list", default=(), ini_name="connic_model_aliases", metavar="FROM=TO"),
+    Setting("mcp_url", "point an agent's MCP server at another URL: NAME=URL (repeatable; NAME is the "
+            "server's name in mcp_servers)", kind="list", default=(), ini_name="connic_mcp_urls", metavar="NAME=URL"),
     Setting("concurrency", "runs of one case executing at once (1 = sequential)", kind="int", default=8,
             metavar="N"),
     Setting("early_stop", "stop starting runs of a case once its verdict is decided", kind="bool",
@@ -174,6 +176,7 @@ class Settings:
     live: bool
     cassette_dir: str
     model_alias: tuple[str, ...]
+    mcp_url: tuple[str, ...]
     concurrency: int
     early_stop: bool
     isolation: str
@@ -209,7 +212,9 @@ class Settings:
         sources: dict[str, str] = {}
         for s in SETTINGS:
             values[s.name], sources[s.name] = _resolve(config, s)
-        return cls(**values, sources=sources)
+        settings = cls(**values, sources=sources)
+        settings.mcp_urls()  # a bad NAME=URL is a usage error at once
+        return settings
 
     def source(self, name: str) -> str:
         """Where the value of ``name`` came from: ``--connic-<name>``, ``ini connic_<name>`` or ``default``."""
@@ -233,6 +238,20 @@ class Settings:
                 )
             aliases[left.strip()] = right.strip()
         return aliases
+
+    def mcp_urls(self) -> dict[str, str]:
+        """``--connic-mcp-url`` entries as a mapping (server name to URL), validated."""
+        urls = {}
+        for entry in self.mcp_url or ():
+            left, sep, right = entry.partition("=")
+            name, url = left.strip(), right.strip()
+            if not sep or not name or not url.lower().startswith(("http://", "https://")):
+                raise pytest.UsageError(
+                    f"invalid value {entry!r} from {self.source('mcp_url')}: expected NAME=URL with an http(s) "
+                    "URL, for example docs=http://127.0.0.1:8000/mcp"
+                )
+            urls[name] = url
+        return urls
 
 
 def _resolve(config: pytest.Config, s: Setting) -> tuple[Any, str]:

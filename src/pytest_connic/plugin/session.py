@@ -77,7 +77,8 @@ class ConnicSession:
                                      masker=self.masker, aliases=settings.model_aliases,
                                      cassette_size_limit=settings.cassette_size_limit)
                 options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
-                                         env=settings.env, models=models, isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb)
+                                         env=settings.env, models=models, isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb,
+                                         mcp_urls=settings.mcp_urls())
                 self._runtimes[root] = ProjectRuntime(
                     LoadedProject(root, self.interrupts.real), options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,

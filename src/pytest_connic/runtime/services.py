@@ -52,6 +52,8 @@ class RuntimeServices:
         #: the project's ``connectors/*.yaml`` as the SDK loads them, and their load errors
         #: (loaded on first use, runtime/predefined_dispatch.py)
         self.connectors: tuple[dict[str, Any], list[str]] | None = None
+        #: ``--connic-mcp-url NAME=URL``: MCP servers pointed at another URL (runtime/mcp.py)
+        self.mcp_urls: dict[str, str] = {}
 
     def agent(self, name: str) -> Agent:
         return self.project.agent(name)
