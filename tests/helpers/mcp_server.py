@@ -51,7 +51,7 @@ class McpTestServer:
 
         return recording
 
-    def __enter__(self) -> McpTestServer:
+    def __enter__(self) -> McpTestServer:  # noqa: PYI034
         import uvicorn
 
         config = uvicorn.Config(self._app(), host="127.0.0.1", port=self.port, log_level="error", lifespan="on")

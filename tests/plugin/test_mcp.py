@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +21,9 @@ from helpers.project import ConnicProject
 if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("litellm") is None:
     pytest.skip("the [mcp] and [live] extras (mcp, litellm) are not installed", allow_module_level=True)
 
-from helpers.mcp_server import McpTestServer, docs_tools  # noqa: E402
-from test_record_modes import no_network, warm_up_litellm  # noqa: E402
+from test_record_modes import no_network, warm_up_litellm
+
+from helpers.mcp_server import McpTestServer, docs_tools
 
 TOKEN = "tok-DONOTLEAK-7f3a9c"
 USER = "user-DONOTLEAK-42"
@@ -167,8 +170,8 @@ def test_a_missing_context_key_in_a_header_fails_the_run(project: ConnicProject)
 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*agents/helper.yaml:*: mcp_servers 'docs' of agent 'helper': header 'X-User' uses ${context.user.id}: "
-        "KeyError: context.user is not set (resolution is strict*"])
+        ("*agents/helper.yaml:*: mcp_servers 'docs' of agent 'helper': header 'X-User' uses ${context.user.id}: "
+        "KeyError: context.user is not set (resolution is strict*")])
 
 
 def test_an_optional_server_that_is_down_goes_into_mcp_errors_recorded_and_replayed(
@@ -213,8 +216,8 @@ def test_a_required_server_that_is_down_fails_the_run_located(project: ConnicPro
         result = project.run("--connic-record-mode", "once")
 
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*agents/helper.yaml:*: mcp_servers 'docs' of agent 'helper' could not be reached: "
-                                 "listing the tools at http://127.0.0.1:*/mcp failed*a required server fails the run*"])
+    result.stdout.fnmatch_lines([("*agents/helper.yaml:*: mcp_servers 'docs' of agent 'helper' could not be reached: "
+                                 "listing the tools at http://127.0.0.1:*/mcp failed*a required server fails the run*")])
     assert fp.requests == []
 
 
@@ -241,8 +244,8 @@ def test_a_call_missing_in_replay_fails_the_case_naming_the_tool(project: Connic
 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*runs[[]0[]].calls: run 1 made the mcp call 'docs/search_docs' with arguments {\"query\": \"other\"}, "
-        "but the cassette records 1 such call(s), none unused with these arguments*--connic-record-mode=all*"])
+        ("*runs[[]0[]].calls: run 1 made the mcp call 'docs/search_docs' with arguments {\"query\": \"other\"}, "
+        "but the cassette records 1 such call(s), none unused with these arguments*--connic-record-mode=all*")])
 
 
 def test_a_hand_written_cassette_replays_results_and_hooks_do_not_fire(project: ConnicProject) -> None:
@@ -283,8 +286,8 @@ def test_a_mock_naming_an_mcp_tool_is_refused(project: ConnicProject) -> None:
     result = project.run()
 
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*mock_search_docs mocks 'search_docs', a tool of agents/helper.yaml:*: mcp_servers "
-                                 "'docs' of agent 'helper'; MCP tools cannot be mocked on Connic*"])
+    result.stdout.fnmatch_lines([("*mock_search_docs mocks 'search_docs', a tool of agents/helper.yaml:*: mcp_servers "
+                                 "'docs' of agent 'helper'; MCP tools cannot be mocked on Connic*")])
 
 
 def test_a_bad_mcp_url_option_is_a_usage_error(project: ConnicProject) -> None:
@@ -313,3 +316,83 @@ def test_json_report_keeps_mcp_results(project: ConnicProject) -> None:
     project.run("--connic-json", "r.json").assert_outcomes(passed=1)
     text_ = (project.root / "r.json").read_text("utf-8")
     assert "found it" in text_ and json.loads(text_)
+
+
+# -- compliance-auditor (connic-awesome-agents), its context7 server pointed at a local stand-in --
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "projects" / "compliance-auditor"
+ALIASES = ("--connic-model-alias", "gemini/gemini-3.5-flash=openai/gpt-4o-mini",
+           "--connic-model-alias", "anthropic/claude-opus-4-8=openai/gpt-4o-mini")
+
+
+def context7_tools(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> None:
+    """A stand-in for https://mcp.context7.com/mcp: its two tools, canned answers."""
+
+    @server.tool(name="resolve-library-id", description="Resolve a library name to a Context7 library id")
+    def resolve_library_id(libraryName: str) -> str:
+        calls.append(("resolve-library-id", {"libraryName": libraryName}))
+        return f"/docs/{libraryName.lower()}"
+
+    @server.tool(name="get-library-docs", description="Fetch up-to-date documentation of a library")
+    def get_library_docs(context7CompatibleLibraryID: str, topic: str = "") -> str:
+        calls.append(("get-library-docs", {"context7CompatibleLibraryID": context7CompatibleLibraryID, "topic": topic}))
+        return f"{context7CompatibleLibraryID}: {topic}: encrypt personal data at rest (Art. 32)"
+
+
+SCANNER_SUITE = """
+version: "1.0"
+# not part of compliance-auditor: its own suite tests audit-reporter only, which has no MCP
+# server; this case runs compliance-scanner, whose context7 server is discoverable
+defaults:
+  mocks: compliance_mocks
+tests:
+  - name: gdpr_audit_reads_context7
+    payload: '{"prompt": "GDPR audit"}'
+    expected_tool_calls:
+      - search_tools
+      - get-library-docs: 'params.topic == "encryption" and result.is_error == false'
+    expected_result: output.overall_posture == "yellow"
+"""
+
+REPORT = {"overall_posture": "yellow", "compliance_percentage": 70,
+          "findings": [{"title": "Encryption at rest missing", "severity": "high",
+                        "description": "GDPR Art. 32 requires it"}]}
+
+
+def compliance_model(body: dict[str, Any]) -> Reply:
+    """The fake model for both agents, as their prompts ask them to work."""
+    system = body["messages"][0]["content"]
+    tools = [m for m in body["messages"] if m["role"] == "tool"]
+    if "You are a compliance officer" in system:  # compliance-scanner (audit-reporter names the scanner too)
+        if not tools:
+            return tool_call("search_tools", {"query": "library documentation"})
+        if len(tools) == 1:
+            assert "get-library-docs" in tools[0]["content"]
+            return tool_call("use_tool", {"tool_name": "get-library-docs",
+                                          "arguments": {"context7CompatibleLibraryID": "/docs/gdpr", "topic": "encryption"}})
+        assert "Art. 32" in mcp_text(tools[-1]["content"])
+        return text(json.dumps(REPORT))
+    if not tools:
+        return tool_call("get_audit_history", {})
+    return text("Executive summary: posture yellow, one red finding. Compliance score: 70%, trend: first audit.")
+
+
+def test_compliance_auditor_records_against_a_context7_stand_in_and_replays_offline(
+    project: ConnicProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(CORPUS, project.root, dirs_exist_ok=True)
+    project.write("tests/compliance-scanner.yaml", SCANNER_SUITE)
+    with McpTestServer(context7_tools, name="context7") as context7, FakeProvider(compliance_model) as fp:
+        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
+        recorded = project.run("--connic-record-mode", "once", *ALIASES,
+                               "--connic-mcp-url", f"context7={context7.url}")
+    # the authors' case (audit-reporter: status completed, get_audit_history called) and ours
+    recorded.assert_outcomes(passed=2)
+    assert context7.calls == [("get-library-docs", {"context7CompatibleLibraryID": "/docs/gdpr", "topic": "encryption"})]
+    kinds = [(c["kind"], c["name"]) for c in calls_of(project, "compliance-scanner", "gdpr_audit_reads_context7")]
+    assert kinds == [("mcp_tools", "context7"), ("mcp", "context7/get-library-docs")]
+
+    with no_network(monkeypatch) as attempts:
+        replayed = project.run(*ALIASES)  # the agent's own url (mcp.context7.com) is never contacted
+    replayed.assert_outcomes(passed=2)
+    assert attempts == []
