@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -396,3 +397,34 @@ def test_compliance_auditor_records_against_a_context7_stand_in_and_replays_offl
         replayed = project.run(*ALIASES)  # the agent's own url (mcp.context7.com) is never contacted
     replayed.assert_outcomes(passed=2)
     assert attempts == []
+
+
+def _without_mcp(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in sys.modules if n == "mcp" or n.startswith("mcp.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)
+
+
+def test_a_replay_does_not_need_the_mcp_package_a_recording_says_how_to_install_it(
+    project: ConnicProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _docs_agent(project)
+    project.suite("helper", '''
+        tests:
+          - name: searches
+            payload: hi
+            expected_result: output == "done"
+    ''')
+    project.cassette("helper", "searches", [{
+        "turns": [{"tool_calls": [{"name": "search_docs", "arguments": {"query": "q"}}]}, {"content": "done"}],
+        "calls": [MCP_TOOLS, {"kind": "mcp", "name": "docs/search_docs", "result": {"content": "found it"}}],
+    }])
+    _without_mcp(monkeypatch)
+
+    project.run().assert_outcomes(passed=1)
+    with FakeProvider(["unused"]) as fp:
+        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
+        result = project.run("--connic-record-mode", "all")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([("*agents/helper.yaml:*: mcp_servers 'docs' of agent 'helper': the mcp package is not "
+                                 "installed*pip install pytest-connic[[]mcp[]]*")])

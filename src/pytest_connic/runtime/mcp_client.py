@@ -135,10 +135,10 @@ async def list_tools(url: str, headers: dict[str, str], timeout_s: float | None 
         for _ in range(1000):  # a server that pages forever
             if cursor is None:
                 page = await session.list_tools()
-            elif hasattr(types, "PaginatedRequestParams"):
+            elif "params" in inspect.signature(session.list_tools).parameters:  # recent releases
                 page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
             else:
-                page = await session.list_tools(cursor=cursor)
+                page = await session.list_tools(cursor=cursor)  # 1.x up to the params form
             data = _dump(page)
             for tool in data.get("tools") or []:
                 tools.append({"name": tool.get("name", ""), "description": tool.get("description") or "",
