@@ -52,7 +52,7 @@ def resolved(inv: InvocationState, connection: McpConnection, label: str) -> tup
     none reaches a cassette, a report or a message."""
     url = resolve_env(connection.url, label, "url")
     headers = {k: resolve_env(v, label, f"header '{k}'") for k, v in connection.headers.items()}
-    inv.services.masker.add(headers.values())
+    inv.services.masker.add([*headers.values(), *(os.environ.get(m.group(1), "") for m in ENV.finditer(connection.url))])
     return url, headers
 
 
