@@ -178,7 +178,6 @@ def test_a_missing_context_key_in_a_header_fails_the_run(project: ConnicProject)
 def test_an_optional_server_that_is_down_goes_into_mcp_errors_recorded_and_replayed(
     project: ConnicProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _docs_agent(project, optional=True)
     project.agent("helper", mcp_servers=[{"name": "docs", "url": nowhere(), "optional": True}],
                   system_prompt="errors: {mcp_errors}")
     project.suite("helper", '''
