@@ -149,8 +149,10 @@ def test_a_discoverable_server_is_reached_through_search_tools_only(
 
     with FakeProvider(script) as fp:
         monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        recorded = project.run("--connic-record-mode", "once", "--connic-mcp-url", f"docs={docs_server.url}")
+        project.pytester.makeini(f"[pytest]\nconnic_mcp_urls =\n    docs={docs_server.url}\n")  # the ini form
+        recorded = project.run("--connic-record-mode", "once")
     recorded.assert_outcomes(passed=1)
+    assert [name for name, _ in docs_server.calls] == ["get_page"]
     offered = sorted(t["function"]["name"] for t in fp.requests[0].body["tools"])
     assert offered == ["search_tools", "use_tool"]  # not the server's tools themselves
     docs_server.stop()
