@@ -19,6 +19,8 @@ from helpers.chromium import find_chromium
 from helpers.project import CALC_TOOLS, ConnicProject
 
 pytest_plugins = ["pytester"]
+#: whole Connic projects copied from Connic's examples, run by the tests that copy them (not suites of ours)
+collect_ignore_glob = ["corpus/projects/*"]
 
 importlib.import_module("pytest_connic.project.sdk")  # first: the quiet import of the Connic SDK
 for _module in pkgutil.walk_packages(pytest_connic.__path__, "pytest_connic."):

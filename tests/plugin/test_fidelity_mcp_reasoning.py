@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from helpers.fake_provider import unused_port
 from helpers.project import ConnicProject
 
 #: a model that reports what it was asked with, and the run context the prompt shows
@@ -20,7 +21,8 @@ def pytest_connic_make_model(config, agent, model, case, run_index):
     return answer
 '''
 
-SERVER = {"name": "docs", "url": "https://mcp.example.com/mcp"}
+#: a server where nothing listens (issue 17 connects servers for real: tests/plugin/test_mcp.py)
+SERVER = {"name": "docs", "url": f"http://127.0.0.1:{unused_port()}/mcp"}
 
 
 def _mcp_project(project: ConnicProject, server: dict[str, object]) -> None:
@@ -37,12 +39,12 @@ def _mcp_project(project: ConnicProject, server: dict[str, object]) -> None:
 def test_a_required_mcp_server_fails_the_case_naming_the_server(project: ConnicProject) -> None:
     _mcp_project(project, SERVER)
 
-    result = project.run()
+    result = project.run("--connic-record-mode", "once")
 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        ("*agents/helper.yaml: mcp_servers 'docs' of agent 'helper': MCP servers are not supported locally yet "
-        "(issue: MCP support); the agent's tools from 'docs' would be missing*")])
+        ("*agents/helper.yaml:*: mcp_servers 'docs' of agent 'helper' could not be reached: listing the tools at "
+         "http://127.0.0.1:*/mcp failed*a required server fails the run*")])
 
 
 def test_an_optional_mcp_server_is_skipped_into_mcp_errors_with_one_warning(project: ConnicProject) -> None:
@@ -52,15 +54,15 @@ def test_an_optional_mcp_server_is_skipped_into_mcp_errors_with_one_warning(proj
           - name: answers
             payload: hi
             runs: 2
-            expected_result: '"docs" in output.prompt and "not supported locally" in output.prompt'
+            expected_result: '"docs" in output.prompt and "failed" in output.prompt'
     ''')
 
-    result = project.run("-W", "always")
+    result = project.run("-W", "always", "--connic-record-mode", "once")
 
     result.assert_outcomes(passed=1)
     text = result.stdout.str()
-    assert text.count("optional mcp_servers 'docs' of agent 'helper' is skipped") == 1
-    assert "agents/helper.yaml" in text and "the runs go on without its tools" in text
+    assert text.count("mcp_servers 'docs' of agent 'helper' (optional) could not be reached") == 1
+    assert "agents/helper.yaml" in text and "the run goes on without its tools" in text
 
 
 def test_an_mcp_server_whose_condition_is_false_is_never_connected(project: ConnicProject) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import tempfile
 import threading
 import types
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +69,8 @@ class RuntimeOptions:
     worker_memory_mb: int | None = None
     #: Connic's hosted services locally: the guardrail judge model, unjudged checks
     hosted: HostedSettings = field(default_factory=HostedSettings)
+    #: ``--connic-mcp-url NAME=URL``: MCP servers pointed at another URL (runtime/mcp.py)
+    mcp_urls: Mapping[str, str] = field(default_factory=dict)
 
 
 class CaseDefinitionError(ConnicError):
@@ -168,6 +170,7 @@ class ProjectRuntime:
         env = options.env or "default"
         self.services = RuntimeServices(project, data_dir=Path(self._data_dir.name) / env, masker=masker, host=host)
         self.services.hosted = options.hosted
+        self.services.mcp_urls = dict(options.mcp_urls)
         placeholders.rebind_modules(project.modules())
         self.executor = ReusingDaemonExecutor()
         self.pool: WorkerPool | None = None

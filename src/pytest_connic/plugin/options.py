@@ -51,6 +51,8 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="NAME=PATH"),
     Setting("api_url", "where requests of api:NAME tools go instead of the spec's server (repeatable)",
             kind="list", default=(), ini_name="connic_api_urls", metavar="NAME=URL"),
+    Setting("mcp_url", "point an agent's MCP server at another URL: NAME=URL (repeatable; NAME is the "
+            "server's name in mcp_servers)", kind="list", default=(), ini_name="connic_mcp_urls", metavar="NAME=URL"),
     Setting("concurrency", "runs of one case executing at once (1 = sequential)", kind="int", default=8,
             metavar="N"),
     Setting("early_stop", "stop starting runs of a case once its verdict is decided", kind="bool",
@@ -186,6 +188,7 @@ class Settings:
     model_alias: tuple[str, ...]
     api_spec: tuple[str, ...]
     api_url: tuple[str, ...]
+    mcp_url: tuple[str, ...]
     concurrency: int
     early_stop: bool
     isolation: str
@@ -224,7 +227,8 @@ class Settings:
         for s in SETTINGS:
             values[s.name], sources[s.name] = _resolve(config, s)
         settings = cls(**values, sources=sources)
-        settings.api_specs(), settings.api_urls()  # NAME=VALUE pairs: refused at start, naming their source
+        # NAME=VALUE pairs: refused at start (a usage error), naming their source
+        settings.api_specs(), settings.api_urls(), settings.mcp_urls()
         return settings
 
     def source(self, name: str) -> str:
@@ -249,6 +253,20 @@ class Settings:
                 )
             aliases[left.strip()] = right.strip()
         return aliases
+
+    def mcp_urls(self) -> dict[str, str]:
+        """``--connic-mcp-url`` entries as a mapping (server name to URL), validated."""
+        urls = {}
+        for entry in self.mcp_url or ():
+            left, sep, right = entry.partition("=")
+            name, url = left.strip(), right.strip()
+            if not sep or not name or not url.lower().startswith(("http://", "https://")):
+                raise pytest.UsageError(
+                    f"invalid value {entry!r} from {self.source('mcp_url')}: expected NAME=URL with an http(s) "
+                    "URL, for example docs=http://127.0.0.1:8000/mcp"
+                )
+            urls[name] = url
+        return urls
 
 
     def api_specs(self) -> dict[str, str]:

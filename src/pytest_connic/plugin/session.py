@@ -135,7 +135,8 @@ class ConnicSession:
                                         aliases=settings.model_aliases)
                 options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
                                          env=settings.env, models=models, isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb,
-                                         hosted=hosted)
+                                         hosted=hosted,
+                                         mcp_urls=settings.mcp_urls())
                 self._runtimes[root] = ProjectRuntime(
                     LoadedProject(root, self.interrupts.real, self.api_registry(root)), options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,

@@ -103,7 +103,7 @@ async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
     if inv.config.voice_config is not None:
         raise RunAborted(f"{inv.config.source_path}: agent '{inv.config.name}' is a voice agent (voice_config): "
                          "voice calls cannot be tested offline; pytest-connic runs text agents only")
-    connect_servers(inv)  # mcp_servers (runtime/mcp.py): a required server fails the case
+    await connect_servers(inv)  # mcp_servers (runtime/mcp.py): their tools join the catalogue
     # a triggered child took its model when it was triggered (runtime/children.py)
     model = inv.reserved_model or inv.scope.models.model_for(inv.config.name, root=inv.root)
     # a session's earlier conversation comes first (``session.history``, runtime/sessions.py)

@@ -21,6 +21,7 @@ from pytest_connic.project.sdk import AbortTool, StopProcessing, Tool, ToolFile,
 from pytest_connic.records.run import ToolCallRecord
 from pytest_connic.runtime.api_tools import ApiArgumentError, call_api
 from pytest_connic.runtime.approvals import ApprovalInputError, gate
+from pytest_connic.runtime.mcp_calls import call_mcp_tool, model_view
 from pytest_connic.runtime.mocks import signature_errors, tool_ladder
 from pytest_connic.runtime.predefined_dispatch import run_predefined
 from pytest_connic.runtime.services import predefined_description, predefined_schema
@@ -297,7 +298,7 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
         record.duration_ms = (time.perf_counter() - started) * 1000
     if body:
         return result
-    return to_model_content(result)
+    return to_model_content(model_view(result) if entry is not None and entry.kind == "mcp" else result)
 
 
 class _ToolError(ConnicError):
@@ -325,7 +326,9 @@ async def _pipeline(inv: InvocationState, entry: CatalogEntry, record: ToolCallR
         if kind in ("result", "sensitive"):  # a short sensitive input response: masked in the record
             record.has_result, record.result = True, MASK if kind == "sensitive" else trace_data(value)
         return value
-    hooks = inv.services.project.hooks(inv.config.name) if entry.kind != "input" else None
+    # no agent hooks for approval inputs, nor for MCP tools (Connic: hooks "do not fire for tools
+    # served by external MCP servers" [guardrails-schemas-mcp])
+    hooks = inv.services.project.hooks(inv.config.name) if entry.kind not in ("input", "mcp") else None
     try:
         params = await _before_hook(inv, entry, hooks, params)
         record.params = params
@@ -424,6 +427,11 @@ async def _execute(inv: InvocationState, entry: CatalogEntry, record: ToolCallRe
             return _search_tools(inv, params)
         if entry.kind == "api":
             return await _api(inv, entry, params)
+        if entry.kind == "mcp":
+            try:
+                return await call_mcp_tool(inv, entry, params)
+            except CallFailed as exc:  # the server refused or could not be reached: the model reads it
+                raise _ToolError(f"{entry.ref} (MCP server '{entry.server}'): {exc}") from None
         # the local implementations refuse bad arguments by raising, as Connic's tools do
         return await user_code(run_predefined(inv, entry.name, params))
     except AbortTool as abort:

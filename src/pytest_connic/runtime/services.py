@@ -57,6 +57,8 @@ class RuntimeServices:
         self.hosted = HostedSettings()
         #: warnings located at the case that caused them, once per key
         self.located_warnings = LocatedWarnings()
+        #: ``--connic-mcp-url NAME=URL``: MCP servers pointed at another URL (runtime/mcp.py)
+        self.mcp_urls: dict[str, str] = {}
 
     def agent(self, name: str) -> Agent:
         return self.project.agent(name)

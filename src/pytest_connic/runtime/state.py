@@ -171,10 +171,12 @@ class CatalogEntry:
     ref: str
     description: str
     parameters: dict[str, Any]
-    kind: str  #: custom | predefined | api | input | discovery
+    kind: str  #: custom | predefined | api | input | discovery | mcp
     tool: Tool | None = None
     condition: str | None = None
     discoverable: bool = False
+    #: the MCP server of an ``mcp`` tool (runtime/mcp.py)
+    server: str | None = None
 
 
 @dataclass
@@ -214,6 +216,8 @@ class InvocationState:
     reflection: ReflectionBudget = field(default_factory=ReflectionBudget)
     #: the agent's session this run is part of (``session:``; entered after ``before`` middleware)
     session: Session | None = None
+    #: the MCP servers connected for this run, by name (``runtime/mcp.py``: ``McpConnection``)
+    mcp: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def create(
