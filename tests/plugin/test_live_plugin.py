@@ -142,7 +142,7 @@ def test_a_provider_that_is_down_is_an_error_and_exit_code_2(
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         [
-            "*ERROR at setup of calc::adds*",
+            "*ERROR at call of calc::adds*",
             f"tests/calc.yaml:2: case 'adds' (calc) hit an infrastructure error: openai/gpt-4o-mini: {message}"
             + "(after 2 attempt(s))",
         ]
@@ -194,7 +194,7 @@ def test_an_infrastructure_error_is_an_error_with_or_without_xdist(calc: ConnicP
     else:
         result.stdout.fnmatch_lines(["tests/calc.yaml::down ", *runs, "ERROR *"])
     result.stdout.fnmatch_lines([
-        "*ERROR at setup of calc::down*",
+        "*ERROR at call of calc::down*",
         "tests/calc.yaml:5: case 'down' (calc) hit an infrastructure error: the gateway said 503 Service Unavailable",
     ])
 
