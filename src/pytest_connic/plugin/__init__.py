@@ -39,6 +39,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ConnicXdist(config, _activate), "connic-xdist")
     if settings.needed_at_start():
         _activate(config)
+    if settings.merge:
+        from pytest_connic.plugin.merge import ConnicMerge
+
+        config.pluginmanager.register(ConnicMerge(config), "connic-merge")
 
 
 def _activate(config: pytest.Config) -> ConnicSession:

@@ -70,6 +70,9 @@ SETTINGS: tuple[Setting, ...] = (
             default=65536, metavar="N"),
     Setting("cassette_size_limit", "largest cassette file read, in bytes (default 10485760, 10 MiB)", kind="int",
             default=10 * 1024 * 1024, metavar="BYTES"),
+    Setting("merge", "merge the --connic-json reports of shards (a path or glob, repeatable) into this "
+            "session's reports instead of running cases (docs/ci.md)", kind="list", default=(), ini=False,
+            metavar="PATH"),
     Setting("junit_properties", "add per-case properties to JUnit XML", kind="bool", default=True, cli=False),
     Setting("ab", "compare the base agent with a variant ({base}-test-{name}), or 'all'", ini=False,
             metavar="VARIANT"),
@@ -187,6 +190,7 @@ class Settings:
     env: str | None
     report_value_limit: int
     cassette_size_limit: int
+    merge: tuple[str, ...]
     junit_properties: bool
     ab: str | None
     ab_mode: str
@@ -219,7 +223,7 @@ class Settings:
         """Whether these settings ask for Connic's session plugins whatever is collected: report
         files (written with no case too), coverage, A/B (whose options are checked at once)."""
         return bool(self.json or self.html or self.traces or self.coverage or self.coverage_json or self.ab
-                    or self.coverage_fail_under is not None)
+                    or self.coverage_fail_under is not None or self.merge)
 
     def model_aliases(self) -> dict[str, str]:
         """``--connic-model-alias`` entries as a mapping, validated."""
