@@ -40,3 +40,20 @@ def test_picked_is_said_at_the_start(calc: ConnicProject) -> None:
     result.stdout.fnmatch_lines([("connic: pytest-picked (--picked=first) picks changed Python test files only:"
                                  " changed Connic suites (tests/*.yaml) are not picked; name them on the"
                                  " command line"), "collected 1 item"], consecutive=True)
+
+
+def test_github_actions_annotates_a_failing_case_at_its_yaml_line(calc: ConnicProject,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pytest_github_actions_annotate_failures")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    monkeypatch.delenv("PYTEST_RUN_PATH", raising=False)
+    calc.suite("echo", SUITE + "  - name: 'wrong :: [x]'\n    payload: '{\"x\": 1}'\n"
+               "    expected_result: output.got.x == 2\n")
+    result = calc.run("-q")
+    result.assert_outcomes(passed=1, failed=1)
+    annotations = [line for line in result.stderr.lines if line.startswith("::error ")]
+    assert len(annotations) == 1, result.stderr.str()
+    # at the case's `- name:` line, titled with the case's own name
+    assert annotations[0].startswith("::error file=tests/echo.yaml,line=5::echo::wrong :: [x]%0A%0A"
+                                     "tests/echo.yaml:5: case 'wrong :: [x]' (echo) failed")
