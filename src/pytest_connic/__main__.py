@@ -9,6 +9,7 @@ pytest options go after ``--``. The exit code is that session's: the one a singl
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -43,6 +44,8 @@ def pytest_command(argv: Sequence[str]) -> list[str]:
         argv, extra = argv[:at], argv[at + 1:]
     args = _parser().parse_args(argv)
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    if importlib.util.find_spec("xdist") is not None:
+        command += ["-n", "0"]  # a merge runs no case: no workers, whatever the project's addopts say
     for shard in args.shards:
         command += ["--connic-merge", shard]
     for name, option in _OUTPUTS:

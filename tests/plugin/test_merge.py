@@ -128,6 +128,8 @@ def test_merge_says_what_it_cannot_merge(calc: ConnicProject) -> None:
     twice = calc.run("--connic-merge", "one.json", "--connic-merge", "two.json")
     twice.stderr.fnmatch_lines([("ERROR: *two.json: case tests/echo_0.yaml::case 0 %3A%3A %5B0%5D is also in"
                                 " *one.json: shards must not overlap*")])
+    workers = calc.run("--connic-merge", "one.json", "-n", "2")
+    workers.stderr.fnmatch_lines(["ERROR: --connic-merge runs no case, so it takes no workers: run it with -n 0"])
     calc.write("bad.json", "[1, 2]")
     bad = calc.run("--connic-merge", "bad.json")
     bad.stderr.fnmatch_lines(['ERROR: *bad.json: not a --connic-json report (no "cases" list)'])

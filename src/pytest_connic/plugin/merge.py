@@ -41,6 +41,8 @@ class ConnicMerge:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        if getattr(config.option, "numprocesses", None):
+            raise pytest.UsageError("--connic-merge runs no case, so it takes no workers: run it with -n 0")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> bool:
