@@ -39,6 +39,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ConnicXdist(config, _activate), "connic-xdist")
     if settings.needed_at_start():
         _activate(config)
+    if config.pluginmanager.hasplugin("repeat") or config.pluginmanager.hasplugin("picked"):
+        from pytest_connic.plugin.ecosystem import ConnicEcosystem
+
+        config.pluginmanager.register(ConnicEcosystem(config), "connic-ecosystem")
+    if settings.merge:
+        from pytest_connic.plugin.merge import ConnicMerge
+
+        config.pluginmanager.register(ConnicMerge(config), "connic-merge")
 
 
 def _activate(config: pytest.Config) -> ConnicSession:

@@ -25,6 +25,9 @@ def activate(config: pytest.Config) -> ConnicSession:
     manager = config.pluginmanager
     manager.register(ConnicReporting(config), "connic-reporting")
     manager.register(ConnicMasking(config), "connic-masking")
+    from pytest_connic.plugin.progress import register as register_progress
+
+    register_progress(config, state.settings.progress_interval)
     from pytest_connic.plugin.interrupts import ConnicInterrupts
     from pytest_connic.plugin.items import CaseItem
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,12 +115,33 @@ class SuiteFile(pytest.File):
         suffix = f"@{group}" if group is not None and _loadgroup_suffix_needed(self.config) else ""
         items: list[pytest.Item] = []
         for case in suite.cases:
-            named: dict[str, Any] = {"nodeid": f"{self.nodeid}::{case.name}{suffix}"} if suffix else {}
-            item = CaseItem.from_parent(self, name=case.name, suite=suite, spec=case, **named)
+            name = item_name(case.name)
+            named: dict[str, Any] = {"nodeid": f"{self.nodeid}::{name}{suffix}"} if suffix else {}
+            item = CaseItem.from_parent(self, name=name, suite=suite, spec=case, **named)
             if group is not None:
                 item.add_marker(pytest.mark.xdist_group(group))
             items.append(item)
         return items
+
+
+#: what a case name cannot hold as it is in a pytest node id: ``::`` (pytest splits command-line
+#: ids there), ``[`` and ``]`` (a parametrization: pytest matches ``name`` against ``name[...]``, and
+#: pytest 9.2 parses ``--lf``/``--nf`` ids at the first ``[``), control characters (an id is one
+#: line of ``--co -q``), and ``%`` before two hex digits (so the escaping is reversible)
+_ESCAPED = re.compile(r"::+|[\[\]\x00-\x1f\x7f-\x9f]|%(?=[0-9A-Fa-f]{2})")
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def item_name(case_name: str) -> str:
+    """The name of a case's pytest item (the last part of its node id): the case name, with each
+    character pytest's node ids give a meaning to percent-encoded (``a [b] :: c`` ->
+    ``a %5Bb%5D %3A%3A c``, docs/ci.md "Node ids"); every other name is unchanged."""
+    return _ESCAPED.sub(lambda m: "".join(f"%{ord(c):02X}" for c in m.group()), case_name)
+
+
+def case_name(name: str) -> str:
+    """The case name behind an item name (the inverse of ``item_name``)."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), name)
 
 
 def _session_group(config: pytest.Config, agents: Any, agent_name: str) -> str | None:
@@ -276,7 +298,9 @@ class CaseItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, self.spec.line - 1, f"{self.suite.agent_name}::{self.spec.name}"
+        from pytest_connic.reports.terminal import escape_text
+
+        return self.path, self.spec.line - 1, f"{self.suite.agent_name}::{escape_text(self.spec.name)}"
 
 
 def _shows_collection_warnings(config: pytest.Config) -> bool:

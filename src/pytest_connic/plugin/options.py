@@ -20,7 +20,7 @@ class Setting:
 
     name: str  #: attribute name, ``--connic-<name>`` and ini ``connic_<name>``
     help: str
-    kind: str = "str"  #: str | int | float | bool | list | choice | path
+    kind: str = "str"  #: str | int | float | seconds | bool | list | choice | path
     default: Any = None
     choices: tuple[str, ...] = ()
     cli: bool = True
@@ -82,6 +82,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("unjudged_guardrails", "a model-based guardrail check with no judgement (hook, cassette, judge "
             "model): error (the case fails, default) or pass (counted as passed, shown as not evaluated)",
             kind="choice", default="error", choices=("error", "pass")),
+    Setting("merge", "merge the --connic-json reports of shards (a path or glob, repeatable) into this "
+            "session's reports instead of running cases (docs/ci.md)", kind="list", default=(), ini=False,
+            metavar="PATH"),
+    Setting("progress_interval", "seconds between progress lines of a long run (cases, runs, tokens, cost "
+            "so far; default 30, 0: after every case, off: never; never with -q)", kind="seconds", default=30.0,
+            cli=False,
+            metavar="SECONDS"),
     Setting("junit_properties", "add per-case properties to JUnit XML", kind="bool", default=True, cli=False),
     Setting("ab", "compare the base agent with a variant ({base}-test-{name}), or 'all'", ini=False,
             metavar="VARIANT"),
@@ -136,7 +143,7 @@ def _ini_type(kind: str) -> Any:
     ``connic_early_stop = true`` as well as their quoted forms."""
     if kind == "list":
         return "linelist"
-    scalar = {"int": int, "float": float, "bool": bool}.get(kind)
+    scalar = {"int": int, "float": float, "seconds": float, "bool": bool}.get(kind)
     return scalar | str if scalar is not None and _TYPE_EXPRESSIONS else "string"
 
 
@@ -149,6 +156,13 @@ def _convert(s: Setting, value: Any, source: str) -> Any:
             if result < 1:
                 raise ValueError("must be at least 1")
             return result
+        if s.kind == "seconds":  # 0 or more, or off (None)
+            if str(value).strip().lower() == "off":
+                return None
+            seconds = float(value)
+            if not seconds >= 0:  # also NaN
+                raise ValueError("expected seconds (0 or more) or off")
+            return seconds
         if s.kind == "float":
             fvalue = float(value)
             if not 0 <= fvalue <= 100:
@@ -204,6 +218,8 @@ class Settings:
     cassette_size_limit: int
     guardrail_model: str | None
     unjudged_guardrails: str
+    merge: tuple[str, ...]
+    progress_interval: float | None
     junit_properties: bool
     ab: str | None
     ab_mode: str
@@ -239,7 +255,7 @@ class Settings:
         """Whether these settings ask for Connic's session plugins whatever is collected: report
         files (written with no case too), coverage, A/B (whose options are checked at once)."""
         return bool(self.json or self.html or self.traces or self.coverage or self.coverage_json or self.ab
-                    or self.coverage_fail_under is not None)
+                    or self.coverage_fail_under is not None or self.merge)
 
     def model_aliases(self) -> dict[str, str]:
         """``--connic-model-alias`` entries as a mapping, validated."""

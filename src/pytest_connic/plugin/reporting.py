@@ -226,7 +226,7 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession, items: list[tup
     skipped report (so it is in the terminal, JUnit, JSON, HTML and traces). ``items``:
     ``(nodeid, location, item or None)``; only Connic cases (``tests/*.yaml::name``) count."""
     from pytest_connic.execution.outcomes import new_outcome, suite_outcome
-    from pytest_connic.plugin.items import CaseItem
+    from pytest_connic.plugin.items import CaseItem, case_name
 
     reason = state.interrupts.reason
     known = {o.nodeid for o in state.outcomes}
@@ -240,7 +240,7 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession, items: list[tup
             else:  # the xdist controller knows only the node id
                 agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
                              Path(suite).stem)
-                outcome = new_outcome(nodeid, suite, 0, agent, name, runs=0, success_threshold=100)
+                outcome = new_outcome(nodeid, suite, 0, agent, case_name(name), runs=0, success_threshold=100)
             outcome.interrupted = reason
             state.add_outcome(outcome)
             known.add(nodeid)

@@ -1,0 +1,48 @@
+"""Plugins of the pytest ecosystem that cannot act on Connic cases say so at the start of the
+session, under pytest's header, also with ``-q`` (docs/ci.md "Other pytest plugins")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def _in_connic_project(config: pytest.Config) -> bool:
+    """Whether the session's root, its invocation directory or one of their parents is a Connic
+    project (``agents/`` beside ``tests/``)."""
+    for start in (Path(config.rootpath), Path(config.invocation_params.dir)):
+        for folder in (start, *start.parents):
+            if (folder / "agents").is_dir() and (folder / "tests").is_dir():
+                return True
+    return False
+
+
+def unsupported_lines(config: pytest.Config) -> list[str]:
+    """One line per loaded plugin option that leaves Connic cases alone."""
+    lines = []
+    count = getattr(config.option, "count", None)
+    if config.pluginmanager.hasplugin("repeat") and isinstance(count, int) and count > 1:
+        lines.append(f"connic: pytest-repeat's --count {count} repeats Python tests only: each Connic case "
+                     "runs once (its `runs:` sets how many times the agent runs)")
+    picked = getattr(config.option, "picked", None)
+    if config.pluginmanager.hasplugin("picked") and picked:
+        lines.append(f"connic: pytest-picked (--picked={picked}) picks changed Python test files only: "
+                     "changed Connic suites (tests/*.yaml) are not picked; name them on the command line")
+    return lines
+
+
+class ConnicEcosystem:
+    """The session's first lines about other plugins."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)  # after the terminal reporter's header, before "collecting ..."
+    def pytest_collection(self) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        lines = unsupported_lines(self.config)
+        if reporter is None or not lines or not _in_connic_project(self.config):
+            return
+        for line in lines:
+            reporter.write_line(line, yellow=True)

@@ -1,0 +1,59 @@
+"""pytest-repeat and pytest-picked cannot act on Connic cases: the session says so at its start
+(docs/ci.md "Other pytest plugins"), against the real plugins."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from helpers.project import ConnicProject
+
+SUITE = "agent: echo\ntests:\n  - name: one\n    payload: '{\"x\": 1}'\n"
+REPEAT = ("connic: pytest-repeat's --count 3 repeats Python tests only: each Connic case runs once"
+          " (its `runs:` sets how many times the agent runs)")
+
+
+def test_repeat_count_is_said_at_the_start(calc: ConnicProject) -> None:
+    pytest.importorskip("pytest_repeat")
+    calc.suite("echo", SUITE)
+    calc.write("test_plain.py", "def test_plain():\n    pass\n")
+    result = calc.run("-q", "--count", "3")
+    assert result.stdout.lines[0] == REPEAT
+    result.assert_outcomes(passed=4)  # the Python test three times, the case once
+    assert REPEAT not in calc.run("-q", "--count", "1").stdout.str()
+
+
+def test_repeat_line_only_in_a_connic_project(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_repeat")
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-q", "--count", "2")
+    result.stdout.no_fnmatch_line("connic:*")
+    result.assert_outcomes(passed=2)
+
+
+def test_picked_is_said_at_the_start(calc: ConnicProject) -> None:
+    pytest.importorskip("pytest_picked")
+    calc.suite("echo", SUITE)
+    subprocess.run(["git", "init", "-q", str(calc.root)], check=True)
+    result = calc.run("--picked=first")
+    result.stdout.fnmatch_lines([("connic: pytest-picked (--picked=first) picks changed Python test files only:"
+                                 " changed Connic suites (tests/*.yaml) are not picked; name them on the"
+                                 " command line"), "collected 1 item"], consecutive=True)
+
+
+def test_github_actions_annotates_a_failing_case_at_its_yaml_line(calc: ConnicProject,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pytest_github_actions_annotate_failures")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    monkeypatch.delenv("PYTEST_RUN_PATH", raising=False)
+    calc.suite("echo", SUITE + "  - name: 'wrong :: [x]'\n    payload: '{\"x\": 1}'\n"
+               "    expected_result: output.got.x == 2\n")
+    result = calc.run("-q")
+    result.assert_outcomes(passed=1, failed=1)
+    annotations = [line for line in result.stderr.lines if line.startswith("::error ")]
+    assert len(annotations) == 1, result.stderr.str()
+    # at the case's `- name:` line, titled with the case's own name
+    assert annotations[0].startswith("::error file=tests/echo.yaml,line=5::echo::wrong :: [x]%0A%0A"
+                                     "tests/echo.yaml:5: case 'wrong :: [x]' (echo) failed")

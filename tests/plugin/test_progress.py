@@ -1,0 +1,63 @@
+"""The progress line of long runs (docs/ci.md "Progress"): cases, runs, tokens and cost so far,
+between pytest's result lines, not with -q. ``connic_progress_interval = 0`` writes it after
+every case but the last, so no test depends on the clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.project import ConnicProject, esc
+from pytest_connic.plugin.progress import progress_line
+
+SUITE = """
+agent: echo
+tests:
+  - name: one
+    payload: '{"x": 1}'
+    runs: 2
+  - name: two
+    payload: '{"x": 1}'
+    runs: 3
+    expected_result: output.got.x == 2
+  - name: three
+    payload: '{"x": 1}'
+"""
+
+
+def test_progress_line_text() -> None:
+    assert progress_line(3, 12, 7, 30, 1000, 234, 0.00123) == (
+        "connic: 3/12 cases, 7/30 runs, 1,234 tokens (1,000 in / 234 out), $0.0012 so far")
+    assert progress_line(3, None, 7, None, 0, 0, 0.0) == "connic: 3 cases, 7 runs, 0 tokens (0 in / 0 out), $0.0000 so far"
+
+
+@pytest.fixture
+def suite(calc: ConnicProject) -> ConnicProject:
+    calc.suite("echo", SUITE)
+    return calc
+
+
+@pytest.mark.parametrize("verbosity", ["", "-v"])
+def test_a_line_after_each_case_with_interval_zero(suite: ConnicProject, verbosity: str) -> None:
+    result = suite.run(*[a for a in (verbosity,) if a], "-o", "connic_progress_interval=0")
+    lines = [line for line in result.stdout.lines if line.startswith("connic: ")]
+    assert lines == ["connic: 1/3 cases, 2/6 runs, 0 tokens (0 in / 0 out), $0.0000 so far",
+                     "connic: 2/3 cases, 5/6 runs, 0 tokens (0 in / 0 out), $0.0000 so far"]
+    if verbosity:  # each on its own line between pytest's result lines
+        result.stdout.fnmatch_lines(["PASSED*", lines[0], "tests/echo.yaml::two *"], consecutive=True)
+        result.stdout.fnmatch_lines(["FAILED*", lines[1], "tests/echo.yaml::three PASSED*"], consecutive=True)
+    else:  # pytest's dots go on on the next line, as after a live log line
+        result.stdout.fnmatch_lines(["tests/echo.yaml .", lines[0], "F", lines[1], esc(".*[100%]")], consecutive=True)
+
+
+@pytest.mark.parametrize("args", [("-q", "-o", "connic_progress_interval=0"), ("-o", "connic_progress_interval=off")])
+def test_no_line_with_q_or_a_negative_interval(suite: ConnicProject, args: tuple[str, ...]) -> None:
+    result = suite.run(*args)
+    result.stdout.no_fnmatch_line("connic: *so far")
+    result.assert_outcomes(passed=2, failed=1)
+
+
+def test_a_bad_interval_names_its_key(suite: ConnicProject) -> None:
+    result = suite.run("-o", "connic_progress_interval=-1")
+    result.stderr.fnmatch_lines([("ERROR: invalid value '-1*' from ini connic_progress_interval: expected seconds"
+                                 " (0 or more) or off")])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
