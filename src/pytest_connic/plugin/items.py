@@ -189,6 +189,8 @@ class CaseItem(pytest.Item):
             text = self._escaped(state, exc)
         else:
             self._after_stop(state)
+            if self.outcome is not None and self.outcome.left_out is not None:
+                pytest.skip(self.outcome.left_out)  # the budget was spent: skipped, never failed
             return
         pytest.fail(text, pytrace=False)  # outside the except block: no chained traceback
 
@@ -336,7 +338,7 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     if outcome.infrastructure_error:
         state.infrastructure_errors += 1
         raise CaseInfrastructureError(failure_text(outcome, state.masker), outcome)
-    if not outcome.passed:
+    if not outcome.passed and outcome.left_out is None:
         raise CaseFailed(failure_text(outcome, state.masker), outcome)
 
 

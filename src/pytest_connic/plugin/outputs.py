@@ -28,6 +28,10 @@ def write_outputs(state: ConnicSession) -> None:
     status = "error" if state.infrastructure_errors else session_status(state.outcomes)
     report = build_json_report(state.outcomes, masker=state.masker, session_status=status,
                                environment_id=settings.env)
+    if state.history is not None:
+        report["history"] = state.history.section()
+    if state.budget_section is not None:
+        report["budget"] = state.budget_section
     if settings.ab:
         from pytest_connic.plugin.ab import add_section
 
@@ -55,7 +59,8 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
     from pytest_connic.reports.terminal import failure_lines, results_table, summary_line
 
     reporter.write_sep("=", "connic results")
-    for line in results_table(state.outcomes):
+    marks = state.history.marks() if state.history is not None else None
+    for line in results_table(state.outcomes, marks=marks):
         reporter.write_line(line)
     early = [o for o in state.outcomes if o.skipped_runs]
     for outcome in early:

@@ -216,6 +216,8 @@ class CaseOutcome:
     early_stop_reason: str | None = None
     #: why the case did not finish (``interrupted by SIGINT``): the session was stopped
     interrupted: str | None = None
+    #: why the case could not finish and is skipped (``budget spent``): it has no verdict
+    left_out: str | None = None
 
     @property
     def successes(self) -> int:
@@ -224,6 +226,8 @@ class CaseOutcome:
     @property
     def passed(self) -> bool:
         if self.setup_error is not None or self.infrastructure_error is not None or self.interrupted:
+            return False
+        if self.left_out is not None:
             return False
         return self.successes * 100 >= self.success_threshold * self.runs
 
@@ -242,6 +246,8 @@ class CaseOutcome:
             return self.setup_error
         if self.interrupted is not None:
             return self.interrupted
+        if self.left_out is not None:
+            return self.left_out
         for record in self.records:
             if record.infrastructure_error:
                 return record.infrastructure_error
@@ -286,6 +292,7 @@ class CaseOutcome:
             "skipped_runs": self.skipped_runs,
             "early_stop_reason": self.early_stop_reason,
             "interrupted": self.interrupted,
+            "left_out": self.left_out,
             "agent_run_ids": [r.run_id for r in self.executed],
             "agent_run_passed": [r.passed for r in self.executed],
             "median_latency_ms": self.median_latency_ms,

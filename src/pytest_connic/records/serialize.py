@@ -52,5 +52,5 @@ def outcome_from_dict(data: dict[str, Any]) -> CaseOutcome:
         case_name=data["test_name"], runs=data["runs"], success_threshold=data["success_threshold"],
         records=[run_from_dict(r) for r in data.get("records") or []], setup_error=data.get("setup_error"),
         skipped_runs=data.get("skipped_runs", 0), early_stop_reason=data.get("early_stop_reason"),
-        interrupted=data.get("interrupted"),
+        interrupted=data.get("interrupted"), left_out=data.get("left_out"),
     )

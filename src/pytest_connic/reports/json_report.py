@@ -67,6 +67,8 @@ def summary_counts(outcomes: Iterable[CaseOutcome]) -> dict[str, int]:
     }
     if "interrupted" in statuses:
         counts["interrupted"] = statuses.count("interrupted")
+    if "skipped" in statuses:  # left out by the budget
+        counts["skipped"] = statuses.count("skipped")
     return counts
 
 
@@ -108,6 +110,7 @@ def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
         "skipped_runs": outcome.skipped_runs,
         "early_stop_reason": outcome.early_stop_reason,
         "interrupted": outcome.interrupted,
+        "left_out": outcome.left_out,
         "setup_error": masked(outcome.setup_error, masker),
         "infrastructure_error": masked(outcome.infrastructure_error, masker),
         "runs_detail": [run_detail(r, masker=masker) for r in outcome.records],

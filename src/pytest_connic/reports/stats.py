@@ -51,6 +51,8 @@ def case_status(outcome: CaseOutcome) -> str:
     """
     if outcome.interrupted is not None:
         return "interrupted"
+    if outcome.left_out is not None:
+        return "skipped"
     if outcome.infrastructure_error is not None or outcome.setup_error is not None:
         return "error"
     return "passed" if outcome.passed else "failed"
@@ -65,7 +67,8 @@ def session_status(outcomes: Iterable[CaseOutcome]) -> str:
     outcomes = list(outcomes)
     if any(o.infrastructure_error is not None for o in outcomes):
         return "error"
-    return "passed" if all(o.passed for o in outcomes) else "failed"
+    # a case left out by the budget has no verdict: skipped, as in pytest (the reports list it)
+    return "passed" if all(o.passed for o in outcomes if o.left_out is None) else "failed"
 
 
 def sorted_outcomes(outcomes: Iterable[CaseOutcome]) -> list[CaseOutcome]:
