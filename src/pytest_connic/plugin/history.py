@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-import shutil
 import subprocess
-import tempfile
 import warnings
 from collections.abc import Generator
 from datetime import datetime, timezone
@@ -17,40 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_connic.plugin.budget import LEDGER_INPUT, budget_for
 from pytest_connic.plugin.options import SETTINGS_KEY, Settings
 
 if TYPE_CHECKING:
-    from pytest_connic.history.budget import Budget
     from pytest_connic.history.store import CaseRow, SessionRow
     from pytest_connic.plugin.session import ConnicSession
     from pytest_connic.records.run import CaseOutcome
 
-#: where a worker learns the ledger of the controller's budget
-LEDGER_INPUT = "connic_budget_ledger"
-BUDGET_KEY = pytest.StashKey["Budget | None"]()
 #: sessions read for trends and flakiness
 RECENT = 50
-
-
-def budget_for(config: pytest.Config) -> Budget | None:
-    """The session's budget (None without one): the controller's ledger, in every process."""
-    if BUDGET_KEY in config.stash:
-        return config.stash[BUDGET_KEY]
-    settings: Settings = config.stash[SETTINGS_KEY]
-    budget = None
-    if settings.budget_tokens is not None or settings.budget_cost is not None:
-        from pytest_connic.history.budget import Budget
-
-        workerinput = getattr(config, "workerinput", None)
-        if workerinput is not None and workerinput.get(LEDGER_INPUT):
-            path = Path(workerinput[LEDGER_INPUT])
-        else:
-            folder = Path(tempfile.mkdtemp(prefix="connic-budget-"))
-            config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-            path = folder / "ledger.sqlite"
-        budget = Budget(path, tokens=settings.budget_tokens, cost=settings.budget_cost)
-    config.stash[BUDGET_KEY] = budget
-    return budget
 
 
 def history_path(config: pytest.Config, settings: Settings) -> Path | None:

@@ -190,7 +190,8 @@ class CaseItem(pytest.Item):
         else:
             self._after_stop(state)
             if self.outcome is not None and self.outcome.left_out is not None:
-                pytest.skip(self.outcome.left_out)  # the budget was spent: skipped, never failed
+                # the budget was spent: skipped (never failed), located at the case
+                raise pytest.skip.Exception(self.outcome.left_out, _use_item_location=True)
             return
         pytest.fail(text, pytrace=False)  # outside the except block: no chained traceback
 

@@ -64,10 +64,10 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
         reporter.write_line(line)
     early = [o for o in state.outcomes if o.skipped_runs]
     for outcome in early:
-        reporter.write_line(
-            f"  {outcome.agent_name}::{outcome.case_name}: early stop skipped {outcome.skipped_runs} run(s): "
-            f"{outcome.early_stop_reason}"
-        )
+        reason = outcome.early_stop_reason or ""
+        what = (f"{outcome.skipped_runs} run(s) not started" if reason.startswith("budget spent")
+                else f"early stop skipped {outcome.skipped_runs} run(s)")
+        reporter.write_line(f"  {outcome.agent_name}::{outcome.case_name}: {what}: {reason}")
     full = getattr(state.config.option, "tbstyle", "auto") == "no"
     for line in failure_lines(state.outcomes, state.masker, full=full):
         reporter.write_line(line)

@@ -73,7 +73,7 @@ class ConnicSession:
             if root not in self._runtimes:
                 from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
                 from pytest_connic.execution.models import ModelSource
-                from pytest_connic.plugin.history import budget_for
+                from pytest_connic.plugin.budget import budget_for
                 from pytest_connic.plugin.host import PytestHost
                 from pytest_connic.project.loaded import LoadedProject
 
