@@ -205,3 +205,13 @@ def test_since_compares_with_the_last_session_at_a_commit(offset: ConnicProject,
     bad = session(offset, monkeypatch, 1, "--connic-since", "no-such-ref")
     bad.stderr.fnmatch_lines(["*invalid value 'no-such-ref' from --connic-since: git cannot resolve it*"])
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_the_default_history_lives_in_pytests_cache(offset: ConnicProject) -> None:
+    result = offset.pytester.runpytest("-p", "no:hypothesispytest")
+    result.assert_outcomes(passed=2)
+    path = offset.root / ".pytest_cache" / "connic" / "history.sqlite"
+    assert len(stored(path)) == 2
+    offset.pytester.makeini("[pytest]\nconnic_history = none\n")
+    offset.pytester.runpytest("-p", "no:hypothesispytest").assert_outcomes(passed=2)
+    assert len(stored(path)) == 2  # no history kept this time

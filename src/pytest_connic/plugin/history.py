@@ -4,12 +4,9 @@ and the budget ledger every process of the session charges (``history/``)."""
 
 from __future__ import annotations
 
-import hashlib
-import shlex
-import subprocess
+import os
 import warnings
 from collections.abc import Generator
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,10 +38,17 @@ def history_path(config: pytest.Config, settings: Settings) -> Path | None:
     cache = getattr(config, "cache", None)
     if cache is None:
         return None  # -p no:cacheprovider: the user keeps no cache, so no history either
-    return Path(cache.mkdir("connic")) / "history.sqlite"
+    folder = Path(os.path.expandvars(os.path.expanduser(str(config.getini("cache_dir")))))
+    path = (folder if folder.is_absolute() else config.rootpath / folder) / "connic" / "history.sqlite"
+    # pytest creates its cache folder with its .gitignore and CACHEDIR.TAG, so the history is
+    # never committed by accident; the value says where the history is
+    cache.set("connic/history", str(path))
+    return path
 
 
 def _git(root: Path, *args: str) -> str | None:
+    import subprocess
+
     try:
         done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -104,6 +108,9 @@ class ConnicHistory:
         return (yield)
 
     def _prepare(self, state: ConnicSession) -> tuple[Path, SessionRow, list[CaseRow]] | None:
+        import shlex
+        from datetime import datetime, timezone
+
         from pytest_connic.history.store import HistoryError, HistoryStore, SessionRow
         from pytest_connic.history.view import build_view
 
@@ -217,6 +224,8 @@ def selection(config: pytest.Config) -> str:
 
 
 def _digest(paths: list[Path]) -> str | None:
+    import hashlib
+
     found = [p for p in paths if p.is_file()]
     if not found:
         return None
