@@ -155,11 +155,19 @@ def history_html(section: Any) -> str:
     compared = section.get("compared_with")
     caption = (f"Compared with {compared}" if compared else "No earlier session of this selection") + \
         f" · {len(rows)} case(s) · history {section.get('path', '')}"
-    return ('<section id="history" class="history"><h2>History</h2>'
+    return ('<section id="history" class="history"><style>' + _STYLE + '</style><h2>History</h2>'
             f'<p class="caption">{html.escape(caption)}</p>'
             + (f'<p class="note">{html.escape(str(section["note"]))}</p>' if section.get("note") else "")
             + '<table><thead><tr><th>Case</th><th>Since last time</th><th>Pass rate</th><th>Latency</th>'
             "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>")
+
+
+#: the section's own looks (the page's stylesheet belongs to ``reports/report.css``)
+_STYLE = (".history table{border-collapse:collapse;margin:4px 0 12px}"
+          ".history th,.history td{padding:2px 10px;text-align:left;border-bottom:1px solid #ddd}"
+          ".history svg.trend{vertical-align:middle;color:#2563eb}"
+          ".history .mark.newly-failing,.history .mark.flaky{color:#b91c1c}"
+          ".history .mark.newly-passing{color:#15803d}")
 
 
 def budget_html(section: Any) -> str:
