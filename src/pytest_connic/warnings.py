@@ -23,3 +23,8 @@ class ConnicLoadWarning(ConnicWarning):
 
 class UnknownAgentKeyWarning(ConnicLoadWarning):
     """An agent file (or ``_defaults.yaml``) sets a key Connic's agent configuration does not have."""
+
+
+class ConnicHistoryWarning(ConnicWarning):
+    """The history could not be read or written (read-only, locked, corrupt): the session goes on,
+    the file is left as it is."""

@@ -42,6 +42,7 @@ from pytest_connic.runtime.state import RunScope
 if TYPE_CHECKING:
     from pytest_connic.execution.isolation.pool import Lease, WorkerPool
     from pytest_connic.execution.models import ModelSource
+    from pytest_connic.history.budget import Budget
     from pytest_connic.runtime.ports import Host
     from pytest_connic.secrets import Masker
     from pytest_connic.suite.loader import CaseSpec, Suite
@@ -71,6 +72,8 @@ class RuntimeOptions:
     hosted: HostedSettings = field(default_factory=HostedSettings)
     #: ``--connic-mcp-url NAME=URL``: MCP servers pointed at another URL (runtime/mcp.py)
     mcp_urls: Mapping[str, str] = field(default_factory=dict)
+    #: ``--connic-budget-tokens`` / ``--connic-budget-cost``: the session's shared ledger
+    budget: Budget | None = None
 
 
 class CaseDefinitionError(ConnicError):
@@ -252,15 +255,20 @@ class CaseRun:
         for index in range(self.outcome.runs):
             await semaphore.acquire()
             reason = self._decided(records)
-            if reason is not None or self.runtime.stop.is_set():
+            budget_spent = reason is None and self._budget_spent()
+            if reason is not None or budget_spent or self.runtime.stop.is_set():
                 semaphore.release()
                 if reason is not None:
                     self._skip_rest(records, index, reason)
+                elif budget_spent:
+                    self._skip_rest(records, index, "")
                 break
             if self.gate is not None and not self.case.get("builder"):  # arrives in index order
                 self.tickets[index] = self.gate.arrive(index, self.case.get("payload"))
             tasks.append(asyncio.ensure_future(self._guarded(index, records, semaphore)))
         await asyncio.gather(*tasks)
+        if self.outcome.early_stop_reason == "":
+            self._budget_verdict(records)
         self._mark_interrupted(records)
         self.outcome.records = [r for r in records if r is not None]
         save = getattr(self.models, "save", None)
@@ -286,6 +294,25 @@ class CaseRun:
         passed = sum(1 for r in done if r.passed)
         return decision(passed, len(done) - passed, self.outcome.runs, self.outcome.success_threshold)
 
+    def _budget_spent(self) -> bool:
+        budget = self.runtime.options.budget
+        return budget is not None and budget.spent()
+
+    def _budget_verdict(self, records: list[RunRecord | None]) -> None:
+        """The budget was spent before every run started: the runs that finished keep the verdict
+        when they decide it (as an early stop would), else the case is left out (skipped)."""
+        from pytest_connic.execution.earlystop import decision
+        from pytest_connic.history.budget import BUDGET_SPENT
+
+        done = [r for r in records if r is not None and not r.skipped]
+        passed = sum(1 for r in done if r.passed)
+        decided = decision(passed, len(done) - passed, self.outcome.runs, self.outcome.success_threshold)
+        if decided is not None:
+            self.outcome.early_stop_reason = f"{BUDGET_SPENT}; {decided}"
+        else:
+            self.outcome.early_stop_reason = BUDGET_SPENT
+            self.outcome.left_out = BUDGET_SPENT
+
     def _mark_interrupted(self, records: list[RunRecord | None]) -> None:
         """After a stop request: the runs never started are cancelled, the case interrupted."""
         stop = self.runtime.stop
@@ -309,6 +336,9 @@ class CaseRun:
         try:
             try:
                 record = records[index] = await self.run_one(index)
+                budget = self.runtime.options.budget
+                if budget is not None:
+                    budget.charge(record.input_tokens + record.output_tokens, record.cost)
             finally:
                 ticket = self.tickets.pop(index, None)
                 if ticket is not None and self.gate is not None:

@@ -37,6 +37,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_connic.plugin.xdist import ConnicXdist
 
         config.pluginmanager.register(ConnicXdist(config, _activate), "connic-xdist")
+    if not hasattr(config, "workerinput"):  # the history is written once, by the controller
+        from pytest_connic.plugin.history import ConnicHistory
+
+        config.pluginmanager.register(ConnicHistory(config), "connic-history")
     if settings.needed_at_start():
         _activate(config)
     if config.pluginmanager.hasplugin("repeat") or config.pluginmanager.hasplugin("picked"):

@@ -228,6 +228,9 @@ class CaseItem(pytest.Item):
                     raise
         if verdict is not None:
             raise verdict
+        if self.outcome is not None and self.outcome.left_out is not None:
+            # the budget was spent: skipped (never failed), located at the case
+            raise pytest.skip.Exception(self.outcome.left_out, _use_item_location=True)
 
     def _after_stop(self, state: ConnicSession) -> None:
         """After a real SIGINT/SIGTERM during this case: the session stops after it, through
@@ -365,7 +368,7 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     item.outcome = state.add_outcome(outcome)
     if outcome.infrastructure_error:
         raise CaseInfrastructureError(failure_text(outcome, state.masker), outcome)
-    if not outcome.verdict_passed:
+    if not outcome.verdict_passed and outcome.left_out is None:
         raise CaseFailed(failure_text(outcome, state.masker), outcome)
 
 

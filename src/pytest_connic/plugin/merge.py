@@ -71,9 +71,7 @@ class ConnicMerge:
 
         state = state_of(self.config)
         for outcome in sorted_outcomes(self.shards.outcomes):
-            state.outcomes.append(outcome)
-            if outcome.infrastructure_error:
-                state.infrastructure_errors += 1
+            state.add_outcome(outcome, reported=True)  # the shard's pytest outcome comes with it
             root = suite_root(Path(self.config.rootpath) / outcome.nodeid.partition("::")[0])
             if root is not None:
                 state.coverage_roots.add(root)

@@ -12,6 +12,7 @@ import pytest
 
 RECORD_MODES = ("none", "once", "new_runs", "all")
 AB_MODES = ("exploratory", "confidence")
+FLAKY_MODES = ("report", "fail", "skip")
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class Setting:
 
     name: str  #: attribute name, ``--connic-<name>`` and ini ``connic_<name>``
     help: str
-    kind: str = "str"  #: str | int | float | seconds | bool | list | choice | path
+    kind: str = "str"  #: str | int | float (a percentage) | number (positive) | seconds | bool | list | choice | path
     default: Any = None
     choices: tuple[str, ...] = ()
     cli: bool = True
@@ -113,6 +114,20 @@ SETTINGS: tuple[Setting, ...] = (
             default=10, metavar="N"),
     Setting("ab_safety_threshold", "A/B safety: pause the variant when more than PCT of the runs in a full "
             "window failed (default 50)", kind="float", default=50.0, metavar="PCT"),
+    # across sessions (docs/history.md)
+    Setting("history", "the history file sessions append to (default .pytest_cache/connic/history.sqlite; "
+            "'none' keeps no history)", kind="path", metavar="PATH"),
+    Setting("since", "mark what changed since the last session at git commit REF (default: since the "
+            "previous session of the same selection)", ini=False, metavar="REF"),
+    Setting("flaky", "what a flaky case does to the exit code: report (default: nothing), fail (the session "
+            "fails), skip (its failure does not fail the session)", kind="choice", default="report",
+            choices=FLAKY_MODES),
+    Setting("flaky_window", "sessions a flip counts in for flakiness (default 10)", kind="int", default=10,
+            metavar="N"),
+    Setting("budget_tokens", "stop starting runs once the session's runs used N tokens (across xdist workers)",
+            kind="int", metavar="N"),
+    Setting("budget_cost", "stop starting runs once the session's runs cost USD (across xdist workers)",
+            kind="number", metavar="USD"),
 )
 
 def add_options(parser: pytest.Parser) -> None:
@@ -143,7 +158,7 @@ def _ini_type(kind: str) -> Any:
     ``connic_early_stop = true`` as well as their quoted forms."""
     if kind == "list":
         return "linelist"
-    scalar = {"int": int, "float": float, "seconds": float, "bool": bool}.get(kind)
+    scalar = {"int": int, "float": float, "number": float, "seconds": float, "bool": bool}.get(kind)
     return scalar | str if scalar is not None and _TYPE_EXPRESSIONS else "string"
 
 
@@ -168,6 +183,11 @@ def _convert(s: Setting, value: Any, source: str) -> Any:
             if not 0 <= fvalue <= 100:
                 raise ValueError("must be a percentage from 0 to 100")
             return fvalue
+        if s.kind == "number":
+            number = float(value)
+            if not number > 0 or number == float("inf"):
+                raise ValueError("must be a positive number")
+            return number
         if s.kind == "bool":
             if isinstance(value, bool):
                 return value
@@ -232,6 +252,12 @@ class Settings:
     ab_futility: float | None
     ab_safety_window: int
     ab_safety_threshold: float
+    history: str | None
+    since: str | None
+    flaky: str
+    flaky_window: int
+    budget_tokens: int | None
+    budget_cost: float | None
     sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

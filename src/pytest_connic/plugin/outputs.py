@@ -28,6 +28,10 @@ def write_outputs(state: ConnicSession) -> None:
     status = "error" if state.infrastructure_errors else session_status(state.outcomes)
     report = build_json_report(state.outcomes, masker=state.masker, session_status=status,
                                environment_id=settings.env)
+    if state.history is not None:
+        report["history"] = state.history.section()
+    if state.budget_section is not None:
+        report["budget"] = state.budget_section
     if settings.ab:
         from pytest_connic.plugin.ab import add_section
 
@@ -55,14 +59,15 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
     from pytest_connic.reports.terminal import failure_lines, results_table, summary_line
 
     reporter.write_sep("=", "connic results")
-    for line in results_table(state.outcomes):
+    marks = state.history.marks() if state.history is not None else None
+    for line in results_table(state.outcomes, marks=marks):
         reporter.write_line(line)
     early = [o for o in state.outcomes if o.skipped_runs]
     for outcome in early:
-        reporter.write_line(
-            f"  {outcome.agent_name}::{outcome.case_name}: early stop skipped {outcome.skipped_runs} run(s): "
-            f"{outcome.early_stop_reason}"
-        )
+        reason = outcome.early_stop_reason or ""
+        what = (f"{outcome.skipped_runs} run(s) not started" if reason.startswith("budget spent")
+                else f"early stop skipped {outcome.skipped_runs} run(s)")
+        reporter.write_line(f"  {outcome.agent_name}::{outcome.case_name}: {what}: {reason}")
     full = getattr(state.config.option, "tbstyle", "auto") == "no"
     for line in failure_lines(state.outcomes, state.masker, full=full):
         reporter.write_line(line)

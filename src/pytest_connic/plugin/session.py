@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,6 +17,7 @@ from pytest_connic.secrets import Masker
 
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime, RunListener
+    from pytest_connic.history.view import HistoryView
     from pytest_connic.project.apispec import ApiRegistry
     from pytest_connic.project.envfile import AppliedEnv
     from pytest_connic.project.index import ProjectIndex
@@ -53,6 +54,11 @@ class ConnicSession:
         self.started: dict[str, object] = {}
         #: on the xdist controller: the cases the workers collected (node id -> location)
         self.collected: dict[str, tuple[str, int, str]] = {}
+        #: across sessions (``plugin/history.py``): what the reports mark, why no history was kept,
+        #: and the budget's spend (the JSON report's ``budget`` section)
+        self.history: HistoryView | None = None
+        self.history_warning: str | None = None
+        self.budget_section: dict[str, Any] | None = None
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}
         self._envs: dict[Path, AppliedEnv] = {}
@@ -119,6 +125,7 @@ class ConnicSession:
             if root not in self._runtimes:
                 from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
                 from pytest_connic.execution.models import ModelSource
+                from pytest_connic.plugin.budget import budget_for
                 from pytest_connic.plugin.host import PytestHost
                 from pytest_connic.project.loaded import LoadedProject
 
@@ -136,7 +143,8 @@ class ConnicSession:
                 options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
                                          env=settings.env, models=models, isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb,
                                          hosted=hosted,
-                                         mcp_urls=settings.mcp_urls())
+                                         mcp_urls=settings.mcp_urls(),
+                                         budget=budget_for(self.config))
                 self._runtimes[root] = ProjectRuntime(
                     LoadedProject(root, self.interrupts.real, self.api_registry(root)), options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,

@@ -225,6 +225,8 @@ class CaseOutcome:
     pytest_reason: str | None = None
     #: the earlier attempts of the case (pytest-rerunfailures), oldest first: ``attempt_summary``
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    #: why the case could not finish and is skipped (``budget spent``): it has no verdict
+    left_out: str | None = None
 
     @property
     def successes(self) -> int:
@@ -234,6 +236,8 @@ class CaseOutcome:
     def verdict_passed(self) -> bool:
         """The runs' own verdict (Connic's threshold rule), whatever pytest said of the item."""
         if self.setup_error is not None or self.infrastructure_error is not None or self.interrupted:
+            return False
+        if self.left_out is not None:
             return False
         return self.successes * 100 >= self.success_threshold * self.runs
 
@@ -252,6 +256,8 @@ class CaseOutcome:
         SIGTERM before its verdict), ``skipped`` or ``xfailed`` (pytest's word)."""
         if self.interrupted is not None:
             return "interrupted"
+        if self.left_out is not None:
+            return "skipped"
         if self.pytest_outcome in ("error", "skipped", "xfailed"):
             return self.pytest_outcome
         if self.infrastructure_error is not None or self.setup_error is not None:
@@ -283,6 +289,8 @@ class CaseOutcome:
             return self.setup_error
         if self.interrupted is not None:
             return self.interrupted
+        if self.left_out is not None:
+            return self.left_out
         for record in self.records:
             if record.infrastructure_error:
                 return record.infrastructure_error
@@ -330,6 +338,7 @@ class CaseOutcome:
             "pytest_outcome": self.pytest_outcome,
             "pytest_reason": self.pytest_reason,
             "attempts": list(self.attempts),
+            "left_out": self.left_out,
             "agent_run_ids": [r.run_id for r in self.executed],
             "agent_run_passed": [r.passed for r in self.executed],
             "median_latency_ms": self.median_latency_ms,

@@ -44,6 +44,7 @@ _PAGE = """<!DOCTYPE html>
 </div>
 </header>
 {ab}
+{history}
 <main id="cases"></main>
 <p class="empty" id="no-match" hidden>No case matches the filter.</p>
 <noscript><p class="empty">The case list needs JavaScript; the data is in the JSON below.</p></noscript>
@@ -64,6 +65,7 @@ def render_html(report: dict[str, Any]) -> str:
         title=html.escape(f"Connic test report: {status}"),
         summary=summary_html(report),
         ab=_ab_html(report.get("ab")),
+        history=_history_html(report),
         css=_asset("report.css"),
         data=embed_json(report),
         js=_asset("report.js"),
@@ -105,6 +107,13 @@ def _ab_html(section: Any) -> str:
     from pytest_connic.reports.ab_report import ab_html
 
     return ab_html(section)
+
+
+def _history_html(report: dict[str, Any]) -> str:
+    """The budget line and the ``history`` section (changes, flaky cases, inline SVG trends)."""
+    from pytest_connic.history.view import budget_html, history_html
+
+    return budget_html(report.get("budget")) + history_html(report.get("history"))
 
 
 def _asset(name: str) -> str:

@@ -109,6 +109,7 @@ def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
         "skipped_runs": outcome.skipped_runs,
         "early_stop_reason": outcome.early_stop_reason,
         "interrupted": outcome.interrupted,
+        "left_out": outcome.left_out,
         "setup_error": masked(outcome.setup_error, masker),
         "infrastructure_error": masked(outcome.infrastructure_error, masker),
         "pytest_outcome": outcome.pytest_outcome,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_connic.jsonsafe import dumps, masked
@@ -59,11 +59,12 @@ def table(headers: list[str], rows: list[list[str]], indent: int = 4) -> list[st
     return [rule("┌", "┬", "┐"), line(headers), rule("├", "┼", "┤"), *map(line, rows), rule("└", "┴", "┘")]
 
 
-def results_table(outcomes: Iterable[CaseOutcome]) -> list[str]:
-    """Result | Test | Runs | Threshold (Connic's columns) | Median latency | Tokens."""
+def results_table(outcomes: Iterable[CaseOutcome], marks: Mapping[str, str] | None = None) -> list[str]:
+    """Result | Test | Runs | Threshold (Connic's columns) | Median latency | Tokens; and a History
+    column when ``marks`` (node id -> ``newly failing``, ``flaky (3 flips)``, ...) has any."""
     rows = [
         [
-            " PASS " if o.passed else " INTR " if o.interrupted else " FAIL ",
+            " PASS " if o.passed else " INTR " if o.interrupted else " SKIP " if o.left_out else " FAIL ",
             escape_text(f"{o.agent_name}::{o.case_name}"),
             f"{o.successes}/{o.runs}",
             f"{o.success_threshold}%",
@@ -72,7 +73,12 @@ def results_table(outcomes: Iterable[CaseOutcome]) -> list[str]:
         ]
         for o in sorted_outcomes(outcomes)
     ]
-    return table(["Result", "Test", "Runs", "Threshold", "Median latency", "Tokens"], rows)
+    headers = ["Result", "Test", "Runs", "Threshold", "Median latency", "Tokens"]
+    if marks:
+        nodeids = [o.nodeid for o in sorted_outcomes(outcomes)]
+        rows = [[*row, escape_text(marks.get(nodeid, ""))] for row, nodeid in zip(rows, nodeids)]
+        headers.append("History")
+    return table(headers, rows)
 
 
 def summary_line(outcomes: Iterable[CaseOutcome]) -> str:
@@ -90,6 +96,9 @@ def failure_summary_line(outcome: CaseOutcome, *, masker: Masker | None = None) 
     if outcome.interrupted is not None:
         done = len(outcome.executed)
         return f"{head} was {outcome.interrupted}: {done} of {outcome.runs} run(s) started, no verdict"
+    if outcome.left_out is not None:
+        done = len(outcome.executed)
+        return f"{head} was left out ({outcome.left_out}): {done} of {outcome.runs} run(s) started, no verdict"
     if outcome.infrastructure_error is not None:
         return f"{head} hit an infrastructure error: {one_line(masker.report_text(outcome.infrastructure_error))}"
     skipped = outcome.runs - len(outcome.executed)
@@ -107,7 +116,7 @@ def one_line(text: str) -> str:
 
 def failure_section(outcomes: Iterable[CaseOutcome], *, masker: Masker, max_runs: int = 3) -> list[str]:
     """Connic's "Failure details:" block for every failed case (empty when all passed)."""
-    failed = [o for o in sorted_outcomes(outcomes) if not o.passed and o.failure_reason]
+    failed = [o for o in sorted_outcomes(outcomes) if not o.passed and o.failure_reason and o.left_out is None]
     if not failed:
         return []
     lines = ["  → Failure details:"]

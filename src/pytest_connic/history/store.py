@@ -1,0 +1,198 @@
+"""The history store: one SQLite file, one row per session and one per case of a session.
+
+A history that cannot be read or written (a read-only cache, a file another process holds
+locked, a corrupt file, a file that is not a pytest-connic history) raises ``HistoryError``; the
+file is never deleted, replaced or rewritten to "repair" it. A session is written in one
+transaction, so a failed write leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from contextlib import closing
+from dataclasses import astuple, dataclass, fields
+from pathlib import Path
+
+from pytest_connic.errors import ConnicError
+
+#: ``PRAGMA application_id`` of a pytest-connic history ("CNIC")
+APPLICATION_ID = 0x434E4943
+SCHEMA_VERSION = 1
+#: how long a write waits for another process's lock, in seconds
+LOCK_TIMEOUT_S = 2.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started TEXT NOT NULL,
+    git_commit TEXT,
+    command TEXT NOT NULL,
+    selection TEXT NOT NULL,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    cost REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS cases (
+    session_id INTEGER NOT NULL REFERENCES sessions(id),
+    nodeid TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    successes INTEGER NOT NULL,
+    executed INTEGER NOT NULL,
+    runs INTEGER NOT NULL,
+    pass_rate REAL,
+    rate_low REAL,
+    rate_high REAL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost REAL NOT NULL,
+    latency_ms REAL,
+    cassette_digest TEXT,
+    config_digest TEXT,
+    PRIMARY KEY (session_id, nodeid)
+);
+CREATE INDEX IF NOT EXISTS cases_by_node ON cases (nodeid, session_id);
+"""
+
+
+class HistoryError(ConnicError):
+    """The history file cannot be read or written; the message says which file and why."""
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    """One case of one session, as stored."""
+
+    nodeid: str
+    verdict: str  #: passed | failed | error | interrupted | skipped
+    successes: int
+    executed: int  #: runs that started
+    runs: int
+    pass_rate: float | None
+    rate_low: float | None  #: the 95 % Wilson interval of ``pass_rate``
+    rate_high: float | None
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    latency_ms: float | None  #: median over the executed runs
+    cassette_digest: str | None
+    config_digest: str | None
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One session: when, at which commit, from which command, which selection of cases."""
+
+    started: str  #: ISO 8601, UTC
+    git_commit: str | None
+    command: str
+    selection: str  #: what selected the cases (arguments, ``-k``, ``-m``): sessions compare within one
+    tokens: int = 0
+    cost: float = 0.0
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    session: SessionRow
+    cases: dict[str, CaseRow]
+
+
+_CASE_COLUMNS = tuple(f.name for f in fields(CaseRow))
+
+
+class HistoryStore:
+    """The history at ``path``: read the past, append one session."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _connect(self, *, write: bool) -> sqlite3.Connection:
+        try:
+            if write:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT_S, isolation_level=None)
+            else:
+                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                       timeout=LOCK_TIMEOUT_S, isolation_level=None)
+            self._check(conn)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error("cannot be " + ("written" if write else "read"), exc) from None
+        return conn
+
+    def _check(self, conn: sqlite3.Connection) -> None:
+        """Refuse a SQLite file that holds something else (never write into it)."""
+        app = conn.execute("PRAGMA application_id").fetchone()[0]
+        if app == APPLICATION_ID:
+            return
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app != 0 or tables:
+            conn.close()
+            raise HistoryError(f"history {self.path}: not a pytest-connic history (another SQLite database); "
+                               "it was left as it is")
+
+    def _error(self, what: str, exc: BaseException) -> HistoryError:
+        if isinstance(exc, HistoryError):
+            return exc
+        return HistoryError(f"history {self.path} {what}: {exc}; it was left as it is")
+
+    def sessions(self, selection: str | None = None, *, limit: int = 50,
+                 commit: str | None = None) -> list[StoredSession]:
+        """The most recent sessions (oldest first), of ``selection`` and at ``commit`` when given;
+        ``[]`` when the file does not exist yet."""
+        if not self.path.exists():
+            return []
+        where, args = [], []
+        if selection is not None:
+            where.append("selection = ?")
+            args.append(selection)
+        if commit is not None:
+            where.append("git_commit = ?")
+            args.append(commit)
+        sql = ("SELECT id, started, git_commit, command, selection, tokens, cost FROM sessions"
+               + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC LIMIT ?")
+        try:
+            with closing(self._connect(write=False)) as conn:
+                if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sessions'").fetchone()[0]:
+                    return []
+                found = []
+                for sid, started, git_commit, command, sel, tokens, cost in conn.execute(sql, [*args, limit]):
+                    session = SessionRow(started, git_commit, command, sel, tokens, cost, id=sid)
+                    rows = conn.execute(f"SELECT {', '.join(_CASE_COLUMNS)} FROM cases WHERE session_id = ?",
+                                        (sid,))
+                    found.append(StoredSession(session, {r[0]: CaseRow(*r) for r in rows}))
+        except HistoryError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error("cannot be read", exc) from None
+        return list(reversed(found))
+
+    def append(self, session: SessionRow, cases: Iterable[CaseRow]) -> int:
+        """Store one session and its cases in one transaction; returns the session's id."""
+        rows: Sequence[CaseRow] = sorted(cases, key=lambda c: c.nodeid)
+        try:
+            with closing(self._connect(write=True)) as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    cur = conn.execute(
+                        "INSERT INTO sessions (started, git_commit, command, selection, tokens, cost) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (session.started, session.git_commit, session.command, session.selection,
+                         session.tokens, session.cost))
+                    sid = int(cur.lastrowid or 0)
+                    marks = ", ".join("?" * (len(_CASE_COLUMNS) + 1))
+                    conn.executemany(f"INSERT INTO cases (session_id, {', '.join(_CASE_COLUMNS)}) VALUES ({marks})",
+                                     [(sid, *astuple(row)) for row in rows])
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+        except HistoryError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error("cannot be written", exc) from None
+        return sid

@@ -1,0 +1,280 @@
+"""Across sessions, the pytest side: the history written once per session (on the xdist controller
+or the only process), the changes and flaky cases the reports mark, the flaky mode's exit code,
+and the budget ledger every process of the session charges (``history/``)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_connic.plugin.budget import LEDGER_INPUT, budget_for
+from pytest_connic.plugin.options import SETTINGS_KEY, Settings
+
+if TYPE_CHECKING:
+    from pytest_connic.history.store import CaseRow, SessionRow
+    from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.records.run import CaseOutcome
+
+#: sessions read for trends and flakiness
+RECENT = 50
+
+
+def history_path(config: pytest.Config, settings: Settings) -> Path | None:
+    """``--connic-history`` / ini ``connic_history``, else under pytest's cache (none without it)."""
+    value = settings.history
+    if value is not None and value.strip().lower() == "none":
+        return None
+    if value:
+        path = Path(value)
+        if not path.is_absolute():
+            base = config.invocation_params.dir if settings.source("history").startswith("--") else config.rootpath
+            path = Path(base) / path
+        return path
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return None  # -p no:cacheprovider: the user keeps no cache, so no history either
+    folder = Path(os.path.expandvars(os.path.expanduser(str(config.getini("cache_dir")))))
+    path = (folder if folder.is_absolute() else config.rootpath / folder) / "connic" / "history.sqlite"
+    # pytest creates its cache folder with its .gitignore and CACHEDIR.TAG, so the history is
+    # never committed by accident; the value says where the history is
+    cache.set("connic/history", str(path))
+    return path
+
+
+def _git(root: Path, *args: str) -> str | None:
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+class ConnicHistory:
+    """Registered on the xdist controller or the only process of every session."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings: Settings = config.stash[SETTINGS_KEY]
+        self.since: str | None = None
+        self.failed: set[str] = set()
+        self.collect_failed = False
+        self._path: str | None = None
+        budget_for(config)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: every worker charges the controller's ledger."""
+        budget = budget_for(self.config)
+        if budget is not None:
+            node.workerinput[LEDGER_INPUT] = str(budget.path)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        ref = self.settings.since
+        if ref is None:
+            return
+        commit = _git(self.config.rootpath, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        if commit is None:
+            raise pytest.UsageError(f"invalid value {ref!r} from --connic-since: git cannot resolve it to a "
+                                    f"commit in {self.config.rootpath}")
+        self.since = commit
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collect_failed = True
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self.failed.add(report.nodeid)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        from pytest_connic.plugin.session import SESSION_KEY
+
+        # first of every implementation: the reports written after it show the history, and
+        # ``ConnicReporting`` still raises the exit code to 2 for an infrastructure error
+        state = self.config.stash.get(SESSION_KEY, None)
+        if state is not None and state.outcomes and not state.settings.coverage:
+            pending = self._prepare(state)
+            if pending is not None:
+                self._write(state, *pending)
+                self._flaky_exit(state, session)
+        return (yield)
+
+    def _prepare(self, state: ConnicSession) -> tuple[Path, SessionRow, list[CaseRow]] | None:
+        import shlex
+        from datetime import datetime, timezone
+
+        from pytest_connic.history.store import HistoryError, HistoryStore, SessionRow
+        from pytest_connic.history.view import build_view
+
+        budget = budget_for(self.config)
+        spend = budget.spend() if budget is not None else None
+        if budget is not None and spend is not None:
+            state.budget_section = {
+                "tokens": spend.tokens, "cost": spend.cost, "runs": spend.runs,
+                "budget_tokens": budget.tokens, "budget_cost": budget.cost, "text": budget.describe(spend),
+                "left_out": sorted(o.nodeid for o in state.outcomes if o.left_out is not None),
+            }
+        path = history_path(self.config, state.settings)
+        if path is None:
+            return None
+        self._path = str(path)
+        rows = {row.nodeid: row for row in (case_row(self.config, o, state.outcomes) for o in state.outcomes)}
+        commit = _git(self.config.rootpath, "rev-parse", "HEAD")
+        session = SessionRow(datetime.now(timezone.utc).isoformat(timespec="seconds"), commit,
+                             shlex.join(["pytest", *self.config.invocation_params.args]), selection(self.config),
+                             spend.tokens if spend else sum(r.input_tokens + r.output_tokens for r in rows.values()),
+                             spend.cost if spend else sum(r.cost for r in rows.values()))
+        store = HistoryStore(path)
+        try:
+            past = store.sessions(session.selection, limit=RECENT)
+            compared = past[-1] if past else None
+            note = None
+            if self.since is not None:
+                at = store.sessions(None, limit=1, commit=self.since)
+                compared = at[-1] if at else None
+                if compared is None:
+                    note = f"no session at commit {self.since[:12]} (--connic-since {self.settings.since})"
+        except HistoryError as exc:
+            self._warn(state, str(exc))
+            return None
+        state.history = build_view(str(path), rows, past, compared, window=self.settings.flaky_window, note=note)
+        return path, session, list(rows.values())
+
+    def _write(self, state: ConnicSession, path: Path, session: SessionRow, rows: list[CaseRow]) -> None:
+        from pytest_connic.history.store import HistoryError, HistoryStore
+
+        try:
+            HistoryStore(path).append(session, rows)
+        except HistoryError as exc:
+            self._warn(state, str(exc))
+
+    def _warn(self, state: ConnicSession, message: str) -> None:
+        """Kept for the terminal summary: there, pytest's warnings summary shows the warning."""
+        state.history_warning = message
+
+    def _emit_warning(self, message: str) -> None:
+        from pytest_connic.warnings import ConnicHistoryWarning
+
+        try:
+            # located at the history file, not at pytest-connic's source
+            warnings.warn_explicit(ConnicHistoryWarning(message), ConnicHistoryWarning, self._path or "history", 0)
+        except ConnicHistoryWarning:
+            pass  # -W error: the summary line says it; a history never fails the session
+
+    def _flaky_exit(self, state: ConnicSession, session: pytest.Session) -> None:
+        """``--connic-flaky=fail``: a flaky case fails the session; ``skip``: only flaky cases failed,
+        so the session does not."""
+        flaky = set(state.history.flaky()) if state.history is not None else set()
+        mode = state.settings.flaky
+        if not flaky or mode == "report":
+            return
+        if mode == "fail" and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif (mode == "skip" and session.exitstatus == pytest.ExitCode.TESTS_FAILED and self.failed
+              and self.failed <= flaky and not self.collect_failed):
+            session.exitstatus = pytest.ExitCode.OK
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from pytest_connic.plugin.session import SESSION_KEY
+
+        state = self.config.stash.get(SESSION_KEY, None)
+        if state is None:
+            return
+        from pytest_connic.history.view import terminal_lines
+
+        lines = terminal_lines(state.history) if state.history is not None else []
+        if state.history_warning:
+            lines.append(f"  history: not kept this time: {state.history_warning}")
+            self._emit_warning(state.history_warning)
+        if state.history is not None and state.history.flaky() and state.settings.flaky != "report":
+            effect = "fail the session" if state.settings.flaky == "fail" else "do not fail the session"
+            lines.append(f"  flaky cases {effect} (--connic-flaky={state.settings.flaky})")
+        budget = state.budget_section
+        if budget is not None:
+            left = budget["left_out"]
+            lines.append(f"  {budget['text']}" + (f"; left out {len(left)} case(s): {', '.join(left)}" if left else ""))
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def selection(config: pytest.Config) -> str:
+    """What selected this session's cases: its path arguments (from the root dir), ``-k`` and ``-m``;
+    ``-n``, report and budget options do not change it."""
+    root = config.rootpath
+    args = []
+    for arg in config.args:
+        path, sep, rest = str(arg).partition("::")
+        try:
+            rel = Path(path).resolve().relative_to(root).as_posix()
+        except ValueError:
+            rel = path
+        args.append(rel + sep + rest)
+    keyword = config.getoption("keyword", "") or ""
+    marks = config.getoption("markexpr", "") or ""
+    return " ".join(sorted(args)) + (f" -k {keyword}" if keyword else "") + (f" -m {marks}" if marks else "")
+
+
+def _digest(paths: list[Path]) -> str | None:
+    import hashlib
+
+    found = [p for p in paths if p.is_file()]
+    if not found:
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(found):
+        digest.update(path.name.encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            continue
+    return digest.hexdigest()[:16]
+
+
+def project_root(config: pytest.Config, outcome: CaseOutcome) -> Path | None:
+    """The case's project root, from its node id (from pytest's root dir) and its suite path (from
+    the project root): both are known on the xdist controller, which has no items."""
+    file = outcome.nodeid.partition("::")[0]
+    suite = outcome.suite_path
+    if not file.endswith(suite):
+        return None
+    return config.rootpath / file[: len(file) - len(suite)]
+
+
+def case_row(config: pytest.Config, outcome: CaseOutcome, outcomes: list[CaseOutcome]) -> CaseRow:
+    """One outcome as stored: its verdict, numbers, and the digests of its cassette and agent."""
+    from pytest_connic.history.store import CaseRow
+    from pytest_connic.reports.stats import case_status, case_wilson, pass_rate
+
+    cassette = config_digest = None
+    root = project_root(config, outcome)
+    if root is not None:
+        from pytest_connic.models.cassette import cassette_path
+
+        siblings = [o.case_name for o in outcomes if o.suite_path == outcome.suite_path]
+        try:
+            cassette = _digest([cassette_path(root / config.stash[SETTINGS_KEY].cassette_dir, outcome.suite_path,
+                                              outcome.case_name, siblings=siblings)])
+        except Exception:  # noqa: BLE001  (a case name no cassette can have: no digest)
+            cassette = None
+        agents = root / "agents"
+        own = [p for p in agents.rglob("*.y*ml") if p.stem == outcome.agent_name] if agents.is_dir() else []
+        defaults = [p for p in agents.rglob("_defaults.y*ml")] if agents.is_dir() else []
+        config_digest = _digest(own + defaults)
+    interval = case_wilson(outcome)
+    verdict = "skipped" if outcome.left_out is not None else case_status(outcome)
+    return CaseRow(
+        nodeid=outcome.nodeid, verdict=verdict, successes=outcome.successes, executed=len(outcome.executed),
+        runs=outcome.runs, pass_rate=pass_rate(outcome), rate_low=interval[0] if interval else None,
+        rate_high=interval[1] if interval else None, input_tokens=outcome.input_tokens,
+        output_tokens=outcome.output_tokens, cost=round(outcome.cost, 8), latency_ms=outcome.median_latency_ms,
+        cassette_digest=cassette, config_digest=config_digest,
+    )
