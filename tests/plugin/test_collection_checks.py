@@ -18,6 +18,7 @@ def test_unknown_tool_names_fail_their_case_in_setup_with_the_closest_name(calc:
           - name: typo in no calls
             payload: '{"a": 1}'
             expected_no_tool_calls: [calc.ad]
+            expected_tool_calls: [calc.ad]
           - name: typo in order
             payload: '{"a": 1}'
             expected_tool_call_order: [calc.add, calc.multipy]
@@ -30,13 +31,33 @@ def test_unknown_tool_names_fail_their_case_in_setup_with_the_closest_name(calc:
             "did you mean 'calc.add'? (its tools: calc.add, calc.multiply); the assertion could never hold"),
         esc("tests/calc.yaml:6:9: tests[0].expected_tool_calls[1].multiplyy: agent 'calc' has no tool "
             "'multiplyy'; did you mean 'calc.multiply'?*"),
-        esc("tests/calc.yaml:9:30: tests[1].expected_no_tool_calls[0]: agent 'calc' has no tool 'calc.ad'; "
-            "did you mean 'calc.add'?*the assertion could never fail"),
-        esc("tests/calc.yaml:12:42: tests[2].expected_tool_call_order[1]: agent 'calc' has no tool "
+        esc("tests/calc.yaml:10:27: tests[1].expected_tool_calls[0]: agent 'calc' has no tool 'calc.ad'*"),
+        esc("tests/calc.yaml:13:42: tests[2].expected_tool_call_order[1]: agent 'calc' has no tool "
             "'calc.multipy'; did you mean 'calc.multiply'?*"),
     ])
     result.stdout.no_fnmatch_line("*no cassette*")  # nothing ran
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+def test_a_vacuous_no_calls_entry_is_a_located_warning_and_the_case_runs(calc: ConnicProject) -> None:
+    calc.suite(
+        "calc",
+        """
+        tests:
+          - name: never called
+            payload: hi
+            expected_no_tool_calls: [calc.ad]
+        """,
+    )
+    calc.replies("calc", "never called", "done")
+    result = calc.run("-q", "-W", "always::pytest_connic.warnings.ConnicWarning")
+    result.assert_outcomes(passed=1)  # Connic passes it: it is vacuous, not wrong
+    result.stdout.fnmatch_lines([
+        esc("*tests/calc.yaml:4: ConnicLoadWarning: tests/calc.yaml:4:30: tests[0].expected_no_tool_calls[0]: "
+            "agent 'calc' has no tool 'calc.ad'; did you mean 'calc.add'? (its tools: calc.add, calc.multiply); "
+            "this assertion can never fail"),
+        "    expected_no_tool_calls: [[]calc.ad[]]",  # pytest shows the suite's own line
+    ])
 
 
 def test_refs_function_names_and_predefined_tools_are_accepted(project: ConnicProject) -> None:
@@ -144,12 +165,12 @@ def test_approval_decisions_name_a_gated_tool_by_its_ref(calc: ConnicProject) ->
                 decision: approve
         """,
     )
-    result = calc.run("-q", "-rE")
-    result.assert_outcomes(errors=2)
+    result = calc.run("-q", "-rE", "--collect-only", "-W", "always::pytest_connic.warnings.ConnicWarning")
+    assert result.ret == 0  # warnings: a decision that never answers is unused, the case may still be right
     result.stdout.fnmatch_lines([
-        esc("tests/gated.yaml:5:15: tests[0].approval_decisions[0].tool: approval decisions name the tool by its "
-            "canonical ref: write 'calc.add', not 'add'*"),
-        esc("tests/gated.yaml:10:15: tests[1].approval_decisions[0].tool: no agent gates 'calc.multiply' by "
+        esc("*tests/gated.yaml:5:15: tests[0].approval_decisions[0].tool: approval decisions name the tool by "
+            "its canonical ref: write 'calc.add', not 'add'*"),
+        esc("*tests/gated.yaml:10:15: tests[1].approval_decisions[0].tool: no agent gates 'calc.multiply' by "
             "approval*(gated: calc.add); this decision could never answer a request"),
     ])
 
