@@ -188,15 +188,19 @@ def _tokens(text: str) -> list[tokenize.TokenInfo]:
     return out
 
 
+_COMPARISON_OPS: Final = frozenset(("==", "!=", "<=", ">="))
+
+
 def _common_mistake(text: str) -> tuple[str, tuple[int, int]] | None:
     """A hint for the two slips that Python's message does not explain, and where (line, character
     column): a single ``=`` meant as a comparison, and a Python keyword after a dot
     (``output.got.from``, which only the subscript form can reach)."""
     tokens = _tokens(text)
     for index, token in enumerate(tokens):
-        if token.type == tokenize.OP and token.string == "=":
-            return "a single '=' is not a comparison: did you mean '=='?", token.start
         previous = tokens[index - 1] if index else None
+        glued = previous is not None and previous.end == token.start and previous.string in _COMPARISON_OPS
+        if token.type == tokenize.OP and token.string == "=" and not glued:  # not JavaScript's !== or ===
+            return "a single '=' is not a comparison: did you mean '=='?", token.start
         if (token.type == tokenize.NAME and keyword.iskeyword(token.string) and previous is not None
                 and previous.type == tokenize.OP and previous.string == "."):
             owner = _dotted_before(tokens, index - 1)
