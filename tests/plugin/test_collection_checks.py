@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import yaml
+
 from helpers.project import ConnicProject, esc
 
 
@@ -260,4 +262,46 @@ def test_expression_hints_point_a_caret_at_the_spot(calc: ConnicProject) -> None
             'Python keyword and cannot follow a dot; write output.got["from"]'),
         "    output.got.from == 1",
         "               ^",
+    ])
+
+
+# ------------------------------------------------------------------------ cassette hints
+
+
+def test_a_hand_written_cassette_says_once_it_cannot_notice_a_changed_prompt(calc: ConnicProject) -> None:
+    calc.suite("calc", "tests:\n  - name: one\n    payload: hi\n    runs: 3\n  - name: two\n    payload: hi\n")
+    cassette = calc.replies("calc", "one", [("add", {"a": 1, "b": 2})], '{"sum": 3}')
+    calc.replies("calc", "two", "done")
+    result = calc.run("-q", "-W", "always::pytest_connic.warnings.ConnicWarning")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    note = "its turns carry no `request` digests (a hand-written cassette), so replay cannot notice a changed prompt"
+    assert out.count(note) == 2  # once per cassette, not once per run
+    result.stdout.fnmatch_lines([("*cassettes/calc/one.yaml: its turns carry no `request` digests*"
+                                 "`pytest --connic-record-mode=digests` adds them*")])
+    before = yaml.safe_load(cassette.read_text("utf-8"))
+
+    digested = calc.run("-q", "--connic-record-mode", "digests", "-W", "always::pytest_connic.warnings.ConnicWarning")
+    digested.assert_outcomes(passed=2)
+    assert note not in digested.stdout.str()
+    after = yaml.safe_load(cassette.read_text("utf-8"))
+    turns = after["runs"][0]["turns"]
+    assert all(set(turn["request"]) >= {"model", "digest"} for turn in turns)
+    assert [{k: v for k, v in turn.items() if k != "request"} for turn in turns] == before["runs"][0]["turns"]
+
+    again = calc.run("-q", "-W", "always::pytest_connic.warnings.ConnicWarning")
+    again.assert_outcomes(passed=2)
+    assert out.count(note) == 2 and again.stdout.str().count(note) == 0  # now it can notice a change
+
+
+def test_a_pipeline_cassette_with_top_level_turns_says_where_the_stages_turns_go(calc: ConnicProject) -> None:
+    calc.agent("pipe", type="sequential", agents=["calc", "echo"])
+    calc.suite("pipe", "tests:\n  - name: p\n    payload: hi\n")
+    calc.replies("pipe", "p", '{"sum": 3}')
+    result = calc.run("-q")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        ("*no entry children.calc[[]0[]]*the run's top-level `turns:` (1) belong to the case's own agent, which never "
+        "asked for a model (a sequential pipeline has none: each stage replays its own turns): write them under "
+        "the stage, `- children: {calc: [[]{turns: [[]...[]]}[]]}` in place of `- turns: [[]...[]]`*"),
     ])

@@ -128,7 +128,7 @@ def models_at(
     names of the other cases' cassettes in that folder."""
     mode = source.mode
     live = None
-    if mode != "none":
+    if mode not in ("none", "digests"):  # replay only: the live backend is never imported
         from pytest_connic.models.live import LiteLLMModel
 
         shared = LiteLLMModel(aliases=source.aliases(), masker=source.masker)
@@ -137,5 +137,6 @@ def models_at(
             return shared
 
     base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
-                      size_limit=source.cassette_size_limit, taken=taken)
+                      size_limit=source.cassette_size_limit, taken=taken,
+                      warn=lambda key, message: services.host.warn_once(key, message))
     return HookedCaseModels(base, services, case)
