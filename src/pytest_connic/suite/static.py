@@ -141,8 +141,11 @@ class Findings:
 
 
 class _CaseChecker:
-    def __init__(self, suite: Suite, case: CaseSpec, index: ProjectIndex) -> None:
+    def __init__(self, suite: Suite, case: CaseSpec, index: ProjectIndex,
+                 catalogues: dict[str, Catalogue] | None = None) -> None:
         self.suite, self.case, self.index = suite, case, index
+        #: one catalogue per agent for all the cases of a suite
+        self.catalogues = catalogues if catalogues is not None else {}
         self.positions = suite.positions or YamlPositions()
         self.found = Findings()
 
@@ -159,7 +162,9 @@ class _CaseChecker:
             self.found.errors.append(text)
 
     def tool_lists(self, spec: dict[str, Any], path: KeyPath, agent: str) -> None:
-        catalogue = agent_catalogue(self.index, agent)
+        catalogue = self.catalogues.get(agent)
+        if catalogue is None:
+            catalogue = self.catalogues[agent] = agent_catalogue(self.index, agent)
         if catalogue.silent:
             return
         for entry_path, key, name in _named_tools(spec, path):
@@ -234,9 +239,10 @@ def _named_tools(spec: dict[str, Any], path: KeyPath) -> Iterator[tuple[KeyPath,
             yield (*path, key, i), False, name
 
 
-def check_case(suite: Suite, case: CaseSpec, index: ProjectIndex) -> Findings:
+def check_case(suite: Suite, case: CaseSpec, index: ProjectIndex,
+               catalogues: dict[str, Catalogue] | None = None) -> Findings:
     """Check one valid case against the project (tool names, child agents, modules)."""
-    checker = _CaseChecker(suite, case, index)
+    checker = _CaseChecker(suite, case, index, catalogues)
     if case.error is not None or case.resolved is None:
         return checker.found
     path: KeyPath = ("tests", case.index)
@@ -328,8 +334,9 @@ def check_suite(suite: Suite, index: ProjectIndex) -> list[LoadWarning]:
     """Check every case of ``suite``: a case with an error gets it as ``CaseSpec.error`` (it fails
     in setup, its siblings run); the warnings are returned, located at the suite's lines."""
     out: list[LoadWarning] = []
+    catalogues: dict[str, Catalogue] = {}
     for case in suite.cases:
-        found = check_case(suite, case, index)
+        found = check_case(suite, case, index, catalogues)
         if found.errors:
             case.error = "\n".join(found.errors)
         for message, line in found.warnings:
