@@ -111,8 +111,9 @@ def _failed(index: ProjectIndex, name: str) -> bool:
 def _gated(index: ProjectIndex) -> tuple[Catalogue, dict[str, str]]:
     """The refs ``approval_decisions`` can name (every tool gated by approval in the project,
     and every approval input tool), and every tool's function name and ref to its ref."""
-    # approval.tools lists MCP tools by name too, so only an agent that failed to load hides gates
-    gated = Catalogue(silent=any(_failed(index, name) for name in index.agents))
+    # approval.tools lists MCP tools by name too, so only an agent that failed to load (whose
+    # approval config is unknown) hides gates; the project's load error is reported anyway
+    gated = Catalogue(silent=bool(index.load_errors))
     every: dict[str, str] = {}
     for agent in index.agents.values():
         tools = [*agent.tools, *getattr(agent, "discoverable_tools", [])]
