@@ -119,6 +119,16 @@ def case_cassette(
     return cassette_path(services.root / source.cassette_dir, folder, name, siblings=siblings or ())
 
 
+def _located_notice(message: str, path: Path) -> None:
+    """A ``ConnicWarning`` attributed to ``path`` (a cassette), so pytest's summary names the
+    user's file and not pytest-connic's source."""
+    import warnings
+
+    from pytest_connic.warnings import ConnicWarning
+
+    warnings.warn_explicit(ConnicWarning(message), ConnicWarning, str(path), 1)
+
+
 def models_at(
     source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None,
     *, taken: frozenset[str] = frozenset(),
@@ -138,5 +148,5 @@ def models_at(
 
     base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
                       size_limit=source.cassette_size_limit, taken=taken,
-                      warn=lambda key, message: services.host.warn_once(key, message))
+                      warn=_located_notice)
     return HookedCaseModels(base, services, case)

@@ -59,7 +59,7 @@ class CaseModels:
 
     def __init__(self, path: Path, *, mode: str, live: LiveFactory | None, masker: Masker,
                  root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT,
-                 taken: frozenset[str] = frozenset(), warn: Callable[[str, str], None] | None = None) -> None:
+                 taken: frozenset[str] = frozenset(), warn: Callable[[str, Path], None] | None = None) -> None:
         """``root``: the project (a cassette that is a link must stay inside it); ``size_limit``:
         the largest cassette read, in bytes; ``taken``: the file names of the other cases'
         cassettes in the folder (an old file name one of them has now is theirs, not this case's)."""
@@ -74,7 +74,8 @@ class CaseModels:
         self.size_limit = size_limit
         self.taken = taken
         self._live = live
-        #: ``warn(key, message)``: a notice once per session (the hand-written cassette's)
+        #: ``warn(message, path)``: a notice located at ``path`` (the hand-written cassette's), given
+        #: once per case; pytest's summary shows identical ones once
         self.warn = warn
         #: ``digests`` mode: whether a replayed turn got the digests of its request
         self.digested = False
@@ -143,7 +144,7 @@ class CaseModels:
                 if note is not None and self.warn is not None and self.mode != "digests":
                     # a notice, never the run's error: with -W error it is dropped, not raised mid-run
                     with contextlib.suppress(Warning):
-                        self.warn(f"undigested:{self.path}", note)
+                        self.warn(note, self.path)
             if self._load_error is not None:
                 raise CassetteError(str(self._load_error))
             return self._cassette
