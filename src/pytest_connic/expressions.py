@@ -9,11 +9,15 @@ comparison with a ``MISSING`` operand is false (spec §2.4).
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import functools
+import io
 import json
+import keyword
 import operator
 import re
+import tokenize
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NoReturn
@@ -165,11 +169,57 @@ def _parse(source: str, where: str) -> tuple[ast.expr, _SourceOffsets]:
         if exc.offset is not None:  # 1-based characters; 0 means "at the end of the line"
             column = positions.char_offset(exc.lineno or 1, exc.offset - 1 if exc.offset > 0 else len(text))
         hint = _MULTILINE_HINT if "\n" in text.rstrip() else ""
+        mistake = _common_mistake(text)
+        if mistake is not None:
+            message, at = mistake
+            raise ExpressionError(f"invalid syntax in {where}: {message}", source, positions.char_offset(*at)) from None
         raise ExpressionError(f"invalid syntax in {where}: {exc.msg}{hint}", source, column) from None
     except (MemoryError, RecursionError):
         raise ExpressionError(f"{where} is nested too deeply", source) from None
     except ValueError as exc:  # e.g. a lone surrogate that cannot be encoded
         raise ExpressionError(f"invalid text in {where}: {exc}", source) from None
+
+
+def _tokens(text: str) -> list[tokenize.TokenInfo]:
+    """The tokens of ``text`` up to the first one Python's tokenizer refuses."""
+    out: list[tokenize.TokenInfo] = []
+    with contextlib.suppress(tokenize.TokenError, SyntaxError, ValueError):
+        out.extend(tokenize.generate_tokens(io.StringIO(text).readline))
+    return out
+
+
+_COMPARISON_OPS: Final = frozenset(("==", "!=", "<=", ">="))
+
+
+def _common_mistake(text: str) -> tuple[str, tuple[int, int]] | None:
+    """A hint for the two slips that Python's message does not explain, and where (line, character
+    column): a single ``=`` meant as a comparison, and a Python keyword after a dot
+    (``output.got.from``, which only the subscript form can reach)."""
+    tokens = _tokens(text)
+    for index, token in enumerate(tokens):
+        previous = tokens[index - 1] if index else None
+        glued = previous is not None and previous.end == token.start and previous.string in _COMPARISON_OPS
+        if token.type == tokenize.OP and token.string == "=" and not glued:  # not JavaScript's !== or ===
+            return "a single '=' is not a comparison: did you mean '=='?", token.start
+        if (token.type == tokenize.NAME and keyword.iskeyword(token.string) and previous is not None
+                and previous.type == tokenize.OP and previous.string == "."):
+            owner = _dotted_before(tokens, index - 1)
+            fixed = f'{owner}["{token.string}"]' if owner else f'...["{token.string}"]'
+            return f"'{token.string}' is a Python keyword and cannot follow a dot; write {fixed}", token.start
+    return None
+
+
+def _dotted_before(tokens: list[tokenize.TokenInfo], dot: int) -> str:
+    """The dotted path that ends just before the token at ``dot`` (``output.got`` in ``output.got.from``)."""
+    parts: list[str] = []
+    index = dot - 1
+    while index >= 0 and tokens[index].type == tokenize.NAME:
+        parts.insert(0, tokens[index].string)
+        if index >= 1 and tokens[index - 1].type == tokenize.OP and tokens[index - 1].string == ".":
+            index -= 2
+            continue
+        break
+    return ".".join(parts)
 
 
 # --------------------------------------------------------------------------------------- evaluate

@@ -72,7 +72,7 @@ def test_unknown_agent_is_a_collection_error_with_suggestions(calc: ConnicProjec
     result.stdout.fnmatch_lines(
         [
             (
-                "*tests/calcc.yaml: unknown agent 'calcc' (from the file name; set `agent:` to target another"
+                "*tests/calcc.yaml:1:1: unknown agent 'calcc' (from the file name; set `agent:` to target another"
                 " agent). Did you mean 'calc'?*"
             )
         ]
@@ -381,7 +381,8 @@ def test_pytest_run_over_corpus_suites_reports_every_error_located(project: Conn
     assert "pytest_connic" not in output  # no frame of plugin code
     result.assert_outcomes(errors=len(names))  # collection errors and invalid cases failing in setup
     section = output.split("= ERRORS =", 1)[1].split("\n=", 1)[0]
-    messages = [line for line in section.splitlines()[1:] if not re.match(r"_{3,} ERROR ", line)]
+    messages = [line for line in section.splitlines()[1:] if not re.match(r"_{3,} ERROR ", line)
+                and not line.startswith("    ")]  # an expression's echo and caret, under its message
     assert len(messages) == len(names)  # one located line per suite, nothing else (no traceback)
     for line in messages:
         assert re.match(r"tests/[\w-]+\.yaml:\d+:\d+: \S", line), line

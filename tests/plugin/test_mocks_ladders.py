@@ -208,8 +208,9 @@ def test_a_missing_mocks_module_fails_the_case_before_the_agent(project: ConnicP
 
     result = project.run()
 
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*could not be set up: mocks 'tool_rung': tests/mocks/tool_rung.py does not exist*"])
+    result.assert_outcomes(errors=1)  # found at collection: the case fails in setup, no run starts
+    result.stdout.fnmatch_lines([("tests/crm.yaml:4:12: tests[[]0[]].mocks: no mocks module tests/mocks/tool_rung.py*"
+                                  "Connic fails the case before the agent starts")])
 
 
 # --------------------------------------------------------------------------- middleware and guardrail mocks

@@ -40,6 +40,7 @@ def test_passing_checks_with_conjunct_splitting_result_and_both_name_forms(calc:
 
 
 def test_every_failed_check_is_reported_with_evaluated_operands(calc: ConnicProject) -> None:
+    calc.agent("calc", tools=["calc.add", "calc.multiply", "calc.echo"])  # echo: a tool never called
     calc.suite(
         "calc",
         """
@@ -51,7 +52,7 @@ def test_every_failed_check_is_reported_with_evaluated_operands(calc: ConnicProj
               - add: params.a == 4 and invocations == 3
               - multiply: params.a == 5
               - add: result.sum > 100
-              - subtract
+              - echo
             expected_tool_call_order: [multiply, add]
             expected_no_tool_calls: [multiply]
         """,
@@ -70,7 +71,7 @@ def test_every_failed_check_is_reported_with_evaluated_operands(calc: ConnicProj
             "matched; first call: params.a == 5 where params.a = 3"),
             ("*expected tool call add: result.sum > 100 not satisfied (invocations=0): none of 3 call(s) matched; "
             "first call: result.sum > 100 where result.sum = 10"),
-            ("*expected tool call subtract not satisfied (invocations=0): no call of subtract; calls in this run: "
+            ("*expected tool call echo not satisfied (invocations=0): no call of echo; calls in this run: "
             "calc.add, calc.multiply"),
             esc("*tool call order not satisfied: expected ['multiply', 'add'], got "
                 "['calc.add', 'calc.add', 'calc.add', 'calc.multiply']"),

@@ -126,6 +126,16 @@ def case_cassette(
     return cassette_path(services.root / source.cassette_dir, folder, name, siblings=siblings or ())
 
 
+def _located_notice(message: str, path: Path) -> None:
+    """A ``ConnicWarning`` attributed to ``path`` (a cassette), so pytest's summary names the
+    user's file and not pytest-connic's source."""
+    import warnings
+
+    from pytest_connic.warnings import ConnicWarning
+
+    warnings.warn_explicit(ConnicWarning(message), ConnicWarning, str(path), 1)
+
+
 def models_at(
     source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None,
     *, taken: frozenset[str] = frozenset(),
@@ -135,7 +145,7 @@ def models_at(
     names of the other cases' cassettes in that folder."""
     mode = source.mode
     live = None
-    if mode != "none":
+    if mode not in ("none", "digests"):  # replay only: the live backend is never imported
         from pytest_connic.models.live import LiteLLMModel
 
         shared = LiteLLMModel(aliases=source.aliases(), masker=source.masker)
@@ -144,5 +154,6 @@ def models_at(
             return shared
 
     base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
-                      size_limit=source.cassette_size_limit, taken=taken)
+                      size_limit=source.cassette_size_limit, taken=taken,
+                      warn=_located_notice)
     return HookedCaseModels(base, services, case)

@@ -125,6 +125,32 @@ class Cassette:
     path: Path | None = None
 
 
+def turns_of(cassette: Cassette) -> list[Turn]:
+    """Every turn of a cassette: each run's own, then its children's."""
+    out: list[Turn] = []
+    for run in cassette.runs:
+        if run.turns is not None:
+            out += run.turns.turns
+        for tapes in run.children.values():
+            for tape in tapes:
+                out += tape.turns
+    return out
+
+
+def undigested_note(cassette: Cassette, path: Path | str) -> str | None:
+    """The once-per-cassette notice for turns without a ``request`` (a hand-written cassette):
+    replay cannot notice that a prompt or a tool changed since they were written. None when every
+    turn has its digests."""
+    turns = turns_of(cassette)
+    missing = sum(1 for turn in turns if turn.request is None)
+    if not missing:
+        return None
+    which = "its turns carry" if missing == len(turns) else f"{missing} of its {len(turns)} turns carry"
+    return (f"{path}: {which} no `request` digests (a hand-written cassette), so replay cannot notice a "
+            "changed prompt, message or tool; `pytest --connic-record-mode=digests` adds them from a "
+            "replay without changing the turns (docs/models.md, \"Divergence notes\")")
+
+
 # -- where cassettes live ----------------------------------------------------
 
 

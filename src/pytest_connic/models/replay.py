@@ -10,6 +10,7 @@ whose runs never call a model needs no cassette.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -43,12 +44,13 @@ from pytest_connic.models.cassette import (
     legacy_cassette_path,
     load_cassette,
     secret_field,
+    undigested_note,
     write_text_atomic,
 )
 from pytest_connic.models.digest import first_difference, request_fingerprint
 from pytest_connic.secrets import Masker, secret_values_from_env
 
-MODES = ("none", "once", "new_runs", "all", "live")
+MODES = ("none", "once", "new_runs", "all", "digests", "live")
 LiveFactory = Callable[[str], Model]
 #: the key of one invocation's turns in a cassette run: ("turns",) or ("children", agent, k)
 TapeKey = tuple[Any, ...]
@@ -66,7 +68,7 @@ class CaseModels:
 
     def __init__(self, path: Path, *, mode: str, live: LiveFactory | None, masker: Masker,
                  root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT,
-                 taken: frozenset[str] = frozenset()) -> None:
+                 taken: frozenset[str] = frozenset(), warn: Callable[[str, Path], None] | None = None) -> None:
         """``root``: the project (a cassette that is a link must stay inside it); ``size_limit``:
         the largest cassette read, in bytes; ``taken``: the file names of the other cases'
         cassettes in the folder (an old file name one of them has now is theirs, not this case's)."""
@@ -81,6 +83,11 @@ class CaseModels:
         self.size_limit = size_limit
         self.taken = taken
         self._live = live
+        #: ``warn(message, path)``: a notice located at ``path`` (the hand-written cassette's), given
+        #: once per case; pytest's summary shows identical ones once
+        self.warn = warn
+        #: ``digests`` mode: whether a replayed turn got the digests of its request
+        self.digested = False
         self._lock = threading.RLock()
         self._loaded = False
         self._cassette: Cassette | None = None
@@ -116,7 +123,7 @@ class CaseModels:
             return _Plan("record")
         cassette = self._load()
         if cassette is None:
-            if self.mode == "none":
+            if self.mode in ("none", "digests"):
                 raise CassetteError(
                     f"no cassette for this case: expected {self.path}; record one with "
                     "--connic-record-mode=once (needs provider credentials) or write it by hand "
@@ -142,6 +149,11 @@ class CaseModels:
                 except OSError as exc:  # a directory, no permission, ...
                     self._load_error = CassetteError(f"{self.path}: cannot read the cassette: {exc.strerror}")
                 self._loaded = True
+                note = undigested_note(self._cassette, self.path) if self._cassette is not None else None
+                if note is not None and self.warn is not None and self.mode != "digests":
+                    # a notice, never the run's error: with -W error it is dropped, not raised mid-run
+                    with contextlib.suppress(Warning):
+                        self.warn(note, self.path)
             if self._load_error is not None:
                 raise CassetteError(str(self._load_error))
             return self._cassette
@@ -169,6 +181,8 @@ class CaseModels:
         environment values of this moment.
         """
         with self._lock:
+            if self.mode == "digests":
+                return self._save_digests()
             recorded = [r for i, r in sorted(self._runs.items()) if r.recording and not r.broken]
             if not recorded:
                 return None
@@ -187,6 +201,16 @@ class CaseModels:
                 )
             write_text_atomic(self.path, text)
             return self.path
+
+
+    def _save_digests(self) -> Path | None:
+        """``digests`` mode: the cassette as read, with the digests its replay gave to turns that
+        had none (content, tool calls and usage unchanged); None when no turn got any."""
+        if not self.digested or self._cassette is None:
+            return None
+        text = dump_cassette_data(cassette_to_data(self._cassette))
+        write_text_atomic(self.path, text)
+        return self.path
 
 
 class RunModelsImpl:
@@ -347,9 +371,19 @@ class RunModelsImpl:
             raise CassetteError(
                 f"{self.case.path}: runs[{pos}]: no entry children.{agent}[{k}]: agent {agent!r} asked "
                 f"for a model in its invocation {k + 1} of run {self.index + 1}, but the cassette "
-                f"records {len(tapes)} invocation(s) of it"
+                f"records {len(tapes)} invocation(s) of it{self._stage_hint(run, agent)}"
             )
         return tapes[k]
+
+    def _stage_hint(self, run: CassetteRun, agent: str) -> str:
+        """Top-level ``turns`` the case's agent never asked for, while another agent finds none: the
+        turns of a sequential pipeline's stage written where the pipeline's own would go."""
+        if run.turns is None or not run.turns.turns or self._cursors.get(("turns",), 0) or run.children.get(agent):
+            return ""
+        return (f"; the run's top-level `turns:` ({len(run.turns.turns)}) belong to the case's own agent, which "
+                "never asked for a model (a sequential pipeline has none: each stage replays its own "
+                f"turns): write them under the stage, `- children: {{{agent}: [{{turns: [...]}}]}}` in "
+                "place of `- turns: [...]` (docs/models.md, \"Cassettes\")")
 
     def next_turn(self, key: TapeKey, tape: Tape, agent_name: str) -> tuple[int, Turn]:
         """Advance the cursor of ``key``; raises when the tape is used up."""
@@ -418,6 +452,10 @@ class InvocationModel:
         index, turn = self.run.next_turn(self.key, tape, self.agent_name)
         self.run.note_divergence(self.key, turn, request)
         _check_tools(turn, request, self.run.case.path)
+        if self.run.case.mode == "digests" and turn.request is None:
+            with self.run.case._lock:
+                turn.request = request_fingerprint(request)
+                self.run.case.digested = True
         return response_from_turn(turn, index, request)
 
     async def _record(self, request: ModelRequest) -> ModelResponse:

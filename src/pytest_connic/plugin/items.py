@@ -108,9 +108,10 @@ class SuiteFile(pytest.File):
             raise self.CollectError(str(exc)) from None
         if suite is None:
             return []  # an empty document: Connic skips it
-        unknown = index.unknown_agent_message(suite.relpath, suite.agent_name, not suite.agent_explicit)
+        unknown = index.unknown_agent_message(suite.agent_where, suite.agent_name, not suite.agent_explicit)
         if unknown:
             raise self.CollectError(unknown)
+        self._check_statically(state, suite, index)
         group = _session_group(self.config, index.agents, suite.agent_name)
         suffix = f"@{group}" if group is not None and _loadgroup_suffix_needed(self.config) else ""
         items: list[pytest.Item] = []
@@ -122,6 +123,18 @@ class SuiteFile(pytest.File):
                 item.add_marker(pytest.mark.xdist_group(group))
             items.append(item)
         return items
+
+    def _check_statically(self, state: ConnicSession, suite: Suite, index: Any) -> None:
+        """Mistakes caught before the run (suite/static.py): a case's error fails it in setup;
+        the located warnings are shown once, and with ``-W error`` fail this file's collection."""
+        from pytest_connic.suite.static import check_suite
+
+        found = check_suite(suite, index)
+        if found and _shows_collection_warnings(self.config):
+            try:
+                show_load_warnings(state, found)
+            except ConnicWarning as exc:
+                raise self.CollectError(f"{type(exc).__name__}: {exc}") from None
 
 
 #: what a case name cannot hold as it is in a pytest node id: ``::`` (pytest splits command-line

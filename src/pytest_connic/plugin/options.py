@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-RECORD_MODES = ("none", "once", "new_runs", "all")
+RECORD_MODES = ("none", "once", "new_runs", "all", "digests")
 AB_MODES = ("exploratory", "confidence")
 FLAKY_MODES = ("report", "fail", "skip")
 
@@ -39,7 +39,8 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("record_mode", "cassette mode: none (replay only, default), once, new_runs, all",
+    Setting("record_mode", "cassette mode: none (replay only, default), once, new_runs, all, digests (replay, and add "
+            "the request digests to hand-written turns)",
             kind="choice", default="none", choices=RECORD_MODES),
     Setting("live", "call the real model providers (LiteLLM) and ignore cassettes", kind="bool",
             default=False, ini=False),

@@ -38,11 +38,12 @@ class ProjectIndex:
             self._first_suite = (suites[0] if suites else None,)
         return self._first_suite[0] == path
 
-    def unknown_agent_message(self, relpath: str, agent_name: str, from_stem: bool) -> str | None:
-        """Connic's ``unknown agent`` error for a suite, or None when the agent exists."""
+    def unknown_agent_message(self, where: str, agent_name: str, from_stem: bool) -> str | None:
+        """Connic's ``unknown agent`` error for a suite, located at ``where`` (``path:line:col`` of
+        its ``agent:`` key, or of the file's first line), or None when the agent exists."""
         if agent_name in self.agents:
             return None
-        message = f"{relpath}: unknown agent '{agent_name}'"
+        message = f"{where}: unknown agent '{agent_name}'"
         if from_stem:
             message += " (from the file name; set `agent:` to target another agent)"
         matches = difflib.get_close_matches(agent_name, sorted(self.agents), n=3)

@@ -63,6 +63,11 @@ class Suite:
     version: str
     defaults: TestDefaults
     cases: list[CaseSpec] = field(default_factory=list)
+    #: where the target agent is named: ``path:line:col`` of the ``agent:`` key, or the file's
+    #: first line when the file name names the agent
+    agent_where: str = ""
+    #: the file's positions, for checks that run after loading (suite/static.py)
+    positions: YamlPositions | None = field(default=None, repr=False, compare=False)
 
 
 @functools.lru_cache(maxsize=1)
@@ -274,6 +279,8 @@ def _build_suite(data: dict[Any, Any], positions: YamlPositions, path: Path, rel
         agent_explicit=agent is not None,
         version=version,
         defaults=defaults,
+        agent_where=_loc(relpath, positions, ("agent",), key=True) if agent is not None else f"{relpath}:1:1",
+        positions=positions,
     )
     assert isinstance(tests, list)
     for index, raw_case in enumerate(data["tests"]):
@@ -340,7 +347,7 @@ def _build_case(suite: Suite, index: int, raw: Any, positions: YamlPositions) ->
         except ExpressionError as exc:
             errors.append(_expression_error(exc, path, suite.relpath, positions))
     if errors:
-        spec.error = "\n".join(map(_one_line, errors))
+        spec.error = "\n".join(e if isinstance(e, _Pointed) else _one_line(e) for e in errors)
         spec.resolved = None
     return spec
 
@@ -348,7 +355,18 @@ def _build_case(suite: Suite, index: int, raw: Any, positions: YamlPositions) ->
 def _expression_error(exc: ExpressionError, path: tuple[Any, ...], relpath: str, positions: YamlPositions) -> str:
     key_path = (*path, *getattr(exc, "key_path", ()))
     line, col = positions.of(key_path)
-    return f"{relpath}:{line}:{col}: {format_path(key_path)}: {exc}"
+    pointer = exc.pointer()
+    text = f"{relpath}:{line}:{col}: {format_path(key_path)}: {exc}"
+    if not pointer:
+        return text
+    # the expression and a caret under the spot, indented under the message
+    return _Pointed(_one_line(text) + "".join(f"\n    {_one_line(row)}" for row in pointer.split("\n")))
+
+
+class _Pointed(str):
+    """An error already on its own lines: the message, then the expression and a caret."""
+
+    __slots__ = ()
 
 
 def _nested_unknown_keys(raw: dict[Any, Any], path: tuple[Any, ...], relpath: str, pos: YamlPositions) -> list[str]:

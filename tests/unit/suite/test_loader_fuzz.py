@@ -63,8 +63,9 @@ def load(project: Path, content: str | bytes) -> tuple[str, list[str]]:
 def assert_located(message: str) -> None:
     lines = message.splitlines()
     assert lines
-    for line in lines:
-        assert LOCATED.match(line), f"not located: {line!r}"
+    assert LOCATED.match(lines[0]), f"not located: {lines[0]!r}"
+    for line in lines[1:]:  # an expression's echo and its caret are indented under their message
+        assert LOCATED.match(line) or line.startswith("    "), f"not located: {line!r}"
 
 
 # --- strategies

@@ -106,6 +106,8 @@ def assert_located(path: Path, messages: list[str]) -> None:
     n_lines = len(path.read_text("utf-8").splitlines()) + 1
     for message in messages:
         for line in message.splitlines():
+            if line.startswith("    "):  # an expression's echo and its caret, under its message
+                continue
             match = LOCATED.match(line)
             assert match, f"not located: {line!r}"
             assert line.startswith(f"tests/{path.name}:")
