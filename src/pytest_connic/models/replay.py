@@ -92,11 +92,21 @@ class CaseModels:
             runs = [self._runs[i] for i in sorted(self._runs)]
         return list(dict.fromkeys(note for run in runs for note in run.notes))
 
+    @property
+    def shown_path(self) -> str:
+        """The cassette's path as messages show it: relative to the project when inside it."""
+        if self.root is not None:
+            try:
+                return self.path.relative_to(self.root).as_posix()
+            except ValueError:
+                pass
+        return str(self.path)
+
     def live_model(self, agent_name: str) -> Model:
         """A provider-backed model for ``agent_name`` (recording and live mode)."""
         if self._live is None:
             raise CassetteError(
-                f"{self.path}: record mode {self.mode!r} needs to call a model provider to record this "
+                f"{self.shown_path}: record mode {self.mode!r} needs to call a model provider to record this "
                 "cassette, but no live model is available (install pytest-connic[live])"
             )
         return self._live(agent_name)
@@ -109,7 +119,7 @@ class CaseModels:
         if cassette is None:
             if self.mode == "none":
                 raise CassetteError(
-                    f"no cassette for this case: expected {self.path}; record one with "
+                    f"no cassette for this case: expected {self.shown_path}; record one with "
                     "--connic-record-mode=once (needs provider credentials) or write it by hand "
                     "(docs/models.md)"
                 )
@@ -131,7 +141,7 @@ class CaseModels:
                 except CassetteError as exc:
                     self._load_error = exc
                 except OSError as exc:  # a directory, no permission, ...
-                    self._load_error = CassetteError(f"{self.path}: cannot read the cassette: {exc.strerror}")
+                    self._load_error = CassetteError(f"{self.shown_path}: cannot read the cassette: {exc.strerror}")
                 self._loaded = True
             if self._load_error is not None:
                 raise CassetteError(str(self._load_error))

@@ -259,7 +259,10 @@ class CaseItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (CaseFailed, CaseInfrastructureError)):
-            return excinfo.value.text
+            from pytest_connic.plugin.longrepr import case_longrepr
+
+            return case_longrepr(excinfo.value.text, excinfo.value.outcome, state_of(self.config).masker,
+                                 style=self.config.getoption("tbstyle", "auto"))
         if isinstance(excinfo.value, ConnicWarning):  # made an error with -W: a message, not a bug
             return f"{self.suite.relpath}:{self.spec.line}: {type(excinfo.value).__name__}: {excinfo.value}"
         if self._verdict is not None:

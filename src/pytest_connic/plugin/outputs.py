@@ -55,8 +55,9 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
     from pytest_connic.reports.terminal import failure_lines, results_table, summary_line
 
     reporter.write_sep("=", "connic results")
-    for line in results_table(state.outcomes):
-        reporter.write_line(line)
+    if state.config.get_verbosity() > -2:  # ``-qq`` drops the table
+        for line in results_table(state.outcomes, width=table_width(state.config)):
+            reporter.write_line(line)
     early = [o for o in state.outcomes if o.skipped_runs]
     for outcome in early:
         reporter.write_line(
@@ -68,3 +69,14 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
         reporter.write_line(line)
     passed = all(o.passed for o in state.outcomes)
     reporter.write_line(summary_line(state.outcomes), green=passed, red=not passed, bold=True)
+
+
+def table_width(config: pytest.Config) -> int | None:
+    """The width the results table fits: pytest's terminal width (``COLUMNS``), except where pytest
+    itself does not cut its short summary (on CI, with ``-vv``): there the table is drawn whole."""
+    import os
+
+    if config.get_verbosity() >= 2 or os.environ.get("CI") or os.environ.get("BUILD_NUMBER"):
+        return None
+    width: int = config.get_terminal_writer().fullwidth
+    return width
