@@ -57,12 +57,12 @@ def test_terminal_table_failure_details_and_summary_line(calc: ConnicProject, mo
         "3/6 cases passed.",
         "*short test summary info*",
     ])
-    # the failure report of a case: the one-line reason, how it ended, then at most three failed runs
+    # the failure report of a case: the one-line summary, then at most three failed runs
     text = result.stdout.str()
     report = text.split("_ calc::wrong sum _")[1].split("_ calc::missing fixture _")[0]
     assert report.lstrip("_ \n").startswith(
-        "tests/calc.yaml:9: expected_result not satisfied: output.sum == 11 where output.sum = 10\n"
-        "case 'wrong sum' (calc) failed: 0/4 runs passed, threshold 100% needs 4\n")
+        "tests/calc.yaml:9: case 'wrong sum' (calc) failed: 0/4 runs passed, threshold 100% needs 4: "
+        "expected_result not satisfied: output.sum == 11 where output.sum = 10\n")
     assert report.count("output.sum == 11") == 1  # said once, not again in each run and its trace
     assert report.count("        Failed:  as above") == 3
     result.stdout.fnmatch_lines([
@@ -160,7 +160,7 @@ def test_junit_xml_one_testcase_per_case_with_properties(calc: ConnicProject) ->
     assert failure is not None
     # the message is the one-line reason; the element's text the whole report
     assert failure.get("message", "") == "expected_result not satisfied: output.sum == 11 where output.sum = 10"
-    assert (failure.text or "").startswith("tests/calc.yaml:9: expected_result not satisfied")
+    assert (failure.text or "").startswith("tests/calc.yaml:9: case 'wrong sum' (calc) failed: 0/4 runs passed")
     missing = cases["tests.calc.yaml::missing fixture"].find("failure")
     assert missing is not None
     assert missing.get("message", "") == "missing fixture: tests/files/nope.txt does not exist"
@@ -221,7 +221,7 @@ def test_infrastructure_error_exits_2_and_marks_the_report(calc: ConnicProject) 
     result = calc.run("--connic-json", "report.json")
     assert result.ret == 2
     result.stdout.fnmatch_lines([
-        "*tests/calc.yaml:4: provider unavailable: HTTP 503*", "case 'adds' (calc) hit an infrastructure error"])
+        "*tests/calc.yaml:4: case 'adds' (calc) hit an infrastructure error: provider unavailable: HTTP 503*"])
     data = json.loads((calc.root / "report.json").read_text("utf-8"))
     assert data["status"] == "error"
     adds = next(c for c in data["cases"] if c["test_name"] == "adds")
@@ -233,8 +233,8 @@ def test_failures_without_infrastructure_errors_exit_1(calc: ConnicProject) -> N
     (calc.root / "cassettes/calc/adds.yaml").unlink()  # the suite author's to fix: exit 1, not 2
     result = calc.run("-k", "adds or multiplies")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["tests/calc.yaml:4: no cassette for this case: expected cassettes/calc/adds.yaml;*",
-                                 "case 'adds' (calc) failed*"])
+    result.stdout.fnmatch_lines(["tests/calc.yaml:4: case 'adds' (calc) failed*: no cassette for this case: "
+                                 "expected cassettes/calc/adds.yaml;*"])  # relative to the project
     assert calc.run("-k", "multiplies or echoes").ret == 0
 
 

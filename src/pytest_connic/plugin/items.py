@@ -250,7 +250,8 @@ class CaseItem(pytest.Item):
 
             try:
                 _show_runtime_load_warnings(state_of(self.config), self)
-                warn_divergence(divergence_notes(self.outcome))
+                state = state_of(self.config)
+                warn_divergence(divergence_notes(self.outcome), (state.shown_path(self.path), self.spec.line))
             except ConnicWarning:  # -W error: the case fails with it, unless it failed anyway
                 if verdict is None:
                     raise
@@ -315,7 +316,8 @@ def run_item(state: ConnicSession, item: CaseItem) -> None:
 
     state.coverage_roots.add(item.project_root)
     try:
-        _run_case(state, item)
+        with state.case_running(item.path, item.spec.line):
+            _run_case(state, item)
     except ProjectError as exc:
         outcome = _setup_outcome(state, item, str(exc))
         raise CaseFailed(failure_text(outcome, state.masker), outcome) from None

@@ -13,6 +13,7 @@ from pytest_connic.reports.terminal import (
     cut,
     display_width,
     failure_lines,
+    failure_reason_line,
     render_trace_tree,
     results_table,
 )
@@ -101,8 +102,9 @@ def test_the_no_cassette_sentence_appears_once() -> None:
     text = failure_text(no_cassette_case(), Masker())
     assert text.count("no cassette for this case") == 1
     lines = text.split("\n")
-    assert lines[0] == f"tests/desk.yaml:17: {NO_CASSETTE}"  # the one-line reason first
-    assert lines[1] == "case 'refunds' (desk) failed: 0/1 runs passed, threshold 100% needs 1"
+    assert lines[0] == ("tests/desk.yaml:17: case 'refunds' (desk) failed: 0/1 runs passed, threshold 100% "
+                        f"needs 1: {NO_CASSETTE}")
+    assert failure_reason_line(no_cassette_case()) == NO_CASSETTE  # pytest's crash line
     assert "        Failed:  as above" in lines
     assert "          ✗ desk [failed] (1ms)" in lines  # still marked failed, without the sentence again
 
