@@ -12,7 +12,7 @@ from junitparser import Error, Failure, JUnitXml, Properties
 
 from helpers.chromium import Visible, run_chromium
 from helpers.mixed import MIXED_IDS, PROVIDER_DOWN, write_mixed
-from helpers.project import ConnicProject, esc
+from helpers.project import ConnicProject
 
 PROPERTY_NAMES = [
     "runs", "successes", "success_threshold", "pass_rate", "wilson_low", "wilson_high", "median_latency_ms",
@@ -233,8 +233,8 @@ def test_failures_without_infrastructure_errors_exit_1(calc: ConnicProject) -> N
     (calc.root / "cassettes/calc/adds.yaml").unlink()  # the suite author's to fix: exit 1, not 2
     result = calc.run("-k", "adds or multiplies")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["tests/calc.yaml:4: case 'adds' (calc) failed*: no cassette for this case: "
-                                 "expected cassettes/calc/adds.yaml;*"])  # relative to the project
+    result.stdout.fnmatch_lines([("tests/calc.yaml:4: case 'adds' (calc) failed*: no cassette for this case: "
+                                  "expected cassettes/calc/adds.yaml;*")])  # relative to the project
     assert calc.run("-k", "multiplies or echoes").ret == 0
 
 
