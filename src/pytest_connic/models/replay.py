@@ -182,7 +182,7 @@ class CaseModels:
             found = secret_field(yaml.safe_load(text), masker)
             if found is not None:
                 raise CassetteError(
-                    f"{self.path}: {found}: the recording holds a secret (a value of a secret-looking "
+                    f"{self.shown_path}: {found}: the recording holds a secret (a value of a secret-looking "
                     "environment variable or of the --connic-env file) that masking could not remove; "
                     "the cassette was not written (docs/models.md, \"Secrets\")"
                 )
@@ -263,7 +263,7 @@ class RunModelsImpl:
         return [message]
 
     def _where(self, tape: Tape) -> str:
-        return f"{self.case.path}: {tape.where}"
+        return f"{self.case.shown_path}: {tape.where}"
 
     # -- used by InvocationModel ---------------------------------------------
 
@@ -275,7 +275,7 @@ class RunModelsImpl:
         if key == ("turns",):
             if run.turns is None:
                 raise CassetteError(
-                    f"{self.case.path}: runs[{pos}]: the case's agent {agent_name!r} asked for a model "
+                    f"{self.case.shown_path}: runs[{pos}]: the case's agent {agent_name!r} asked for a model "
                     f"in run {self.index + 1} but the cassette run has no 'turns'"
                 )
             return run.turns
@@ -283,7 +283,7 @@ class RunModelsImpl:
         tapes = run.children.get(agent, [])
         if k >= len(tapes):
             raise CassetteError(
-                f"{self.case.path}: runs[{pos}]: no entry children.{agent}[{k}]: agent {agent!r} asked "
+                f"{self.case.shown_path}: runs[{pos}]: no entry children.{agent}[{k}]: agent {agent!r} asked "
                 f"for a model in its invocation {k + 1} of run {self.index + 1}, but the cassette "
                 f"records {len(tapes)} invocation(s) of it"
             )
@@ -309,7 +309,7 @@ class RunModelsImpl:
         if difference:
             self._noted.add(key)
             self.notes.append(
-                f"{self.case.path}: {turn.where}: the request of {request.agent_name!r} in run "
+                f"{self.case.shown_path}: {turn.where}: the request of {request.agent_name!r} in run "
                 f"{self.index + 1} differs from the recorded one: {difference}"
             )
 
@@ -354,7 +354,7 @@ class InvocationModel:
         tape = self.run.tape(self.key, self.agent_name)
         index, turn = self.run.next_turn(self.key, tape, self.agent_name)
         self.run.note_divergence(self.key, turn, request)
-        _check_tools(turn, request, self.run.case.path)
+        _check_tools(turn, request, self.run.case.shown_path)
         return response_from_turn(turn, index, request)
 
     async def _record(self, request: ModelRequest) -> ModelResponse:
@@ -369,7 +369,7 @@ class InvocationModel:
         return response
 
 
-def _check_tools(turn: Turn, request: ModelRequest, path: Path) -> None:
+def _check_tools(turn: Turn, request: ModelRequest, path: str) -> None:
     offered = [t.name for t in request.tools]
     for n, call in enumerate(turn.tool_calls):
         if call.name not in offered:
