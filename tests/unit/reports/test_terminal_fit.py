@@ -145,3 +145,23 @@ def test_an_abandoned_call_is_failed_in_the_trace() -> None:
     lines = render_trace_tree(spans, indent=0)
     assert "  ✓ lookup() → 1 (0ms)" in lines
     assert "  ✗ slow() (0ms) — no result: the run ended while this call was running" in lines
+
+
+# --- A/B deltas in the HTML report -------------------------------------------------------------
+
+
+def test_ab_differences_are_coloured_by_direction_and_cost_has_its_unit() -> None:
+    from pytest_connic.reports.ab_report import HTML_HEADERS, _html_row, difference_row
+
+    diff = {"pass_rate": 0.1, "pass_rate_interval_95": [-0.05, 0.25], "mean_latency_ms": 40.0,
+            "p50_latency_ms": -12.0, "p95_latency_ms": 0.0, "mean_tokens": -30.0, "mean_cost": 0.0004}
+    row = _html_row(difference_row(diff))
+    cells = row.split("<td")[1:]
+    assert 'class="delta better"' in cells[3] and "▲" in cells[3]  # pass rate up: better
+    assert 'class="delta worse"' in cells[4] and "▼" in cells[4]  # mean latency up: worse
+    assert 'class="delta better"' in cells[5]  # p50 latency down: better
+    assert "delta" not in cells[6]  # no change: no colour
+    assert 'class="delta better"' in cells[7]  # fewer tokens: better
+    assert 'class="delta worse"' in cells[8] and "+0.0004" in cells[8]  # dearer: worse
+    assert HTML_HEADERS[-1] == "Cost/run (USD)"
+    assert "delta" not in _html_row(["adds", "control", "10", "80.0%", "", "", "", "", ""])
