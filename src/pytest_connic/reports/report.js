@@ -102,7 +102,7 @@
   function Said(...texts) {
     const said = texts.filter(Boolean).map(fold);
     return {
-      has: (text) => { const t = fold(text); return !!t && said.some((s) => s === t || (t.length >= 16 && s.includes(t))); },
+      has: (text, part = true) => { const t = fold(text); return !!t && said.some((s) => s === t || (part && t.length >= 16 && s.includes(t))); },
       fresh: (text) => { if (!text || said.some((s) => s === fold(text) || (fold(text).length >= 16 && s.includes(fold(text))))) return null; said.push(fold(text)); return text; },
     };
   }
@@ -129,7 +129,8 @@
     if (span.duration_ms !== null && span.duration_ms !== undefined) add(head, el("span", "dur", ms(span.duration_ms)));
     add(head, ...marks(m));
     const error = m.error || m.message;
-    if (!ok && error && !(said && said.has(error))) add(head, el("span", "span-error", "— " + error));
+    // a run's error is often part of the reason; a call's error there still says which call it was
+    if (!ok && error && !(said && said.has(error, m.kind === "run"))) add(head, el("span", "span-error", "— " + error));
     const li = add(el("li", "span span-" + (m.kind || "other")), head, spanDetails(m));
     const kids = children.get(span.span_id) || [];
     if (kids.length) add(li, add(el("ul"), ...kids.map((kid) => spanNode(kid, children, said))));

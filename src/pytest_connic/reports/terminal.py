@@ -275,10 +275,14 @@ class Said:
             self._said.append(one_line(text))
 
     def __contains__(self, text: object) -> bool:
-        if not isinstance(text, str) or not text:
+        return isinstance(text, str) and self.covers(text)
+
+    def covers(self, text: str, *, part: bool = True) -> bool:
+        """Whether ``text`` was said: equal to a text said, or (``part``) a long enough part of one."""
+        if not text:
             return False
         line = one_line(text)
-        return any(line == said or (len(line) >= self.PART_MIN and line in said) for said in self._said)
+        return any(line == said or (part and len(line) >= self.PART_MIN and line in said) for said in self._said)
 
     def fresh(self, text: str | None) -> str | None:
         """``text`` if it says something new (and remember it), else None."""
@@ -405,7 +409,9 @@ def span_line(span: dict[str, Any], said: Said | None = None) -> str:
     if duration is not None:
         text += f" ({int(duration)}ms)"
     error = meta.get("error") or meta.get("message")
-    if not ok and error and not (said is not None and str(error) in said):
+    # a run's error is often part of the reason (``agent error: <error>``); a call's error in
+    # a reason still says which call it was, so it is only left out when it is the same text
+    if not ok and error and not (said is not None and said.covers(str(error), part=meta.get("kind") == "run")):
         text += f" — {one_line(truncate(str(error), SPAN_ERROR_LIMIT))}"
     return text
 

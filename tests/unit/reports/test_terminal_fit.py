@@ -165,3 +165,15 @@ def test_ab_differences_are_coloured_by_direction_and_cost_has_its_unit() -> Non
     assert 'class="delta worse"' in cells[8] and "+0.0004" in cells[8]  # dearer: worse
     assert HTML_HEADERS[-1] == "Cost/run (USD)"
     assert "delta" not in _html_row(["adds", "control", "10", "80.0%", "", "", "", "", ""])
+
+
+def test_a_calls_error_inside_the_reason_still_marks_its_span() -> None:
+    call = ToolCallRecord(seq=0, name="add", ref="ops.add", params={"a": 13}, aborted=True,
+                          error='aborted by before hook (AbortTool): {"error": "unlucky"}', agent="desk")
+    reason = ('expected tool call ops.add: result.error == "unlucky" not satisfied (invocations=0): none of 1 '
+              'call(s) matched; first call (it raised: aborted by before hook (AbortTool): {"error": "unlucky"})')
+    record = RunRecord(run_id="r", agent_name="desk", index=0, tool_calls=[call], failures=[reason])
+    outcome = CaseOutcome(nodeid="tests/a.yaml::x", suite_path="tests/a.yaml", line=3, agent_name="desk",
+                          case_name="x", runs=1, success_threshold=100, records=[record])
+    text = failure_text(outcome, Masker())
+    assert '✗ add(a=13) [aborted] (0ms) — aborted by before hook (AbortTool): {"error": "unlucky"}' in text
