@@ -78,11 +78,11 @@ def test_whatever_escapes_a_case_is_its_located_error_and_every_case_is_reported
     result.stdout.no_fnmatch_line("*bug in pytest-connic*")
     result.stdout.no_fnmatch_line("*!!! Interrupted*")
     for kind, text in CASES.items():
-        result.stdout.fnmatch_lines([f"*echo::{kind}: agent error: the tool `t.echo` raised {text} at tools/t.py:*"])
+        result.stdout.fnmatch_lines([f"*case '{kind}' (echo) failed*: agent error: the tool `t.echo` raised {text} at tools/t.py:*"])
     result.stdout.fnmatch_lines([
-        "*echo::unprintable: agent error: Unprintable: <unprintable Unprintable object>",
-        "*echo::builder exits: *builder 'exits': tests/builders/exits.py:2: importing exits.py called sys.exit(5)*",
-        "*echo::builder kbi: *builder 'kbi': tests/builders/kbi.py:1: importing kbi.py raised KeyboardInterrupt*",
+        "*case 'unprintable' (echo) failed*: agent error: Unprintable: <unprintable Unprintable object>",
+        "*case 'builder exits' (echo) *builder 'exits': tests/builders/exits.py:2: importing exits.py called sys.exit(5)*",
+        "*case 'builder kbi' (echo) *builder 'kbi': tests/builders/kbi.py:1: importing kbi.py raised KeyboardInterrupt*",
     ])
     names = [*CASES, "unprintable", "weird", "builder exits", "builder kbi", "fine"]
     report = json.loads((project.root / "report.json").read_text("utf-8"))
@@ -118,7 +118,7 @@ def test_a_tool_module_that_fails_to_import_is_a_located_load_error(project: Con
     result = project.run("-p", "no:xdist", "--connic-json", "report.json")
     result.assert_outcomes(passed=1, failed=2)  # the session went on; the other agent's case passed
     expected = IMPORT_FAULTS[source]
-    line = f"*echo::one: the Connic project failed to load: Tool agent 'echo': cannot resolve tool 't.echo': {expected}"
+    line = f"*case 'one' (echo) could not be set up: the Connic project failed to load: Tool agent 'echo': cannot resolve tool 't.echo': {expected}"
     result.stdout.fnmatch_lines([line])
     result.stdout.no_fnmatch_line("*unknown tool*")
     result.stdout.no_fnmatch_line("*!!! Interrupted*")

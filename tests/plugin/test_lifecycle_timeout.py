@@ -398,7 +398,7 @@ def test_a_cassette_with_malformed_tool_calls(project: ConnicProject, call: dict
     else:
         result.assert_outcomes(failed=1)
         (failure,) = run["failures"]
-        assert failure.startswith(str(project.root / "cassettes" / "calc" / "odd.yaml")), failure
+        assert failure.startswith("cassettes/calc/odd.yaml:"), failure  # relative to the project
         assert re.search(expected, failure), failure
 
 

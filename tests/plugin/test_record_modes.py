@@ -165,6 +165,9 @@ def test_a_changed_system_prompt_warns_once_per_case_until_re_recorded(
             + "--connic-record-mode=all",
         ]
     )
+    # located at the suite file and line of the case, not at the plugin's source
+    diverged.stdout.fnmatch_lines(["  tests/calc.yaml:2: CassetteDivergenceWarning: *"])
+    diverged.stdout.no_fnmatch_line("*pytest_connic*.py:[0-9]*: CassetteDivergenceWarning*")
     # the failing case's trace shows the note
     diverged.stdout.fnmatch_lines(["*Trace:*", "*note: *wrong sum.yaml*system prompt differs*"])
     report = json.loads((calc.root / "report.json").read_text("utf-8"))

@@ -292,8 +292,8 @@ def test_a_cassette_calling_a_tool_the_agent_lacks_fails_clearly(calc: ConnicPro
     # expression would accept a failed run
     result.stdout.fnmatch_lines(
         [
-            "tests/calc.yaml:2: case 'divides' (calc) failed: 0/1 runs passed, threshold 100% needs 1: *",
-            esc("*/cassettes/calc/divides.yaml: runs[0].turns[1].tool_calls[0]: the cassette calls tool "
+            esc("tests/calc.yaml:2: case 'divides' (calc) failed: 0/1 runs passed, threshold 100% needs 1: "
+                "cassettes/calc/divides.yaml: runs[0].turns[1].tool_calls[0]: the cassette calls tool "
                 "'divide', but the request of 'calc' offers: add, multiply"),
         ]
     )

@@ -95,8 +95,8 @@ def worker_of(stdout: str, nodeid: str) -> str:
 
 
 def html_parts(path: Path) -> tuple[str, Any]:
-    """The page without its data, and the data."""
-    html = path.read_text("utf-8")
+    """The page without its data and its header's run context (command, time), and the data."""
+    html = re.sub(r'<dl class="context" id="context">.*?</dl>', "", path.read_text("utf-8"), flags=re.DOTALL)
     head, rest = html.split('<script type="application/json" id="connic-report">')
     data, tail = rest.split("</script>", 1)
     return head + tail, stable(json.loads(data))

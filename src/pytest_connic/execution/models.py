@@ -95,19 +95,21 @@ def divergence_notes(outcome: CaseOutcome) -> list[str]:
     return list(dict.fromkeys(n for n in notes if isinstance(n, str)))
 
 
-def warn_divergence(notes: list[str]) -> None:
+def warn_divergence(notes: list[str], where: tuple[str, int] | None = None) -> None:
     """One ``CassetteDivergenceWarning`` for a case: the first request that differs from its
-    recording, and how many more do (however many runs diverged)."""
+    recording, and how many more do (however many runs diverged); ``where``: the case's suite
+    file and line, which the warning points at (else the caller's line)."""
     if not notes:
         return
     more = f" (and {len(notes) - 1} more difference(s))" if len(notes) > 1 else ""
-    warnings.warn(
-        CassetteDivergenceWarning(
-            f"{notes[0]}{more}; the replayed answers were recorded for another request: "
-            "re-record the cassette with --connic-record-mode=all"
-        ),
-        stacklevel=2,
+    warning = CassetteDivergenceWarning(
+        f"{notes[0]}{more}; the replayed answers were recorded for another request: "
+        "re-record the cassette with --connic-record-mode=all"
     )
+    if where is not None:
+        warnings.warn_explicit(warning, CassetteDivergenceWarning, where[0], where[1])
+    else:
+        warnings.warn(warning, stacklevel=2)
 
 
 def case_models(source: ModelSource, services: RuntimeServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:

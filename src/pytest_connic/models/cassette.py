@@ -426,14 +426,32 @@ def load_cassette(path: Path, *, root: Path | None = None, size_limit: int = DEF
 
     Only a regular file of at most ``size_limit`` bytes is read; a symbolic link must lead to
     one inside ``root`` (the project), a dangling link, a named pipe, a device, a directory
-    are refused with a ``CassetteError`` that says which (none of them is ever opened)."""
-    data = read_regular_file(path, root=root, size_limit=size_limit, what="cassette",
-                             setting="connic_cassette_size_limit", error=CassetteError)
+    are refused with a ``CassetteError`` that says which (none of them is ever opened).
+    Messages name the cassette relative to ``root`` when it is inside it."""
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CassetteError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    return parse_cassette(text, path)
+        data = read_regular_file(path, root=root, size_limit=size_limit, what="cassette",
+                                 setting="connic_cassette_size_limit", error=CassetteError)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CassetteError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        return parse_cassette(text, path)
+    except CassetteError as exc:
+        message = str(exc)
+        shown = _relative(path, root)
+        if shown is None or not message.startswith(str(path)):
+            raise
+        raise CassetteError(shown + message[len(str(path)):]) from None
+
+
+def _relative(path: Path, root: Path | None) -> str | None:
+    """``path`` relative to ``root`` (posix separators), None when it is not inside it."""
+    if root is None:
+        return None
+    try:
+        return Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return None
 
 
 def read_regular_file(path: Path, *, root: Path | None, size_limit: int, what: str, setting: str,

@@ -108,11 +108,21 @@ class CaseModels:
             runs = [self._runs[i] for i in sorted(self._runs)]
         return list(dict.fromkeys(note for run in runs for note in run.notes))
 
+    @property
+    def shown_path(self) -> str:
+        """The cassette's path as messages show it: relative to the project when inside it."""
+        if self.root is not None:
+            try:
+                return self.path.relative_to(self.root).as_posix()
+            except ValueError:
+                pass
+        return str(self.path)
+
     def live_model(self, agent_name: str) -> Model:
         """A provider-backed model for ``agent_name`` (recording and live mode)."""
         if self._live is None:
             raise CassetteError(
-                f"{self.path}: record mode {self.mode!r} needs to call a model provider to record this "
+                f"{self.shown_path}: record mode {self.mode!r} needs to call a model provider to record this "
                 "cassette, but no live model is available (install pytest-connic[live])"
             )
         return self._live(agent_name)
@@ -125,7 +135,7 @@ class CaseModels:
         if cassette is None:
             if self.mode in ("none", "digests"):
                 raise CassetteError(
-                    f"no cassette for this case: expected {self.path}; record one with "
+                    f"no cassette for this case: expected {self.shown_path}; record one with "
                     "--connic-record-mode=once (needs provider credentials) or write it by hand "
                     "(docs/models.md)"
                 )
@@ -147,7 +157,7 @@ class CaseModels:
                 except CassetteError as exc:
                     self._load_error = exc
                 except OSError as exc:  # a directory, no permission, ...
-                    self._load_error = CassetteError(f"{self.path}: cannot read the cassette: {exc.strerror}")
+                    self._load_error = CassetteError(f"{self.shown_path}: cannot read the cassette: {exc.strerror}")
                 self._loaded = True
                 note = undigested_note(self._cassette, self.path) if self._cassette is not None else None
                 if note is not None and self.warn is not None and self.mode != "digests":
@@ -195,7 +205,7 @@ class CaseModels:
             found = secret_field(yaml.safe_load(text), masker)
             if found is not None:
                 raise CassetteError(
-                    f"{self.path}: {found}: the recording holds a secret (a value of a secret-looking "
+                    f"{self.shown_path}: {found}: the recording holds a secret (a value of a secret-looking "
                     "environment variable or of the --connic-env file) that masking could not remove; "
                     "the cassette was not written (docs/models.md, \"Secrets\")"
                 )
@@ -349,7 +359,7 @@ class RunModelsImpl:
         return [message]
 
     def _where(self, tape: Tape) -> str:
-        return f"{self.case.path}: {tape.where}"
+        return f"{self.case.shown_path}: {tape.where}"
 
     # -- used by InvocationModel ---------------------------------------------
 
@@ -361,7 +371,7 @@ class RunModelsImpl:
         if key == ("turns",):
             if run.turns is None:
                 raise CassetteError(
-                    f"{self.case.path}: runs[{pos}]: the case's agent {agent_name!r} asked for a model "
+                    f"{self.case.shown_path}: runs[{pos}]: the case's agent {agent_name!r} asked for a model "
                     f"in run {self.index + 1} but the cassette run has no 'turns'"
                 )
             return run.turns
@@ -369,7 +379,7 @@ class RunModelsImpl:
         tapes = run.children.get(agent, [])
         if k >= len(tapes):
             raise CassetteError(
-                f"{self.case.path}: runs[{pos}]: no entry children.{agent}[{k}]: agent {agent!r} asked "
+                f"{self.case.shown_path}: runs[{pos}]: no entry children.{agent}[{k}]: agent {agent!r} asked "
                 f"for a model in its invocation {k + 1} of run {self.index + 1}, but the cassette "
                 f"records {len(tapes)} invocation(s) of it{self._stage_hint(run, agent)}"
             )
@@ -405,7 +415,7 @@ class RunModelsImpl:
         if difference:
             self._noted.add(key)
             self.notes.append(
-                f"{self.case.path}: {turn.where}: the request of {request.agent_name!r} in run "
+                f"{self.case.shown_path}: {turn.where}: the request of {request.agent_name!r} in run "
                 f"{self.index + 1} differs from the recorded one: {difference}"
             )
 
@@ -451,7 +461,7 @@ class InvocationModel:
         tape = self.run.tape(self.key, self.agent_name)
         index, turn = self.run.next_turn(self.key, tape, self.agent_name)
         self.run.note_divergence(self.key, turn, request)
-        _check_tools(turn, request, self.run.case.path)
+        _check_tools(turn, request, self.run.case.shown_path)
         if self.run.case.mode == "digests" and turn.request is None:
             with self.run.case._lock:
                 turn.request = request_fingerprint(request)
@@ -474,7 +484,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _check_tools(turn: Turn, request: ModelRequest, path: Path) -> None:
+def _check_tools(turn: Turn, request: ModelRequest, path: str) -> None:
     offered = [t.name for t in request.tools]
     for n, call in enumerate(turn.tool_calls):
         if call.name not in offered:

@@ -235,7 +235,7 @@ class CaseItem(pytest.Item):
 
             try:
                 _show_runtime_load_warnings(state, self)
-                warn_divergence(divergence_notes(self.outcome))
+                warn_divergence(divergence_notes(self.outcome), (state.shown_path(self.path), self.spec.line))
             except ConnicWarning:  # -W error: the case fails with it, unless it failed anyway
                 if verdict is None:
                     raise
@@ -308,7 +308,10 @@ class CaseItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (CaseFailed, CaseErrored)):
-            return excinfo.value.text
+            from pytest_connic.plugin.longrepr import case_longrepr
+
+            return case_longrepr(excinfo.value.text, excinfo.value.outcome, state_of(self.config).masker,
+                                 style=self.config.getoption("tbstyle", "auto"))
         if isinstance(excinfo.value, ConnicWarning):  # made an error with -W: a message, not a bug
             return f"{self.suite.relpath}:{self.spec.line}: {type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo, style=style)
@@ -359,7 +362,8 @@ def run_item(state: ConnicSession, item: CaseItem) -> None:
 
     state.coverage_roots.add(item.project_root)
     try:
-        _run_case(state, item)
+        with state.case_running(item.path, item.spec.line):
+            _run_case(state, item)
     except ProjectError as exc:
         outcome = _setup_outcome(state, item, str(exc))
         raise CaseFailed(failure_text(outcome, state.masker), outcome) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +18,9 @@ def output_path(config: pytest.Config, value: str) -> Path:
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
-def write_outputs(state: ConnicSession) -> None:
-    """``--connic-json``, ``--connic-html`` and ``--connic-traces``, when asked for."""
+def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -> None:
+    """``--connic-json``, ``--connic-html`` and ``--connic-traces``, when asked for (``session``:
+    for the HTML header's pytest outcome)."""
     settings = state.settings
     if not (settings.json or settings.html or settings.traces):
         return
@@ -45,7 +47,7 @@ def write_outputs(state: ConnicSession) -> None:
 
         path = output_path(state.config, settings.html)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_html(report), "utf-8")
+        path.write_text(render_html(report, html_context(state, session)), "utf-8")
     if settings.traces:
         from pytest_connic.reports.traces import write_traces
 
@@ -60,8 +62,9 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
 
     reporter.write_sep("=", "connic results")
     marks = state.history.marks() if state.history is not None else None
-    for line in results_table(state.outcomes, marks=marks):
-        reporter.write_line(line)
+    if state.config.get_verbosity() > -2:  # ``-qq`` drops the table
+        for line in results_table(state.outcomes, width=table_width(state.config), marks=marks):
+            reporter.write_line(line)
     early = [o for o in state.outcomes if o.skipped_runs]
     for outcome in early:
         reason = outcome.early_stop_reason or ""
@@ -73,3 +76,73 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
         reporter.write_line(line)
     passed = all(o.passed for o in state.outcomes)
     reporter.write_line(summary_line(state.outcomes), green=passed, red=not passed, bold=True)
+
+
+def table_width(config: pytest.Config) -> int | None:
+    """The width the results table fits: pytest's terminal width (``COLUMNS``), except where pytest
+    itself does not cut its short summary (on CI, with ``-vv``): there the table is drawn whole."""
+    import os
+
+    if config.get_verbosity() >= 2 or os.environ.get("CI") or os.environ.get("BUILD_NUMBER"):
+        return None
+    width: int = config.get_terminal_writer().fullwidth
+    return width
+
+
+def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[str, Any]:
+    """The HTML report's header: the project(s), the command, the time, the git commit, the
+    versions and pytest's own outcome (its summary line and exit code), masked."""
+    import datetime
+    import platform
+    import shlex
+    from importlib import metadata
+
+    import pytest
+
+    config = state.config
+    roots = sorted(state.coverage_roots) or [Path(config.rootpath)]
+    context: dict[str, Any] = {
+        "project": ", ".join(f"{root.name} ({root})" for root in roots),
+        "command": shlex.join(["pytest", *config.invocation_params.args]),
+        "time": datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds"),
+        "commit": _git_commit(roots[0]),
+        "versions": {"Python": platform.python_version(), "pytest": pytest.__version__,
+                     "pytest-connic": _version("pytest-connic", metadata),
+                     "Connic SDK": _version("connic-composer-sdk", metadata)},
+    }
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if session is not None:
+        code = int(session.exitstatus)
+        if state.infrastructure_errors and code in (0, 1):
+            code = 2  # as the session's exit code will be (reporting.py)
+        line = ""
+        if reporter is not None:
+            with contextlib.suppress(Exception):  # pytest's own summary line, as it prints it
+                parts, _ = reporter.build_summary_stats_line()
+                line = ", ".join(text for text, _ in parts)
+        context["pytest"] = f"{line or 'no tests ran'} (exit code {code})"
+        context["pytest_status"] = "passed" if code == 0 else "failed" if code == 1 else "error"
+    return {k: state.masker.text(v) if isinstance(v, str) else v for k, v in context.items()}
+
+
+def _version(name: str, metadata: Any) -> str:
+    try:
+        return str(metadata.version(name))
+    except Exception:  # noqa: BLE001 - not installed as a distribution (a source checkout)
+        return "unknown"
+
+
+def _git_commit(root: Path) -> str | None:
+    """The short commit of the project's git checkout (``+`` when it has changes), or None."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=5, check=False)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")

@@ -108,7 +108,7 @@ class ConnicReporting:
             items: list[tuple[str, Any, Any]] = [(i.nodeid, i.location, i) for i in session.items]
             items += [(nodeid, location, None) for nodeid, location in state.collected.items()]
             mark_unfinished(self.config, state, items)
-        write_outputs(state)
+        write_outputs(state, session)
         settings = state.settings
         if settings.coverage or settings.coverage_json or settings.coverage_fail_under is not None:
             from pytest_connic.plugin.coverage_mode import finish_coverage

@@ -3,8 +3,9 @@ pytest session (or one xdist worker) knows about its Connic projects and has pro
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,9 @@ class ConnicSession:
         #: suite files that failed to collect: in coverage mode the report judges them
         self.suite_collection_errors = 0
         self.warned: set[str] = set()
+        #: the suite file (as pytest shows paths) and line of the case running now: the runtime's
+        #: warnings are attributed to it (cases run one at a time in a pytest process)
+        self.case_location: tuple[str, int] | None = None
         self.coverage_roots: set[Path] = set()
         self.coverage_texts: list[tuple[str, str, str]] = []
         self.coverage_gate_message: str | None = None
@@ -188,7 +192,28 @@ class ConnicSession:
             self.warned.add(key)
         import warnings
 
-        warnings.warn((category or ConnicWarning)(message), stacklevel=2)
+        category = category or ConnicWarning
+        where = self.case_location
+        if where is not None:  # the case's suite file and line, not the runtime's source line
+            warnings.warn_explicit(category(message), category, where[0], where[1])
+        else:
+            warnings.warn(category(message), stacklevel=2)
+
+    def shown_path(self, path: Path) -> str:
+        """``path`` as pytest shows it: relative to the invocation directory when inside it."""
+        try:
+            return path.resolve().relative_to(Path(self.config.invocation_params.dir).resolve()).as_posix()
+        except (ValueError, OSError):
+            return str(path)
+
+    @contextlib.contextmanager
+    def case_running(self, path: Path, line: int) -> Iterator[None]:
+        """While a case runs, the runtime's warnings point at its suite file and line."""
+        self.case_location = (self.shown_path(path), line)
+        try:
+            yield
+        finally:
+            self.case_location = None
 
     def close(self) -> None:
         for runtime in self._runtimes.values():

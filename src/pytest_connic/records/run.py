@@ -560,11 +560,22 @@ def _call_meta(call: ToolCallRecord) -> dict[str, Any]:
         meta["error"] = "aborted by a before-hook (AbortTool)"
     elif call.approval in _BAD_APPROVALS and not call.error:
         meta["error"] = f"approval {call.approval}"
+    elif _abandoned(call):
+        meta["error"] = ABANDONED
     return meta
 
 
+#: the error of a call that never returned: the run ended (a timeout, a stop, another call's
+#: failure) while it ran
+ABANDONED = "no result: the run ended while this call was running"
+
+
+def _abandoned(call: ToolCallRecord) -> bool:
+    return not call.has_result and call.error is None and not call.aborted and call.approval not in _BAD_APPROVALS
+
+
 def _call_ok(call: ToolCallRecord) -> bool:
-    return call.error is None and not call.aborted and call.approval not in _BAD_APPROVALS
+    return call.error is None and not call.aborted and call.approval not in _BAD_APPROVALS and not _abandoned(call)
 
 
 def _trigger_meta(trigger: TriggerRecord) -> dict[str, Any]:

@@ -16,7 +16,9 @@ from pytest_connic.reports.terminal import escape_text, one_line, table
 #: the section's own styles (report.css styles the cases); colours from report.css's variables
 STYLE = (".ab{padding:16px 24px 0;max-width:1200px}.ab table{border-collapse:collapse;margin:8px 0}"
          ".ab td,.ab th{border:1px solid var(--line);padding:2px 8px;text-align:left;"
-         "font-variant-numeric:tabular-nums}.ab p{margin:4px 0}")
+         "font-variant-numeric:tabular-nums}.ab p{margin:4px 0}"
+         ".ab .delta.better{color:var(--pass);background:var(--pass-bg)}"
+         ".ab .delta.worse{color:var(--fail);background:var(--fail-bg)}")
 HEADERS = ["Case", "Arm", "Runs", "Pass rate [95% CI]", "Mean", "P50", "P95", "Tokens/run", "Cost/run"]
 
 
@@ -159,6 +161,41 @@ def terminal_lines(section: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: the HTML table's headers: the cost column says its unit
+HTML_HEADERS = [*HEADERS[:-1], "Cost/run (USD)"]
+#: for each column of the difference row, whether a larger value is better (None: no direction)
+_BETTER_WHEN_HIGHER: list[bool | None] = [None, None, None, True, False, False, False, False, False]
+
+
+def _direction(cell: str, higher_is_better: bool | None) -> str:
+    """``better``, ``worse`` or ``""`` for a signed difference cell (``+2.0 pp [...]``, ``-12ms``)."""
+    text = cell.strip()
+    if higher_is_better is None or not text or text[0] not in "+-":
+        return ""
+    try:
+        value = float(text.split()[0].removesuffix("ms").removesuffix("s"))
+    except ValueError:
+        return ""
+    if value == 0:
+        return ""
+    return "better" if (value > 0) == higher_is_better else "worse"
+
+
+def _html_row(row: list[str]) -> str:
+    """One table row; the cells of a difference row are classed ``better``/``worse`` (coloured by
+    report.css's pass and fail colours, with an arrow for those who do not see colour)."""
+    if len(row) < 2 or row[1] != "Δ v − c":
+        return "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+    cells = []
+    for cell, better in zip(row, _BETTER_WHEN_HIGHER):
+        direction = _direction(cell, better)
+        mark = {"better": " ▲", "worse": " ▼"}.get(direction, "")
+        title = {"better": ' title="better for the variant"', "worse": ' title="worse for the variant"'}.get(direction, "")
+        cls = f' class="delta {direction}"' if direction else ""
+        cells.append(f"<td{cls}{title}>{html.escape(cell)}{mark}</td>")
+    return '<tr class="difference">' + "".join(cells) + "</tr>"
+
+
 def ab_html(section: dict[str, Any] | None) -> str:
     """The section as static HTML (every string escaped), or ``""`` without ``--connic-ab``."""
     if not section:
@@ -174,8 +211,8 @@ def ab_html(section: dict[str, Any] | None) -> str:
         rows = [r for case in comp["cases"] for r in _rows(case["test_name"], case)]
         if len(comp["cases"]) > 1:
             rows += _rows("overall", comp["overall"])
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in HTML_HEADERS)
+        body = "".join(_html_row(r) for r in rows)
         parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
         parts += [f"<p>{html.escape(line.strip())}</p>" for line in case_notes(comp, confidence) + overall_lines(comp)]
     parts.append("</section>")

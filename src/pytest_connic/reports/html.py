@@ -35,6 +35,7 @@ _PAGE = """<!DOCTYPE html>
 <header>
 <h1>Connic test report</h1>
 <p class="summary" id="summary">{summary}</p>
+{context}
 <div class="controls">
 <label><input type="checkbox" id="failing-only"> Failing only</label>
 <input type="search" id="search" placeholder="Search cases, run ids, outputs, errors, tools" aria-label="Search">
@@ -44,6 +45,14 @@ _PAGE = """<!DOCTYPE html>
 </div>
 </header>
 {ab}
+<section class="overview" aria-label="Summary of the cases">
+<table id="summary-table"><thead><tr>
+<th data-key="order" aria-sort="ascending">Result</th><th data-key="name">Case</th><th data-key="where">Where</th>
+<th data-key="runs" class="num">Runs</th><th data-key="threshold" class="num">Threshold</th>
+<th data-key="rate" class="num">Pass rate</th><th data-key="latency" class="num">Median latency</th>
+<th data-key="tokens" class="num">Tokens</th><th data-key="cost" class="num">Cost (USD)</th>
+</tr></thead><tbody></tbody></table>
+</section>
 {history}
 <main id="cases"></main>
 <p class="empty" id="no-match" hidden>No case matches the filter.</p>
@@ -57,13 +66,15 @@ _PAGE = """<!DOCTYPE html>
 """
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The HTML page for a report built by :func:`build_json_report`."""
+def render_html(report: dict[str, Any], context: dict[str, Any] | None = None) -> str:
+    """The HTML page for a report built by :func:`build_json_report`; ``context``: where and how
+    the run happened (:func:`context_html`), shown in the header."""
     status = str(report.get("status") or "unknown")
     return _PAGE.format(
         csp=CSP,
         title=html.escape(f"Connic test report: {status}"),
         summary=summary_html(report),
+        context=context_html(context or {}),
         ab=_ab_html(report.get("ab")),
         history=_history_html(report),
         css=_asset("report.css"),
@@ -92,6 +103,30 @@ def summary_html(report: dict[str, Any]) -> str:
     if report.get("test_run_id"):
         text += f" · test run {report['test_run_id']}"
     return f'<span class="badge {html.escape(_css_class(status))}">{html.escape(status.upper())}</span> {html.escape(text)}'
+
+
+#: the header's facts about the run, in this order: (key in the context, label)
+CONTEXT_FIELDS = [("project", "Project"), ("command", "Command"), ("time", "Time"), ("commit", "Commit"),
+                  ("versions", "Versions"), ("pytest", "pytest")]
+
+
+def context_html(context: dict[str, Any]) -> str:
+    """Project, command, time, commit, versions and pytest's own outcome (its summary line and exit
+    code, with a badge), escaped, visible without JavaScript; nothing for an empty context."""
+    rows = []
+    for key, label in CONTEXT_FIELDS:
+        value = context.get(key)
+        if value in (None, "", {}):
+            continue
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        text = html.escape(str(value))
+        if key == "pytest":
+            outcome = str(context.get("pytest_status") or "")
+            text = (f'<span class="badge {html.escape(_css_class(outcome))}">{html.escape(outcome.upper())}</span> '
+                    + text) if outcome else text
+        rows.append(f'<div><dt>{html.escape(label)}</dt><dd class="ctx-{key}">{text}</dd></div>')
+    return f'<dl class="context" id="context">{"".join(rows)}</dl>' if rows else ""
 
 
 def _plural(count: int, noun: str) -> str:

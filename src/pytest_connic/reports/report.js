@@ -1,5 +1,7 @@
 // Renders the embedded report. Builds the DOM with textContent only: no user string is ever
 // parsed as HTML. Honours "#failing" and "#q=<text>" (or "?failing=1&q=<text>") on load.
+// Failures come first, in the case list and in the summary table (sortable by any column: click
+// a header, again to reverse); the filter applies to both.
 (() => {
   "use strict";
   const report = JSON.parse(document.getElementById("connic-report").textContent);
@@ -95,7 +97,31 @@
     return io.childNodes.length ? io : null;
   }
 
-  function spanNode(span, children) {
+  // What a case's report has said already (its reason, a run's checks and error): the same text,
+  // or a long enough part of one, is not repeated further down (the terminal report does the same).
+  function Said(...texts) {
+    const said = texts.filter(Boolean).map(fold);
+    return {
+      has: (text, part = true) => { const t = fold(text); return !!t && said.some((s) => s === t || (part && t.length >= 16 && s.includes(t))); },
+      fresh: (text) => { if (!text || said.some((s) => s === fold(text) || (fold(text).length >= 16 && s.includes(fold(text))))) return null; said.push(fold(text)); return text; },
+    };
+  }
+
+  function fold(text) { return text === null || text === undefined ? "" : String(text).replace(/\s+/g, " ").trim(); }
+
+  function contextShown(run) {
+    const context = run.run_context;
+    if (!context || typeof context !== "object" || Array.isArray(context)) return context;
+    const same = { run_id: run.run_id, agent_name: run.agent_name, payload: run.input };
+    const out = {};
+    for (const [k, v] of Object.entries(context)) {
+      if (k in same && JSON.stringify(v) === JSON.stringify(same[k])) continue;
+      out[k] = v;
+    }
+    return out;
+  }
+
+  function spanNode(span, children, said) {
     const m = meta(span);
     const ok = span.status === "ok";
     const head = add(el("div", "span-head"), el("span", "glyph " + (ok ? "ok" : "error"), ok ? "✓" : "✗"),
@@ -103,14 +129,15 @@
     if (span.duration_ms !== null && span.duration_ms !== undefined) add(head, el("span", "dur", ms(span.duration_ms)));
     add(head, ...marks(m));
     const error = m.error || m.message;
-    if (!ok && error) add(head, el("span", "span-error", "— " + error));
+    // a run's error is often part of the reason; a call's error there still says which call it was
+    if (!ok && error && !(said && said.has(error, m.kind === "run"))) add(head, el("span", "span-error", "— " + error));
     const li = add(el("li", "span span-" + (m.kind || "other")), head, spanDetails(m));
     const kids = children.get(span.span_id) || [];
-    if (kids.length) add(li, add(el("ul"), ...kids.map((kid) => spanNode(kid, children))));
+    if (kids.length) add(li, add(el("ul"), ...kids.map((kid) => spanNode(kid, children, said))));
     return li;
   }
 
-  function traceTree(spans) {
+  function traceTree(spans, said) {
     if (!spans || !spans.length) return null;
     const ids = new Set(spans.map((s) => s.span_id));
     const ordered = spans.slice().sort((a, b) => (a.span_order || 0) - (b.span_order || 0));
@@ -124,24 +151,28 @@
         roots.push(span);
       }
     }
-    return add(el("div", "field"), el("div", "label", "Trace"), add(el("ul", "trace"), ...roots.map((s) => spanNode(s, children))));
+    return add(el("div", "field"), el("div", "label", "Trace"), add(el("ul", "trace"), ...roots.map((s) => spanNode(s, children, said))));
   }
 
   // --- runs and cases ------------------------------------------------------------------------
 
-  function runNode(run) {
+  function runNode(run, reason) {
     const status = run.skipped ? "skipped" : run.passed ? "passed" : "failed";
     const tokens = run.tokens || {};
     const summary = add(el("summary"), badge(status), el("strong", null, "Run " + ((run.index || 0) + 1)),
       el("span", "run-id", run.run_id), el("span", "facts", [run.status, ms(run.duration_ms),
         (tokens.input || 0) + " in / " + (tokens.output || 0) + " out tokens"].join(" · ")));
     const body = el("div", "run-body");
-    if (run.failures && run.failures.length) {
+    const said = Said(reason);
+    const failures = (run.failures || []).filter((f) => said.fresh(f));
+    if (failures.length) {
       add(body, add(el("div", "field"), el("div", "label", "Failed checks"),
-        add(el("ul", "failures"), ...run.failures.map((f) => el("li", null, f)))));
+        add(el("ul", "failures"), ...failures.map((f) => el("li", null, f)))));
+    } else if ((run.failures || []).length) {
+      add(body, add(el("div", "field"), el("div", "label", "Failed checks"), el("div", "said", "the reason above")));
     }
-    add(body, field("Infrastructure error", run.infrastructure_error), field("Error", run.error),
-      field("Input", run.input), field("Output", run.output), field("Context", run.run_context), traceTree(run.traces));
+    add(body, field("Infrastructure error", said.fresh(run.infrastructure_error)), field("Error", said.fresh(run.error)),
+      field("Input", run.input), field("Output", run.output), field("Context", contextShown(run)), traceTree(run.traces, said));
     const details = add(el("details", "run"), summary, body);
     details.open = status === "failed";
     return details;
@@ -165,19 +196,74 @@
     return parts.filter((p) => p !== null && p !== undefined).join("\n").toLowerCase();
   }
 
-  function caseNode(c) {
+  // failures first (failed, error, interrupted), then skipped, then passed; stable otherwise
+  function rank(status) { return status === "passed" ? 2 : status === "skipped" ? 1 : 0; }
+
+  function caseNode(c, index) {
     const status = caseStatus(c);
     const summary = add(el("summary"), badge(status), el("span", "case-name", c.agent_name + "::" + c.test_name), caseFacts(c));
     const body = add(el("div", "case-body"), el("div", "where", c.nodeid + "  (" + c.suite + ":" + c.line + ")"));
     if (c.failure_reason) add(body, el("div", "reason", c.failure_reason));
     if (c.skipped_runs) add(body, el("div", "note", c.skipped_runs + " run(s) not started" + (c.early_stop_reason ? ": " + c.early_stop_reason : "")));
-    add(body, ...(c.runs_detail || []).map(runNode));
+    add(body, ...(c.runs_detail || []).map((run) => runNode(run, c.failure_reason)));
     const details = add(el("details"), summary, body);
     details.open = status !== "passed";
     const section = add(el("section", "case"), details);
     section.dataset.status = status;
-    items.push({ node: section, status: status, text: searchText(c) });
+    section.id = "case-" + index;
+    const item = { node: section, details: details, status: status, text: searchText(c), row: null };
+    item.row = summaryRow(c, status, item);
+    items.push(item);
     return section;
+  }
+
+  // --- the summary table ----------------------------------------------------------------------
+
+  function summaryRow(c, status, item) {
+    const tokens = c.tokens || {};
+    const row = el("tr", "row-" + status);
+    const link = el("a", "case-link", c.agent_name + "::" + c.test_name);
+    link.href = "#";
+    link.addEventListener("click", (event) => {
+      event.preventDefault();  // the hash holds the filter
+      item.details.open = true;
+      item.node.scrollIntoView({ block: "start" });
+    });
+    const cells = [add(el("td"), badge(status)), add(el("td"), link), el("td", "where", c.suite + ":" + c.line),
+      el("td", "num", c.successes + "/" + c.runs), el("td", "num", c.success_threshold + "%"),
+      el("td", "num", pct(c.pass_rate)), el("td", "num", ms(c.median_latency_ms)),
+      el("td", "num", (tokens.input || 0) + " in / " + (tokens.output || 0) + " out"),
+      el("td", "num", c.cost === null || c.cost === undefined ? "—" : "$" + Number(c.cost).toFixed(4))];
+    add(row, ...cells);
+    row.sortKeys = {
+      order: rank(status), name: (c.agent_name + "::" + c.test_name).toLowerCase(), where: c.suite + ":" + String(c.line).padStart(8, "0"),
+      runs: c.runs ? c.successes / c.runs : 0, threshold: c.success_threshold, rate: c.pass_rate === null || c.pass_rate === undefined ? -1 : c.pass_rate,
+      latency: c.median_latency_ms === null || c.median_latency_ms === undefined ? -1 : c.median_latency_ms,
+      tokens: (tokens.input || 0) + (tokens.output || 0), cost: c.cost || 0,
+    };
+    return row;
+  }
+
+  let sortState = { key: "order", dir: 1 };
+
+  function sortTable(key) {
+    sortState = { key: key, dir: sortState.key === key ? -sortState.dir : 1 };
+    renderTable();
+  }
+
+  function renderTable() {
+    const body = document.querySelector("#summary-table tbody");
+    const rows = items.map((item, i) => ({ row: item.row, i: i }));
+    const { key, dir } = sortState;
+    rows.sort((a, b) => {
+      const x = a.row.sortKeys[key], y = b.row.sortKeys[key];
+      return (x < y ? -1 : x > y ? 1 : 0) * dir || a.i - b.i;
+    });
+    for (const { row } of rows) body.appendChild(row);
+    for (const th of document.querySelectorAll("#summary-table th")) {
+      if (th.dataset.key === key) th.setAttribute("aria-sort", dir > 0 ? "ascending" : "descending");
+      else th.removeAttribute("aria-sort");
+    }
   }
 
   // --- filter --------------------------------------------------------------------------------
@@ -189,6 +275,7 @@
     for (const item of items) {
       const visible = (!failingOnly || item.status !== "passed") && (!query || item.text.includes(query));
       item.node.hidden = !visible;
+      item.row.hidden = !visible;
       if (visible) shown += 1;
     }
     $("shown-count").textContent = shown + " of " + items.length + " cases shown";
@@ -216,8 +303,17 @@
   }
 
   const main = $("cases");
-  add(main, ...(report.cases || []).map(caseNode));
+  const cases = (report.cases || []).map((c, i) => ({ c: c, i: i }));
+  cases.sort((a, b) => rank(caseStatus(a.c)) - rank(caseStatus(b.c)) || a.i - b.i);
+  add(main, ...cases.map(({ c }, i) => caseNode(c, i)));
   if (!items.length) add(main, el("div", "empty", "No cases were run."));
+  renderTable();
+  for (const th of document.querySelectorAll("#summary-table th")) {
+    th.tabIndex = 0;
+    th.title = "Sort by " + th.textContent;
+    th.addEventListener("click", () => sortTable(th.dataset.key));
+    th.addEventListener("keydown", (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); sortTable(th.dataset.key); } });
+  }
   readLocation();
   apply();
   $("failing-only").addEventListener("change", () => { writeLocation(); apply(); });

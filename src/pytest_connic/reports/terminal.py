@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from wcwidth import wcswidth, wcwidth
 
 from pytest_connic.jsonsafe import dumps, masked
 from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
@@ -26,6 +29,7 @@ PARAMS_LIMIT = 120
 RESULT_LIMIT = 80
 TRUNCATED = " … (truncated)"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NO_MASK = Masker()
 #: a failing run's reason in a ``-v`` progress line is cut here
 PROGRESS_REASON_LIMIT = 120
@@ -45,40 +49,170 @@ def truncate(text: str | None, limit: int = FIELD_LIMIT) -> str:
 
 def table(headers: list[str], rows: list[list[str]], indent: int = 4) -> list[str]:
     """Connic's box-drawn table, one string per line; cells must be escaped already."""
+    return fit_table([Column(h) for h in headers], rows, indent=indent)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a box-drawn table.
+
+    ``shrink``: long cells are cut with an ellipsis when the table is narrowed (at most down to
+    ``min_width``); ``drop``: 0 for a column that is always shown, otherwise the order in which
+    optional columns are hidden when the terminal is too narrow (the highest first).
+    """
+
+    header: str
+    shrink: bool = False
+    min_width: int = 12
+    drop: int = 0
+
+
+@dataclass(frozen=True)
+class ResultColumn(Column):
+    """A column of the results table: how a case's cell reads."""
+
+    cell: Callable[[CaseOutcome], str] = lambda outcome: ""
+
+
+#: the Test column is narrowed to this width, but optional columns are hidden first so that it
+#: keeps at least this much (or all of a shorter name)
+TEST_COMFORT = 40
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal (wide East Asian characters 2, combining marks 0)."""
+    width = wcswidth(text)
+    if width >= 0:
+        return width
+    return sum(max(wcwidth(char), 0) for char in text)  # a character wcwidth cannot place: 0
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` terminal columns, ending with ``…`` when anything was cut."""
+    if display_width(text) <= width:
+        return text
+    out, used = [], 0
+    for char in text:
+        w = max(wcwidth(char), 0)
+        if used + w > width - 1:
+            break
+        out.append(char)
+        used += w
+    return "".join(out) + "…"
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(width - display_width(text), 0)
+
+
+def cell_text(text: str) -> str:
+    """A table cell: control characters escaped, and the bidirectional controls too (they would
+    reorder the rest of the row)."""
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", escape_text(text))
+
+
+def fit_table(columns: list[Column], rows: list[list[str]], *, indent: int = 4,
+              width: int | None = None) -> list[str]:
+    """A box-drawn table that fits ``width`` terminal columns (None: as wide as its cells).
+
+    When it is too wide, shrinkable columns are narrowed (cells cut with ``…``), optional columns
+    are hidden (a last line says which), and the indent goes; a table that cannot fit even then
+    is drawn at its narrowest.
+    """
     if not rows:
         return []
-    pad = " " * indent
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    shown = list(range(len(columns)))
+    natural = [max(display_width(c.header), *(display_width(r[i]) for r in rows)) for i, c in enumerate(columns)]
+
+    def total(keep: list[int], pad: int, widths: dict[int, int]) -> int:
+        return pad + 1 + sum(widths[i] + 3 for i in keep)
+
+    def narrowed(keep: list[int], pad: int) -> dict[int, int]:
+        """Widths of the ``keep`` columns, shrinkable ones cut to fit ``width`` (not below their minimum)."""
+        widths = {i: natural[i] for i in keep}
+        if width is None:
+            return widths
+        excess = total(keep, pad, widths) - width
+        for i in keep:
+            if excess <= 0:
+                break
+            if columns[i].shrink:
+                floor = min(natural[i], max(columns[i].min_width, display_width(columns[i].header)))
+                take = min(excess, widths[i] - floor)
+                widths[i] -= take
+                excess -= take
+        return widths
+
+    pad = indent
+    widths = narrowed(shown, pad)
+    hidden: list[int] = []
+    if width is not None:
+        optional = sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop)
+
+        def cramped(widths: dict[int, int]) -> bool:
+            if total(shown, pad, widths) > width:
+                return True
+            return any(columns[i].shrink and widths[i] < min(natural[i], TEST_COMFORT) for i in shown)
+
+        while optional and cramped(widths):
+            drop = optional.pop(0)
+            shown.remove(drop)
+            hidden.append(drop)
+            widths = narrowed(shown, pad)
+        if total(shown, pad, widths) > width:
+            pad = 0
+            widths = narrowed(shown, pad)
+    space = " " * pad
 
     def line(cells: list[str]) -> str:
-        return f"{pad}│ " + " │ ".join(c.ljust(w) for c, w in zip(cells, widths)) + " │"
+        return f"{space}│ " + " │ ".join(_pad(cut(cells[i], widths[i]), widths[i]) for i in shown) + " │"
 
     def rule(left: str, mid: str, right: str) -> str:
-        return pad + left + mid.join("─" * (w + 2) for w in widths) + right
+        return space + left + mid.join("─" * (widths[i] + 2) for i in shown) + right
 
-    return [rule("┌", "┬", "┐"), line(headers), rule("├", "┼", "┤"), *map(line, rows), rule("└", "┴", "┘")]
+    lines = [rule("┌", "┬", "┐"), line([c.header for c in columns]), rule("├", "┼", "┤"),
+             *map(line, rows), rule("└", "┴", "┘")]
+    if hidden:
+        names = " and ".join(columns[i].header for i in sorted(hidden))
+        lines.append(cut(f"{space}({names} hidden to fit {width} columns)", max(width or 0, 20)))
+    return lines
 
 
-def results_table(outcomes: Iterable[CaseOutcome], marks: Mapping[str, str] | None = None) -> list[str]:
-    """Result | Test | Runs | Threshold (Connic's columns) | Median latency | Tokens; and a History
-    column when ``marks`` (node id -> ``newly failing``, ``flaky (3 flips)``, ...) has any."""
-    rows = [
-        [
-            " PASS " if o.passed else " INTR " if o.interrupted else " SKIP " if o.left_out else " FAIL ",
-            escape_text(f"{o.agent_name}::{o.case_name}"),
-            f"{o.successes}/{o.runs}",
-            f"{o.success_threshold}%",
-            _latency(o.median_latency_ms),
-            f"{o.input_tokens:,} in / {o.output_tokens:,} out" if o.executed else "—",
-        ]
-        for o in sorted_outcomes(outcomes)
-    ]
-    headers = ["Result", "Test", "Runs", "Threshold", "Median latency", "Tokens"]
+def _tokens(outcome: CaseOutcome) -> str:
+    return f"{outcome.input_tokens:,} in / {outcome.output_tokens:,} out" if outcome.executed else "—"
+
+
+def _result(outcome: CaseOutcome) -> str:
+    if outcome.passed:
+        return " PASS "
+    return " INTR " if outcome.interrupted else " SKIP " if outcome.left_out else " FAIL "
+
+
+#: the results table: Connic's columns, then pytest-connic's (hidden first on a narrow terminal).
+#: Another column is one more entry here.
+RESULT_COLUMNS: list[ResultColumn] = [
+    ResultColumn("Result", cell=_result),
+    ResultColumn("Test", shrink=True, min_width=16, cell=lambda o: f"{o.agent_name}::{o.case_name}"),
+    ResultColumn("Runs", cell=lambda o: f"{o.successes}/{o.runs}"),
+    ResultColumn("Threshold", cell=lambda o: f"{o.success_threshold}%"),
+    ResultColumn("Median latency", drop=1, cell=lambda o: _latency(o.median_latency_ms)),
+    ResultColumn("Tokens", drop=2, cell=_tokens),
+]
+
+
+def results_table(outcomes: Iterable[CaseOutcome], *, width: int | None = None,
+                  columns: list[ResultColumn] | None = None,
+                  marks: Mapping[str, str] | None = None) -> list[str]:
+    """Result | Test | Runs | Threshold (Connic's columns) | Median latency | Tokens, fitted to
+    ``width`` terminal columns (None: as wide as the cells); and a History column when ``marks``
+    (node id -> ``newly failing``, ``flaky (3 flips)``, ...) has any."""
+    columns = list(RESULT_COLUMNS if columns is None else columns)
     if marks:
-        nodeids = [o.nodeid for o in sorted_outcomes(outcomes)]
-        rows = [[*row, escape_text(marks.get(nodeid, ""))] for row, nodeid in zip(rows, nodeids)]
-        headers.append("History")
-    return table(headers, rows)
+        shown = dict(marks)
+        columns.append(ResultColumn("History", shrink=True, min_width=8,
+                                    cell=lambda o: shown.get(o.nodeid, "")))
+    rows = [[cell_text(c.cell(o)) for c in columns] for o in sorted_outcomes(outcomes)]
+    return fit_table(list(columns), rows, width=width)
 
 
 def summary_line(outcomes: Iterable[CaseOutcome]) -> str:
@@ -90,9 +224,18 @@ def summary_line(outcomes: Iterable[CaseOutcome]) -> str:
 def failure_summary_line(outcome: CaseOutcome, *, masker: Masker | None = None) -> str:
     """One line: ``tests/x.yaml:12: case 'name' (agent) failed: 3/5 runs passed, ...: <reason>``."""
     masker = masker or _NO_MASK
-    head = f"{outcome.suite_path}:{outcome.line}: case '{one_line(outcome.case_name)}' ({outcome.agent_name})"
+    line = f"{outcome.suite_path}:{outcome.line}: {failure_header(outcome, masker=masker)}"
+    reason = _reason(outcome, masker)
+    return f"{line}: {reason}" if reason else line
+
+
+def failure_header(outcome: CaseOutcome, *, masker: Masker | None = None) -> str:
+    """How the case ended, without its reason:
+    ``case 'name' (agent) failed: 3/5 runs passed, threshold 80% needs 4``."""
+    masker = masker or _NO_MASK
+    head = f"case '{one_line(outcome.case_name)}' ({outcome.agent_name})"
     if outcome.setup_error is not None:
-        return f"{head} could not be set up: {one_line(masker.report_text(outcome.setup_error))}"
+        return f"{head} could not be set up"
     if outcome.interrupted is not None:
         done = len(outcome.executed)
         return f"{head} was {outcome.interrupted}: {done} of {outcome.runs} run(s) started, no verdict"
@@ -100,18 +243,64 @@ def failure_summary_line(outcome: CaseOutcome, *, masker: Masker | None = None) 
         done = len(outcome.executed)
         return f"{head} was left out ({outcome.left_out}): {done} of {outcome.runs} run(s) started, no verdict"
     if outcome.infrastructure_error is not None:
-        return f"{head} hit an infrastructure error: {one_line(masker.report_text(outcome.infrastructure_error))}"
+        return f"{head} hit an infrastructure error"
     skipped = outcome.runs - len(outcome.executed)
     counts = f"{outcome.successes}/{outcome.runs} runs passed" + (f", {skipped} not started" if skipped else "")
     verdict = "passed" if outcome.passed else "failed"
-    line = f"{head} {verdict}: {counts}, threshold {outcome.success_threshold}% needs {runs_needed(outcome)}"
-    reason = outcome.failure_reason
-    return f"{line}: {one_line(masker.report_text(reason))}" if reason else line
+    return f"{head} {verdict}: {counts}, threshold {outcome.success_threshold}% needs {runs_needed(outcome)}"
+
+
+def _reason(outcome: CaseOutcome, masker: Masker) -> str | None:
+    if outcome.interrupted is not None:
+        return None
+    reason = outcome.setup_error if outcome.setup_error is not None else outcome.failure_reason
+    return one_line(masker.report_text(reason)) if reason else None
+
+
+def failure_reason_line(outcome: CaseOutcome, *, masker: Masker | None = None) -> str:
+    """The one-line reason a case failed (what pytest's short summary, ``--tb=line`` and JUnit's
+    ``message`` show); how it ended when there is no reason (an interruption)."""
+    masker = masker or _NO_MASK
+    return _reason(outcome, masker) or failure_header(outcome, masker=masker)
 
 
 def one_line(text: str) -> str:
     """``text`` with line breaks and tabs folded into spaces, other controls escaped."""
     return escape_text(re.sub(r"\s*[\r\n\t]+\s*", " ", text).strip())
+
+
+class Said:
+    """What a failure report has said already, so that it says each thing once: a text equal to
+    one said (line breaks folded), or a long enough part of one, is not repeated."""
+
+    #: a shorter text is only "said" when it is equal to one said (not merely inside one)
+    PART_MIN = 16
+
+    def __init__(self, *texts: str | None) -> None:
+        self._said: list[str] = []
+        for text in texts:
+            self.add(text)
+
+    def add(self, text: str | None) -> None:
+        if text:
+            self._said.append(one_line(text))
+
+    def __contains__(self, text: object) -> bool:
+        return isinstance(text, str) and self.covers(text)
+
+    def covers(self, text: str, *, part: bool = True) -> bool:
+        """Whether ``text`` was said: equal to a text said, or (``part``) a long enough part of one."""
+        if not text:
+            return False
+        line = one_line(text)
+        return any(line == said or (part and len(line) >= self.PART_MIN and line in said) for said in self._said)
+
+    def fresh(self, text: str | None) -> str | None:
+        """``text`` if it says something new (and remember it), else None."""
+        if not text or text in self:
+            return None
+        self.add(text)
+        return text
 
 
 def failure_section(outcomes: Iterable[CaseOutcome], *, masker: Masker, max_runs: int = 3) -> list[str]:
@@ -121,45 +310,70 @@ def failure_section(outcomes: Iterable[CaseOutcome], *, masker: Masker, max_runs
         return []
     lines = ["  → Failure details:"]
     for outcome in failed:
-        header = f"{outcome.agent_name}::{outcome.case_name}: {masker.report_text(outcome.failure_reason or '')}"
-        lines.append(f"    ✗ {one_line(header)}")
-        details = failure_details(outcome, masker=masker, max_runs=max_runs)
+        reason = masker.report_text(outcome.failure_reason or "")
+        lines.append(f"    ✗ {one_line(f'{outcome.agent_name}::{outcome.case_name}: {reason}')}")
+        details = failure_details(outcome, masker=masker, max_runs=max_runs, said=Said(reason))
         if details:
             lines.extend(details.split("\n"))
     return lines
 
 
-def failure_details(outcome: CaseOutcome, *, masker: Masker, max_runs: int = 3) -> str:
-    """Each failed run (at most ``max_runs``): Run, Input, Output, Context, Error, checks, trace."""
+def failure_details(outcome: CaseOutcome, *, masker: Masker, max_runs: int = 3, said: Said | None = None) -> str:
+    """Each failed run (at most ``max_runs``): Run, Input, Output, Context, Error, checks, trace;
+    what ``said`` holds already (the reason above) is not repeated."""
+    said = said if said is not None else Said()
     if outcome.setup_error is not None:
+        if masker.report_text(outcome.setup_error) in said:
+            return ""
         return "\n".join(_block("      Setup error: ", masker.report_text(outcome.setup_error)))
     failed = [r for r in outcome.executed if not r.passed]
     lines: list[str] = []
     for record in failed[:max_runs]:
-        lines.extend(run_details(record, masker=masker))
+        lines.extend(run_details(record, masker=masker, said=said))
     remaining = len(failed) - max_runs
     if remaining > 0:
         lines.append(f"      … and {remaining} more failed run(s) not shown")
     return "\n".join(lines)
 
 
-def run_details(record: RunRecord, *, masker: Masker) -> list[str]:
-    """One failed run in Connic's layout, with its failed checks before the trace."""
+#: run context keys another line of the run's report says already (when they agree with it)
+_CONTEXT_SAID = ("run_id", "agent_name", "payload")
+
+
+def run_context_shown(record: RunRecord) -> dict[str, Any]:
+    """The run context without what the report says elsewhere: the run id (the ``Run`` line),
+    the agent (the header) and the payload (``Input``)."""
+    context = record.run_context if isinstance(record.run_context, dict) else {}
+    same = {"run_id": record.run_id, "agent_name": record.agent_name, "payload": record.input}
+    return {k: v for k, v in context.items() if not (k in _CONTEXT_SAID and v == same[k])}
+
+
+def run_details(record: RunRecord, *, masker: Masker, said: Said | None = None) -> list[str]:
+    """One failed run in Connic's layout, with its failed checks before the trace; what ``said``
+    holds already is not repeated (a run whose whole failure was said reads ``as above``)."""
+    said = said if said is not None else Said()
     lines = [f"      Run {escape_text(record.run_id)}"]
+    context = run_context_shown(record)
+    error = said.fresh(masker.report_text(record.error) if record.error else None)
+    infrastructure = said.fresh(masker.report_text(record.infrastructure_error or "") or None)
     fields = [
         ("Input:   ", as_text(masked(record.input, masker))),
         ("Output:  ", as_text(masked(record.output_raw, masker))),
-        ("Context: ", dumps(masked(record.run_context, masker)) if record.run_context else None),
-        ("Error:   ", masker.report_text(record.error) if record.error else None),
-        ("Infrastructure error: ", masker.report_text(record.infrastructure_error or "") or None),
+        ("Context: ", dumps(masked(context, masker)) if context else None),
+        ("Error:   ", error),
+        ("Infrastructure error: ", infrastructure),
     ]
     for label, value in fields:
         if value:
             lines.append(f"        {label}{escape_text(truncate(value))}")
-    if record.failures:
-        lines.extend(_block("        Failed:  ", "\n".join(masker.report_text(f) for f in record.failures)))
+    failures = [masker.report_text(f) for f in record.failures]
+    new = [f for f in failures if said.fresh(f)]
+    if new:
+        lines.extend(_block("        Failed:  ", "\n".join(new)))
+    elif (failures or record.error or record.infrastructure_error) and not (error or infrastructure):
+        lines.append("        Failed:  as above")
     lines.append("        Trace:")
-    lines.extend(render_trace_tree(build_spans(record, masker=masker), indent=10))
+    lines.extend(render_trace_tree(build_spans(record, masker=masker), indent=10, said=said))
     return lines
 
 
@@ -170,8 +384,9 @@ def _block(label: str, text: str) -> list[str]:
     return [f"{label if i == 0 else pad}{escape_text(truncate(row))}" for i, row in enumerate(rows)]
 
 
-def render_trace_tree(spans: list[dict[str, Any]], indent: int) -> list[str]:
-    """Connic's span tree: ✓/✗, label, ``(<n>ms)``, and `` — <error>`` on failed spans."""
+def render_trace_tree(spans: list[dict[str, Any]], indent: int, said: Said | None = None) -> list[str]:
+    """Connic's span tree: ✓/✗, label, ``(<n>ms)``, and `` — <error>`` on failed spans (unless
+    ``said`` holds that error already)."""
     ids = {s["span_id"] for s in spans if s.get("span_id")}
     roots: list[dict[str, Any]] = []
     children: dict[str, list[dict[str, Any]]] = {}
@@ -186,7 +401,7 @@ def render_trace_tree(spans: list[dict[str, Any]], indent: int) -> list[str]:
 
     def walk(level: list[dict[str, Any]], depth: int) -> None:
         for span in level:
-            lines.append(" " * indent + "  " * depth + span_line(span))
+            lines.append(" " * indent + "  " * depth + span_line(span, said))
             sid = span.get("span_id")
             if sid and sid not in seen:
                 seen.add(sid)
@@ -196,8 +411,8 @@ def render_trace_tree(spans: list[dict[str, Any]], indent: int) -> list[str]:
     return lines
 
 
-def span_line(span: dict[str, Any]) -> str:
-    """One span: glyph, label (with the extras of its kind), duration, error."""
+def span_line(span: dict[str, Any], said: Said | None = None) -> str:
+    """One span: glyph, label (with the extras of its kind), duration, error (unless ``said``)."""
     meta = _meta(span)
     ok = span.get("status") == "ok"
     # a guardrail check counted as passed without a judgement is no green check
@@ -207,7 +422,9 @@ def span_line(span: dict[str, Any]) -> str:
     if duration is not None:
         text += f" ({int(duration)}ms)"
     error = meta.get("error") or meta.get("message")
-    if not ok and error:
+    # a run's error is often part of the reason (``agent error: <error>``); a call's error in
+    # a reason still says which call it was, so it is only left out when it is the same text
+    if not ok and error and not (said is not None and said.covers(str(error), part=meta.get("kind") == "run")):
         text += f" — {one_line(truncate(str(error), SPAN_ERROR_LIMIT))}"
     return text
 
@@ -280,14 +497,17 @@ def _latency(ms: float | None) -> str:
 
 
 def failure_lines(outcomes: list[CaseOutcome], masker: Masker, *, full: bool) -> list[str]:
-    """Connic's "Failure details" block. Each case's failed runs (at most 3, with their checks
-    and traces) are already in pytest's failure report of the case, so here they are only
-    repeated when that report is not shown (``--tb=no``); otherwise one line per failed case."""
-    lines = failure_section(outcomes, masker=masker, max_runs=3)
-    if full or not lines:
-        return lines
-    heads = [line for line in lines[1:] if line.startswith("    ✗ ")]
-    return ["  → Failure details (failed runs and traces: in the failure report of each case above):", *heads]
+    """Connic's "Failure details" block. Each case's reason, failed runs (at most 3, with their
+    checks and traces) are already in pytest's failure report of the case, so here they are only
+    repeated when that report is not shown (``--tb=no``); otherwise one line per failed case with
+    where it is."""
+    if full:
+        return failure_section(outcomes, masker=masker, max_runs=3)
+    failed = [o for o in sorted_outcomes(outcomes) if not o.passed and o.failure_reason]
+    if not failed:
+        return []
+    return ["  → Failure details: in the failure report of each case above",
+            *(f"    ✗ {one_line(f'{o.agent_name}::{o.case_name}')} ({o.suite_path}:{o.line})" for o in failed)]
 
 
 def run_progress_line(outcome: CaseOutcome, record: RunRecord, masker: Masker) -> str:

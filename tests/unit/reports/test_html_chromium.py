@@ -6,7 +6,9 @@ under CI (env ``CI`` set), where a missing browser is a broken setup and the tes
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -89,3 +91,75 @@ def test_screenshot(chromium: str, page: Path, tmp_path: Path) -> None:
     assert len(data) > 20_000  # a blank 1280x900 page compresses to a few kilobytes
     if os.environ.get("CONNIC_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["CONNIC_KEEP_SCREENSHOT"])
+
+
+CONTEXT = {
+    "project": "desk (/work/desk)", "command": "pytest -k 'refund' --connic-html report.html",
+    "time": "2026-12-01T12:00:00+00:00", "commit": "abc1234",
+    "versions": {"Python": "3.11.7", "pytest": "9.2.0", "pytest-connic": "0.1.0", "Connic SDK": "0.1.57"},
+    "pytest": "1 failed, 1 passed, 1 error (exit code 1)", "pytest_status": "failed",
+}
+
+
+def _summary_rows(dom: str) -> list[str]:
+    """The case column of the summary table, top to bottom."""
+    body = dom.split('id="summary-table"')[1].split("</tbody>")[0]
+    return re.findall(r'class="case-link"[^>]*>([^<]*)</a>', body)
+
+
+@pytest.fixture
+def context_page(tmp_path: Path) -> Path:
+    path = tmp_path / "context.html"
+    report = build_json_report(outcomes(), masker=Masker(), environment_id="local")
+    path.write_text(render_html(report, CONTEXT), encoding="utf-8")
+    return path
+
+
+def test_header_has_the_run_context_and_failures_come_first(chromium: str, context_page: Path, tmp_path: Path) -> None:
+    dom = run_chromium(chromium, tmp_path, context_page.as_uri(), "--dump-dom")
+    assert 'data-ready="true"' in dom
+    header = dom.split("<header>")[1].split("</header>")[0]
+    for text in ("desk (/work/desk)", "pytest -k 'refund' --connic-html report.html", "2026-12-01T12:00:00+00:00",
+                 "abc1234", "Python 3.11.7, pytest 9.2.0, pytest-connic 0.1.0, Connic SDK 0.1.57",
+                 "1 failed, 1 passed, 1 error (exit code 1)"):
+        assert html.escape(text, quote=False) in header, text
+    # the failing and erroring cases first, in the table and in the case list; the passing one last
+    rows = _summary_rows(dom)
+    assert rows == ["billing::refunds invoice", html.escape(f"billing::{XSS}", quote=False), "greeter::greets politely"]
+    parsed = Visible()
+    parsed.feed(dom)
+    assert [s[1][0] for s in parsed.sections][-1] == "PASS"
+    # one file: no external resource (the CSP forbids them, and none is referenced)
+    assert not re.search(r'(src|href)="(https?:|//)', dom)
+
+
+def test_the_summary_table_sorts_and_filters(chromium: str, context_page: Path, tmp_path: Path) -> None:
+    clicks = context_page.with_name("clicked.html")
+    script = ('<script>const th = document.querySelector("th[data-key=name]"); th.click();'
+              'document.body.dataset.sorted = th.getAttribute("aria-sort");</script>')
+    clicks.write_text(context_page.read_text("utf-8").replace("</body>", script + "</body>"), "utf-8")
+    dom = run_chromium(chromium, tmp_path, clicks.as_uri(), "--dump-dom")
+    assert 'data-sorted="ascending"' in dom
+    names = [html.unescape(n) for n in _summary_rows(dom)]
+    assert names == sorted(names, key=str.lower)
+
+    filtered = run_chromium(chromium, tmp_path, context_page.as_uri() + "#failing", "--dump-dom")
+    body = filtered.split('id="summary-table"')[1].split("</tbody>")[0]
+    hidden_rows = re.findall(r"<tr[^>]*hidden[^>]*>.*?</tr>", body)
+    assert len(hidden_rows) == 1 and "greets politely" in hidden_rows[0]
+
+
+def test_a_failing_case_says_its_reason_once(chromium: str, context_page: Path, tmp_path: Path) -> None:
+    dom = run_chromium(chromium, tmp_path, context_page.as_uri(), "--dump-dom")
+    parsed = Visible()
+    parsed.feed(dom)
+    billing = next("".join(parts) for _, parts in parsed.sections if "billing::refunds invoice" in "".join(parts))
+    assert billing.count("refund service refused the request") == 1, billing
+
+
+def test_screenshot_with_the_header_and_the_summary_table(chromium: str, context_page: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "context.png"
+    run_chromium(chromium, tmp_path, context_page.as_uri(), f"--screenshot={shot}", "--window-size=1280,1200")
+    assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    if os.environ.get("CONNIC_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["CONNIC_KEEP_SCREENSHOT"].replace(".png", "-header.png"))

@@ -1,0 +1,112 @@
+"""Output that fits and says each thing once, through real pytest runs: the results table at the
+terminal's width, ``-qq``, the reason in pytest's short summary, ``--tb=line`` and JUnit (also
+over xdist), and warnings located at the suite file and line of their case."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from helpers.mixed import write_mixed
+from helpers.project import ConnicProject
+from pytest_connic.reports.terminal import display_width
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order-desk"
+REASON = "expected_result not satisfied: output.sum == 11 where output.sum = 10"
+
+
+@pytest.fixture
+def narrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An 80-column terminal, outside CI (where pytest, and the table, do not cut lines)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    for name in ("CI", "BUILD_NUMBER"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def table_lines(text: str) -> list[str]:
+    section = text.split("= connic results =")[1]
+    return [line for line in section.splitlines() if line.lstrip()[:1] in ("┌", "│", "├", "└", "(")]
+
+
+def test_the_bundled_example_fits_80_columns(pytester: pytest.Pytester, narrow: None) -> None:
+    shutil.copytree(EXAMPLE, pytester.path, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == 0
+    lines = table_lines(result.stdout.str())
+    assert len(lines) >= 11 + 5
+    too_long = [line for line in lines if display_width(line) > 80]
+    assert not too_long, "\n".join(too_long)
+    assert "    │ Result │ Test " in lines[1] and lines[1].endswith("│ Runs │ Threshold │")
+    assert any("…" in line for line in lines)  # long names cut, not wrapped
+    assert lines[-1] == "    (Median latency and Tokens hidden to fit 80 columns)"
+
+
+def test_a_wide_terminal_shows_every_column(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "160")
+    monkeypatch.delenv("CI", raising=False)
+    write_mixed(calc)
+    lines = table_lines(calc.run("-p", "no:randomly").stdout.str())
+    assert "Median latency" in lines[1] and "Tokens" in lines[1]
+    assert not lines[-1].lstrip().startswith("(")
+    assert max(display_width(line) for line in lines) <= 160
+
+
+def test_qq_drops_the_table_but_keeps_the_verdict(calc: ConnicProject, narrow: None) -> None:
+    write_mixed(calc)
+    result = calc.run("-qq")
+    text = result.stdout.str()
+    assert "┌" not in text and "│ Result │" not in text
+    result.stdout.fnmatch_lines(["3/6 cases passed."])
+
+
+def test_the_reason_is_in_the_short_summary_tb_line_and_junit(calc: ConnicProject, narrow: None) -> None:
+    write_mixed(calc)
+    result = calc.run("-rA", "--junitxml", "junit.xml")
+    result.stdout.fnmatch_lines([
+        "FAILED tests/calc.yaml::wrong sum - expected_result not satisfied*",
+        "FAILED tests/calc.yaml::missing fixture - missing fixture: tests/files/nope*",
+    ])
+    root = ET.parse(calc.root / "junit.xml").getroot()
+    failure = next(c for c in root.iter("testcase") if c.get("name") == "wrong sum").find("failure")
+    assert failure is not None and failure.get("message") == REASON
+    assert (failure.text or "").count("output.sum == 11") == 1
+
+    line = calc.run("--tb=line", "-q")
+    line.stdout.fnmatch_lines([f"tests/calc.yaml:9: {REASON}"])
+    failures = line.stdout.str().split("= FAILURES =")[1].split("= connic results =")[0]
+    assert "      Run " not in failures  # one line per failure, as pytest's own --tb=line
+
+
+def test_over_xdist_the_reason_survives_the_transport(calc: ConnicProject, narrow: None) -> None:
+    pytest.importorskip("xdist")
+    write_mixed(calc)
+    result = calc.run_subprocess("-n", "2", "-rA", "--junitxml", "junit.xml")
+    result.stdout.fnmatch_lines(["FAILED tests/calc.yaml::wrong sum - expected_result not satisfied*"])
+    root = ET.parse(calc.root / "junit.xml").getroot()
+    failure = next(c for c in root.iter("testcase") if c.get("name") == "wrong sum").find("failure")
+    assert failure is not None and failure.get("message") == REASON
+
+
+def test_a_runtime_warning_points_at_its_case(project: ConnicProject) -> None:
+    project.agent("smart", guardrails={"input": [{"type": "prompt_injection"}]})
+    project.suite("smart", '''
+        tests:
+          - name: first
+            payload: my invoice
+          - name: harmless
+            payload: my invoice
+    ''')
+    project.replies("smart", "first", "hello")
+    project.replies("smart", "harmless", "hello")
+    result = project.run("-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    text = result.stdout.str()
+    summary = text.split("warnings summary")[1]
+    # once per session, at the suite file and line of the case that met it first
+    assert summary.count("GuardrailNotEvaluatedWarning") == 1, summary
+    result.stdout.fnmatch_lines(["tests/smart.yaml::first", "  tests/smart.yaml:2: GuardrailNotEvaluatedWarning: *"])
+    assert "guardrails.py" not in summary and "session.py" not in summary
