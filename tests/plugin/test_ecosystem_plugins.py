@@ -55,5 +55,6 @@ def test_github_actions_annotates_a_failing_case_at_its_yaml_line(calc: ConnicPr
     annotations = [line for line in result.stderr.lines if line.startswith("::error ")]
     assert len(annotations) == 1, result.stderr.str()
     # at the case's `- name:` line, titled with the case's own name
+    # at the case's `- name:` line, titled with the case's own name, the reason first
     assert annotations[0].startswith("::error file=tests/echo.yaml,line=5::echo::wrong :: [x]%0A%0A"
-                                     "tests/echo.yaml:5: case 'wrong :: [x]' (echo) failed")
+                                     "expected_result not satisfied: output.got.x == 2 where output.got.x = 1")

@@ -135,8 +135,8 @@ def test_a_check_without_a_judgement_fails_the_case_saying_how_to_supply_one(pro
     # the old behaviour on request: counted as passed, and the trace says not evaluated
     lenient = project.run("-k", "harmless", "--connic-unjudged-guardrails=pass", "--connic-json", "report.json",
                           "--connic-traces", "traces")
-    lenient.assert_outcomes(passed=1, warnings=1)
-    lenient.stdout.fnmatch_lines([("*/tests/bank.yaml:5: GuardrailNotEvaluatedWarning: built-in guardrail "
+    lenient.assert_outcomes(passed=1, warnings=2)  # and the hand-written cassette notice
+    lenient.stdout.fnmatch_lines([("*tests/bank.yaml:5: GuardrailNotEvaluatedWarning: built-in guardrail "
                                   "'prompt_injection' (input, agent 'bank') has no judgement*")])
     (rail,) = report(project)["harmless"]["guardrails"]
     assert rail["status"] == "not_evaluated" and rail["message"].startswith("not evaluated (counted as passed)")

@@ -363,9 +363,9 @@ class CaseRun:
         return record
 
     def _location(self) -> tuple[Path, int]:
-        """The suite file (or the Python test calling ``connic.run``) and line of the case."""
-        where = self.services.root / self.outcome.suite_path
-        return (where if where.exists() else Path(self.outcome.suite_path)), self.outcome.line
+        """The suite file (or the Python test calling ``connic.run``) and line of the case; a path
+        relative to the project, as every message names it."""
+        return Path(self.outcome.suite_path), self.outcome.line
 
     async def run_one(self, index: int) -> RunRecord:
         """One run: fresh modules, builder, the agent, cleanup, assertions."""

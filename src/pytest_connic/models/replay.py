@@ -159,11 +159,11 @@ class CaseModels:
                 except OSError as exc:  # a directory, no permission, ...
                     self._load_error = CassetteError(f"{self.shown_path}: cannot read the cassette: {exc.strerror}")
                 self._loaded = True
-                note = undigested_note(self._cassette, self.path) if self._cassette is not None else None
+                note = undigested_note(self._cassette, self.shown_path) if self._cassette is not None else None
                 if note is not None and self.warn is not None and self.mode != "digests":
                     # a notice, never the run's error: with -W error it is dropped, not raised mid-run
                     with contextlib.suppress(Warning):
-                        self.warn(note, self.path)
+                        self.warn(note, Path(self.shown_path))
             if self._load_error is not None:
                 raise CassetteError(str(self._load_error))
             return self._cassette

@@ -5,6 +5,7 @@ report and the exit code (docs/ci.md "Merging shards")."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,11 @@ import pytest
 
 from pytest_connic.plugin.session import state as state_of
 
-#: the phase in which a single run reports a case's ``setup_error``: these come from the call phase
-_CALL_PHASE_SETUP_ERRORS = ("the Connic project failed to load", "internal error in pytest-connic")
+
+def _is_invalid_case(suite_path: str, error: str) -> bool:
+    """Whether a case's setup error is an invalid case (located ``suite:line:column:``), the one
+    error of the setup phase; every other one happened in the call phase, where the runs are."""
+    return re.match(rf"{re.escape(suite_path)}:\d+:\d+: ", error) is not None
 
 
 class _SetupFailure:
@@ -80,6 +84,8 @@ class ConnicMerge:
 
     def _report(self, outcome: Any) -> None:
         """The reports of one case, as its shard's pytest made them."""
+        from pytest_connic.plugin.longrepr import case_longrepr
+        from pytest_connic.plugin.reporting import ERROR_ATTR
         from pytest_connic.reports.failure import failure_text
         from pytest_connic.reports.junit import junit_properties
         from pytest_connic.reports.terminal import escape_text
@@ -93,19 +99,30 @@ class ConnicMerge:
         duration = sum(r.duration_ms for r in outcome.records) / 1000
         phases: list[tuple[str, str, Any, float]]
         error = outcome.setup_error
+        errored = False
         if outcome.interrupted is not None:
             phases = [("setup", "skipped", (path, outcome.line, f"Skipped: {outcome.interrupted}"), 0.0)]
-        elif outcome.infrastructure_error is not None:
-            phases = [("setup", "failed", _SetupFailure(failure_text(outcome, state.masker)), duration)]
-        elif error is not None and not error.startswith(_CALL_PHASE_SETUP_ERRORS):
-            phases = [("setup", "failed", _SetupFailure(error), 0.0)]
+        elif error is not None and _is_invalid_case(outcome.suite_path, error):
+            phases = [("setup", "failed", _SetupFailure(error), 0.0)]  # an invalid case fails in setup
+        elif outcome.left_out is not None:
+            phases = [("setup", "passed", None, 0.0),
+                      ("call", "skipped", (path, outcome.line, f"Skipped: {outcome.left_out}"), duration)]
         else:
-            text = None if outcome.passed else failure_text(outcome, state.masker)
-            phases = [("setup", "passed", None, duration), ("call", "passed" if text is None else "failed", text, 0.0)]
+            # the runs happen in the call phase; an error there (infrastructure, user code's
+            # BaseException, a crashed worker) is counted as an error, as in the shard's run
+            errored = outcome.pytest_outcome == "error" or outcome.infrastructure_error is not None
+            failed = errored or not outcome.passed
+            longrepr = None
+            if failed:
+                longrepr = case_longrepr(failure_text(outcome, state.masker), outcome, state.masker,
+                                         style=self.config.getoption("tbstyle", "auto"))
+            phases = [("setup", "passed", None, 0.0), ("call", "failed" if failed else "passed", longrepr, duration)]
         phases.append(("teardown", "passed", None, 0.0))
         hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
         for when, result, longrepr, seconds in phases:
             report = pytest.TestReport(nodeid, location, {"connic": 1}, result, longrepr, when,  # type: ignore[arg-type]
                                        duration=seconds, user_properties=properties)
+            if errored and when == "call":
+                setattr(report, ERROR_ATTR, True)
             hook.pytest_runtest_logreport(report=report)
         hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
