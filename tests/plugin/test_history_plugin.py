@@ -58,6 +58,7 @@ def stored(path: Path) -> list[dict[str, Any]]:
 
 
 def test_changes_and_flaky_cases_over_several_sessions(offset: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")  # the whole History cell (at 80 columns it is cut with an ellipsis)
     first = session(offset, monkeypatch, 0)
     first.assert_outcomes(passed=2)
     first.stdout.fnmatch_lines(["*history: no earlier session of this selection in *history.sqlite*"])
