@@ -251,7 +251,7 @@ def test_model_based_guardrails_without_a_judgement_fail_or_count_as_passed_when
     no_hook.assert_outcomes(passed=1)
     # located at the case in the suite file, not at the plugin's source
     no_hook.stdout.fnmatch_lines([
-        ("*/tests/smart.yaml:2: GuardrailNotEvaluatedWarning: built-in guardrail 'prompt_injection' (input, agent 'smart') has no "
+        ("*tests/smart.yaml:2: GuardrailNotEvaluatedWarning: built-in guardrail 'prompt_injection' (input, agent 'smart') has no "
         "judgement and was not evaluated (counted as passed*"),
     ])
     no_hook.stdout.no_fnmatch_line("*runtime/guardrails.py*")

@@ -145,3 +145,24 @@ def test_merge_says_what_it_cannot_merge(calc: ConnicProject) -> None:
     envs = calc.run("--connic-merge", "one.json", "--connic-merge", "env.json")
     envs.stderr.fnmatch_lines([("ERROR: the shards ran in different environments (--connic-env): None (*one.json),"
                                " 'staging' (*env.json)")])
+
+
+def test_a_merge_writes_the_history_a_single_run_would(calc: ConnicProject) -> None:
+    import sqlite3
+
+    _suites(calc)
+    calc.run_subprocess("--connic-history=single.sqlite", "tests")
+    for g in (1, 2):
+        calc.run_subprocess("--splits=2", f"--group={g}", f"--connic-json=shard-{g}.json",
+                            f"--connic-history=shard-{g}.sqlite", "tests")
+    merged = calc.run("--connic-merge", "shard-*.json", "--connic-history", "merged.sqlite")
+    assert merged.ret == 1
+
+    def cases(name: str) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(calc.root / name) as conn:
+            return list(conn.execute(
+                "SELECT nodeid, verdict, successes, executed, runs, cassette_digest, config_digest FROM cases "
+                "ORDER BY nodeid"))
+
+    assert len(cases("merged.sqlite")) == 13
+    assert cases("merged.sqlite") == cases("single.sqlite")

@@ -399,7 +399,7 @@ class CaseRun:
         divergences = run_models.finish(completed=completed)
         record.failures.extend(divergences)
         # ``name`` is the label of the event's line in the trace tree of a failure report
-        record.events.extend({"type": "note", "name": f"note: {n}", "text": n}
+        record.events.extend({"type": "note", "name": f"note: {n}", "text": n, "divergence": True}
                              for n in getattr(run_models, "notes", []))
         if not record.failures and record.infrastructure_error is None:
             if self.target.evaluate:

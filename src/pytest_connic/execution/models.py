@@ -91,7 +91,8 @@ class HookedCaseModels:
 def divergence_notes(outcome: CaseOutcome) -> list[str]:
     """The divergence notes of a case's runs (the runner keeps them as ``note`` events), in run
     order, without duplicates."""
-    notes = (e.get("text") for r in outcome.records for e in r.events if e.get("type") == "note")
+    notes = (e.get("text") for r in outcome.records for e in r.events
+             if e.get("type") == "note" and e.get("divergence"))  # not the other notes of a trace
     return list(dict.fromkeys(n for n in notes if isinstance(n, str)))
 
 
