@@ -4,11 +4,8 @@ fake provider, then replay offline with the server and the network gone."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib.util
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,9 +14,9 @@ from typing import Any, Self
 import pytest
 import yaml
 
-from helpers.fake_provider import FakeProvider, Reply, text, tool_call, unused_port
+from helpers.fake_provider import FakeProvider, Reply, text, tool_call
+from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
 from helpers.project import ConnicProject, esc
-from pytest_connic.models import LiteLLMModel, ModelRequest
 
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("the [live] extra (litellm) is not installed", allow_module_level=True)
@@ -128,17 +125,12 @@ class BillingApi:
 def litellm_imported() -> None:
     """Import LiteLLM (and make one call) in this process before any inner run does (see
     tests/plugin/test_record_modes.py: pytester's restore of ``sys.meta_path``)."""
-    with FakeProvider(["ok"]) as fp:
-        model = LiteLLMModel(api_base=fp.base_url, api_key="unused")
-        request = ModelRequest("warm-up", "openai/gpt-4o-mini", "", [{"role": "user", "content": "hi"}])
-        asyncio.run(model.complete(request))
+    warm_up_litellm()
 
 
 @pytest.fixture(autouse=True)
 def provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{unused_port()}/v1")
+    local_provider_env(monkeypatch, KEY)
     monkeypatch.setenv("CONNIC_API_BILLING_TOKEN", TOKEN)
 
 
@@ -158,30 +150,6 @@ def desk(project: ConnicProject) -> ConnicProject:
     project.write("hooks/desk.py", HOOKS)
     project.suite("desk", SUITE)
     return project
-
-
-@contextlib.contextmanager
-def serving(monkeypatch: pytest.MonkeyPatch, script: Any) -> Iterator[FakeProvider]:
-    with FakeProvider(script) as fp:
-        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        yield fp
-
-
-@contextlib.contextmanager
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every ``socket.connect`` to a network address is recorded and refused."""
-    attempts: list[Any] = []
-    connect = socket.socket.connect
-
-    def refuse(self: socket.socket, address: Any) -> None:
-        if getattr(socket, "AF_UNIX", None) is not None and self.family == socket.AF_UNIX:
-            return connect(self, address)
-        attempts.append(address)
-        raise OSError(f"network disabled by the test: connect to {address!r}")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(socket.socket, "connect", refuse)
-        yield attempts
 
 
 def record(desk: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> tuple[pytest.RunResult, BillingApi, FakeProvider]:

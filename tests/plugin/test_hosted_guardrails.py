@@ -5,20 +5,17 @@ a check with no judgement as an error of the case (docs/guardrails.md)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib.util
 import json
 import shutil
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from helpers.fake_provider import FakeProvider, Reply, text, unused_port
+from helpers.fake_provider import Reply, text
+from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
 from helpers.project import ConnicProject
 
 INJECTION = [{"type": "prompt_injection", "config": {"rejection_message": "Not with me."}}]
@@ -215,40 +212,10 @@ def litellm_imported() -> None:
     """Import LiteLLM (and what it imports lazily) in this process before an inner run does."""
     if importlib.util.find_spec("litellm") is None:
         pytest.skip("the [live] extra (litellm) is not installed")
-    from pytest_connic.models import LiteLLMModel, ModelRequest
-
-    with FakeProvider(["ok"]) as fp:
-        model = LiteLLMModel(api_base=fp.base_url, api_key="unused")
-        asyncio.run(model.complete(ModelRequest("warm-up", "openai/gpt-4o-mini", "", [{"role": "user", "content": "hi"}])))
+    warm_up_litellm()
 
 
 @pytest.fixture(autouse=True)
 def provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A key, and a base URL where nothing listens: a test that forgets to serve stays local."""
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-judge-1234567890")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{unused_port()}/v1")
-
-
-@contextlib.contextmanager
-def serving(monkeypatch: pytest.MonkeyPatch, script: Any) -> Iterator[FakeProvider]:
-    with FakeProvider(script) as fp:
-        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        yield fp
-
-
-@contextlib.contextmanager
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every ``socket.connect`` to a network address is recorded and refused (Unix sockets pass)."""
-    attempts: list[Any] = []
-    connect = socket.socket.connect
-
-    def refuse(self: socket.socket, address: Any) -> None:
-        if getattr(socket, "AF_UNIX", None) is not None and self.family == socket.AF_UNIX:
-            return connect(self, address)
-        attempts.append(address)
-        raise OSError(f"network disabled by the test: connect to {address!r}")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(socket.socket, "connect", refuse)
-        yield attempts
+    local_provider_env(monkeypatch, "sk-test-judge-1234567890")

@@ -4,21 +4,18 @@ errors and exit codes, Connic-hosted model aliases, concurrent runs."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib.util
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from helpers.fake_provider import FakeProvider, Reply, error, text, tool_call, unused_port
+from helpers.fake_provider import Reply, error, text, tool_call
+from helpers.network import local_provider_env, serving, warm_up_litellm
 from helpers.project import ConnicProject
-from pytest_connic.models import LiteLLMModel, ModelRequest
 
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("the [live] extra (litellm) is not installed", allow_module_level=True)
@@ -39,26 +36,13 @@ def litellm_imported() -> None:
     in-process pytest run does: its import loads the importlib_metadata backport, which deletes
     the stdlib's distribution finder; pytester's restore of ``sys.meta_path`` after an inner run
     would then leave later inner runs without plugins. It also keeps seconds out of timed runs."""
-    with FakeProvider(["ok"]) as fp:
-        model = LiteLLMModel(api_base=fp.base_url, api_key="unused")
-        request = ModelRequest("warm-up", "openai/gpt-4o-mini", "", [{"role": "user", "content": "hi"}])
-        asyncio.run(model.complete(request))
+    warm_up_litellm()
 
 
 @pytest.fixture(autouse=True)
 def provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A key, and a base URL where nothing listens: a test that forgets to serve stays local."""
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{unused_port()}/v1")
-
-
-@contextlib.contextmanager
-def serving(monkeypatch: pytest.MonkeyPatch, script: Any, latency: float = 0.0) -> Iterator[FakeProvider]:
-    """The fake provider, with ``OPENAI_API_BASE`` pointing at it (the inner run is in-process)."""
-    with FakeProvider(script, latency=latency) as fp:
-        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        yield fp
+    local_provider_env(monkeypatch, KEY)
 
 
 def junit_cases(path: Path) -> dict[str, ET.Element]:

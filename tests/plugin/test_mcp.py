@@ -22,9 +22,8 @@ from helpers.project import ConnicProject
 if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("litellm") is None:
     pytest.skip("the [mcp] and [live] extras (mcp, litellm) are not installed", allow_module_level=True)
 
-from test_record_modes import no_network, warm_up_litellm
-
 from helpers.mcp_server import McpTestServer, docs_tools
+from helpers.network import no_network, warm_up_litellm
 
 TOKEN = "tok-DONOTLEAK-7f3a9c"
 USER = "user-DONOTLEAK-42"

@@ -3,21 +3,18 @@ OpenAI-compatible provider on 127.0.0.1 (real HTTP through LiteLLM), then replay
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib.util
 import json
 import re
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
-from helpers.fake_provider import FakeProvider, Reply, text, tool_call, unused_port
+from helpers.fake_provider import Reply, text, tool_call
+from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
 from helpers.project import ConnicProject
-from pytest_connic.models import LiteLLMModel, ModelRequest
 
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("the [live] extra (litellm) is not installed", allow_module_level=True)
@@ -37,14 +34,6 @@ tests:
     payload: "4 + 6?"
     expected_result: output.sum == 11
 """
-
-
-def warm_up_litellm() -> None:
-    """Import LiteLLM and make one call, in this process, outside any inner run."""
-    with FakeProvider(["ok"]) as fp:
-        model = LiteLLMModel(api_base=fp.base_url, api_key="unused")
-        request = ModelRequest("warm-up", "openai/gpt-4o-mini", "", [{"role": "user", "content": "hi"}])
-        asyncio.run(model.complete(request))
 
 
 def calculator(body: dict[str, Any]) -> Reply:
@@ -67,9 +56,7 @@ def litellm_imported() -> None:
 @pytest.fixture(autouse=True)
 def provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A key, and a base URL where nothing listens: a test that forgets to serve stays local."""
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{unused_port()}/v1")
+    local_provider_env(monkeypatch, KEY)
 
 
 @pytest.fixture
@@ -77,32 +64,6 @@ def calc(calc: ConnicProject) -> ConnicProject:
     calc.agent("calc", tools=["calc.add", "calc.multiply"], retry_options=FAST_RETRIES)
     calc.suite("calc", SUITE)
     return calc
-
-
-@contextlib.contextmanager
-def serving(monkeypatch: pytest.MonkeyPatch, script: Any) -> Iterator[FakeProvider]:
-    """The fake provider, with ``OPENAI_API_BASE`` pointing at it (the inner run is in-process)."""
-    with FakeProvider(script) as fp:
-        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        yield fp
-
-
-@contextlib.contextmanager
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every ``socket.connect`` attempt to a network address is recorded and refused (a local
-    Unix socket, such as the one of the worker processes' forkserver, is no network)."""
-    attempts: list[Any] = []
-    connect = socket.socket.connect
-
-    def refuse(self: socket.socket, address: Any) -> None:
-        if getattr(socket, "AF_UNIX", None) is not None and self.family == socket.AF_UNIX:
-            return connect(self, address)
-        attempts.append(address)
-        raise OSError(f"network disabled by the test: connect to {address!r}")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(socket.socket, "connect", refuse)
-        yield attempts
 
 
 def cassette(project: ConnicProject, case: str) -> dict[str, Any]:

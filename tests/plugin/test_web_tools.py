@@ -4,13 +4,10 @@ offline, ``web_search`` through the hook and through a search backend (a Tavily 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib.util
 import json
-import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -18,7 +15,8 @@ import pytest
 import yaml
 from typing_extensions import Self
 
-from helpers.fake_provider import FakeProvider, Reply, text, tool_call, unused_port
+from helpers.fake_provider import Reply, text, tool_call, unused_port
+from helpers.network import no_network, serving, warm_up_litellm
 from helpers.project import ConnicProject
 
 pytest.importorskip("httpx")
@@ -233,11 +231,7 @@ def litellm_imported() -> None:
     """Import LiteLLM (and what it imports lazily) in this process before an inner run does."""
     if importlib.util.find_spec("litellm") is None:
         pytest.skip("the [live] extra (litellm) is not installed")
-    from pytest_connic.models import LiteLLMModel, ModelRequest
-
-    with FakeProvider(["ok"]) as fp:
-        model = LiteLLMModel(api_base=fp.base_url, api_key="unused")
-        asyncio.run(model.complete(ModelRequest("warm-up", "openai/gpt-4o-mini", "", [{"role": "user", "content": "hi"}])))
+    warm_up_litellm()
 
 
 @pytest.fixture(autouse=True)
@@ -246,27 +240,3 @@ def provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("TAVILY_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{unused_port()}/v1")
-
-
-@contextlib.contextmanager
-def serving(monkeypatch: pytest.MonkeyPatch, script: Any) -> Iterator[FakeProvider]:
-    with FakeProvider(script) as fp:
-        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        yield fp
-
-
-@contextlib.contextmanager
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every ``socket.connect`` to a network address is recorded and refused (Unix sockets pass)."""
-    attempts: list[Any] = []
-    connect = socket.socket.connect
-
-    def refuse(self: socket.socket, address: Any) -> None:
-        if getattr(socket, "AF_UNIX", None) is not None and self.family == socket.AF_UNIX:
-            return connect(self, address)
-        attempts.append(address)
-        raise OSError(f"network disabled by the test: connect to {address!r}")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(socket.socket, "connect", refuse)
-        yield attempts
