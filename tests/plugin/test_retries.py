@@ -5,6 +5,8 @@ reflection budget of LLM agents, and the context fields ``after`` middleware see
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from helpers.project import ConnicProject, esc
@@ -201,3 +203,19 @@ def test_after_middleware_sees_the_fallback_model_and_the_token_usage(project: C
     project.cassette("switchy", "the primary answered", [{"turns": [{"content": "hello"}]}])
     result = project.run("-v")
     result.assert_outcomes(passed=2)
+
+
+def test_a_replay_says_that_its_duration_counts_retry_delays_it_skipped(project: ConnicProject) -> None:
+    project.tool("retry", FLAKY)
+    tool_agent(project, "three", attempts=3)  # Connic's default delays: 10 s, then 20 s
+    project.suite("three", '''
+        tests:
+          - name: fails twice then works
+            payload: '{"key": "three", "fail": 2}'
+    ''')
+    result = project.run("--connic-json", "report.json")
+    result.assert_outcomes(passed=1)
+    report = json.loads((project.root / "report.json").read_text("utf-8"))
+    (case,) = report["cases"]
+    assert case["median_latency_ms"] >= 30000  # Connic's run would take the waits
+    assert "30s of retry delays were skipped (not waited) in this replay" in json.dumps(case)

@@ -100,6 +100,12 @@ async def _finish(inv: InvocationState) -> None:
     record_automatic_outbound(inv)  # recorded, never delivered
     inv.record.duration_ms = _elapsed_ms(inv)
     inv.context.setdefault("duration_ms", round(inv.record.duration_ms))
+    clock = inv.scope.clock
+    if inv.root and clock.virtual and clock.skipped_s > 0:
+        # the duration and latency figures include retry waits a replay does not sleep through
+        note = (f"{clock.skipped_s:g}s of retry delays were skipped (not waited) in this replay; the "
+                "run's duration counts them, as on Connic")
+        inv.record.events.append({"type": "note", "name": f"note: {note}", "text": note})
     await _cleanup(inv)
     if inv.root:  # the run's skipped retry delays move the session clock (session.ttl)
         inv.services.sessions.fold(inv.scope.clock)
