@@ -93,9 +93,9 @@ def terminal_lines(view: HistoryView) -> list[str]:
         lines.append(f"  history: {view.note}")
     if view.compared_with:
         changed = sum(1 for c in view.cases.values() if c.change is not None)
-        lines.append(f"  history: {changed} case(s) changed since {view.compared_with} ({view.path})")
+        lines.append(f"  history: {changed} case(s) changed since {view.compared_with} ({_shown(view.path)})")
     else:
-        lines.append(f"  history: no earlier session of this selection in {view.path}")
+        lines.append(f"  history: no earlier session of this selection in {_shown(view.path)}")
     for nodeid, flaky in sorted(view.flaky().items()):
         lines.append(f"  {nodeid}: {flaky.text}")
     return lines
@@ -179,3 +179,14 @@ def budget_html(section: Any) -> str:
     if left:
         text += f"; left out {len(left)} case(s): " + ", ".join(str(n) for n in left)
     return f'<section id="budget" class="budget"><p>{html.escape(text)}</p></section>'
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the working directory when it is below it, as pytest names files."""
+    import os
+
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if relative.startswith("..") else relative
