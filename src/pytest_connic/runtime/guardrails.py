@@ -16,9 +16,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
-
-from typing_extensions import Self
+from typing import TYPE_CHECKING, Any
 
 from pytest_connic.models.base import CallFailed, CassetteError, ModelRequest
 from pytest_connic.project.sdk import GuardrailResult, GuardrailRule
@@ -27,6 +25,9 @@ from pytest_connic.runtime.mocks import guardrail_ladder
 from pytest_connic.runtime.signals import RunAborted, RunFailed, UserCodeEnded
 from pytest_connic.runtime.state import InvocationState
 from pytest_connic.warnings import ConnicWarning, GuardrailNotEvaluatedWarning
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self needs 3.11; an annotation only
 
 DEFAULT_REJECTION = "Your request was blocked by a guardrail."
 _STATUS = {"block": "blocked", "warn": "warned", "redact": "redacted"}
