@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 from collections.abc import Iterator
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from helpers.fake_provider import FakeProvider
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self needs 3.11
 
 
 @contextlib.contextmanager
@@ -60,3 +65,31 @@ def local_provider_env(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", key)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{unused_port()}/v1")
+
+
+class LocalHttpServer:
+    """A ``ThreadingHTTPServer`` on 127.0.0.1 serving ``handler`` in a thread while the ``with``
+    block runs, always stopped after it (stdlib only; for HTTP APIs and web pages of tests)."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:
+    """Answer a request of ``handler`` with ``body``."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 import pytest
 import yaml
 
 from helpers.fake_provider import FakeProvider, Reply, text, tool_call
-from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
+from helpers.network import LocalHttpServer, local_provider_env, no_network, send, serving, warm_up_litellm
 from helpers.project import ConnicProject, esc
 
 if importlib.util.find_spec("litellm") is None:
@@ -80,7 +79,7 @@ def after(tool_name, params, result, context):
 '''
 
 
-class BillingApi:
+class BillingApi(LocalHttpServer):
     """A tiny billing API; keeps the headers of every request it received."""
 
     def __init__(self) -> None:
@@ -97,28 +96,12 @@ class BillingApi:
                 return self._send(404, {"error": f"no such invoice: {self.path}"})
 
             def _send(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send(self, status, json.dumps(body).encode(), "application/json")
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
+        super().__init__(Handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

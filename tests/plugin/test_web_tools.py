@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 import yaml
-from typing_extensions import Self
 
 from helpers.fake_provider import Reply, text, tool_call, unused_port
-from helpers.network import no_network, serving, warm_up_litellm
+from helpers.network import LocalHttpServer, no_network, send, serving, warm_up_litellm
 from helpers.project import ConnicProject
 
 pytest.importorskip("httpx")
@@ -25,7 +23,7 @@ pytest.importorskip("html2text")
 PAGE = "<html><head><title>Docs</title></head><body><h1>Opening hours</h1><p>We open at <b>9</b>.</p></body></html>"
 
 
-class Site:
+class Site(LocalHttpServer):
     """A tiny web site on 127.0.0.1: ``GET`` paths answer HTML, ``POST /search`` a search backend."""
 
     def __init__(self, search: Callable[[dict[str, Any]], Any] | None = None) -> None:
@@ -40,38 +38,17 @@ class Site:
                     self.send_header("Location", "/hours")
                     self.end_headers()
                     return
-                body = PAGE.encode()
-                self.send_response(200 if self.path == "/hours" else 404)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send(self, 200 if self.path == "/hours" else 404, PAGE.encode(), "text/html; charset=utf-8")
 
             def do_POST(self) -> None:
                 data = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 site.received.append((self.path, {k.lower(): v for k, v in self.headers.items()}, data))
-                body = json.dumps(search(data) if search else {}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send(self, 200, json.dumps(search(data) if search else {}).encode(), "application/json")
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
+        super().__init__(Handler)
 
 
 def calling(tool: str, arguments: dict[str, Any]) -> Callable[[dict[str, Any]], Reply]:
