@@ -65,13 +65,9 @@ def compute_coverage(project_root: Path, *, api: ApiRegistry | None = None) -> C
     the tools of the specs given count, as Connic's deploy (which has the dashboard's specs)
     counts them, and the specs' problems are load errors."""
     from pytest_connic.project import sdk
-    from pytest_connic.project.yamlguard import guard_loader
+    from pytest_connic.project.load import new_loader
 
-    registry = api.sdk_registry() if api is not None and api.specs else None
-    loader = sdk.ProjectLoader(str(project_root), api_spec_tools=registry, validation_only=True)
-    if registry:
-        sdk.skip_unnamed_api_specs(loader, registry)
-    guard_loader(loader, project_root)  # alias bombs never reach the SDK's unbounded safe_load
+    loader = new_loader(project_root, validation_only=True, api=api)
     try:
         agents = loader.load_agents()
     except FileNotFoundError as exc:

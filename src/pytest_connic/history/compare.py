@@ -20,7 +20,7 @@ class Change:
     text: str  #: for people: ``newly failing (passed before)``, ``pass rate 90% → 40%``
 
 
-def _percent(rate: float | None) -> str:
+def percent(rate: float | None) -> str:
     return "—" if rate is None else f"{rate * 100:.0f}%"
 
 
@@ -35,8 +35,8 @@ def change(current: CaseRow, previous: CaseRow | None) -> Change | None:
     low, high, rate = previous.rate_low, previous.rate_high, current.pass_rate
     if low is None or high is None or rate is None or low <= rate <= high:
         return None
-    return Change("rate-moved", f"pass rate moved {_percent(previous.pass_rate)} → {_percent(rate)} "
-                                f"(outside {_percent(low)}–{_percent(high)})")
+    return Change("rate-moved", f"pass rate moved {percent(previous.pass_rate)} → {percent(rate)} "
+                                f"(outside {percent(low)}–{percent(high)})")
 
 
 def changes(current: Mapping[str, CaseRow], previous: Mapping[str, CaseRow]) -> dict[str, Change]:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_connic.history.compare import Change, change
+from pytest_connic.history.compare import Change, change, percent
 from pytest_connic.history.flaky import Flaky, flakiness
 from pytest_connic.history.store import CaseRow, StoredSession
 
@@ -109,23 +109,19 @@ def sparkline(values: Sequence[float | None], *, label: str, high: float | None 
     known = [v for v in values if v is not None]
     top = high if high is not None else max(known, default=0.0) or 1.0
     step = (width - 2 * pad) / max(len(values) - 1, 1)
-    points = []
+    points: list[tuple[str, str]] = []
     for i, value in enumerate(values):
         if value is None:
             continue
         x = pad + i * step
         y = height - pad - (min(value, top) / top) * (height - 2 * pad)
-        points.append(f"{x:.1f},{y:.1f}")
-    dots = "".join(f'<circle cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="1.8"/>' for p in points[-1:])
+        points.append((f"{x:.1f}", f"{y:.1f}"))
+    dots = "".join(f'<circle cx="{x}" cy="{y}" r="1.8"/>' for x, y in points[-1:])
     return (f'<svg class="trend" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(label)}">'
             f"<title>{html.escape(label)}</title>"
-            f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{" ".join(points)}"/>'
+            f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{" ".join(f"{x},{y}" for x, y in points)}"/>'
             f"{dots}</svg>")
-
-
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.0f}%"
 
 
 def history_html(section: Any) -> str:
@@ -143,14 +139,14 @@ def history_html(section: Any) -> str:
                          f'{html.escape(case["change"]["text"])}</span>')
         if case.get("flaky"):
             flaky = case["flaky"]
-            marks.append(f'<span class="mark flaky">flaky: {int(flaky["flips"])} flips in the last '
-                         f'{int(flaky["sessions"])} sessions</span>')
-        rate_label = "pass rate over the last sessions: " + ", ".join(_percent(r) for r in rates)
+            text = Flaky(int(flaky["flips"]), int(flaky["sessions"])).text
+            marks.append(f'<span class="mark flaky">{html.escape(text)}</span>')
+        rate_label = "pass rate over the last sessions: " + ", ".join(percent(r) for r in rates)
         latency_label = "median latency over the last sessions: " + ", ".join(
             "—" if v is None else f"{v:.0f} ms" for v in latencies)
         rows.append(f'<tr data-nodeid="{html.escape(nodeid)}"><td>{html.escape(nodeid)}</td>'
                     f"<td>{' '.join(marks)}</td>"
-                    f"<td>{sparkline(rates, label=rate_label, high=1.0)} {_percent(rates[-1] if rates else None)}</td>"
+                    f"<td>{sparkline(rates, label=rate_label, high=1.0)} {percent(rates[-1] if rates else None)}</td>"
                     f"<td>{sparkline(latencies, label=latency_label)}</td></tr>")
     compared = section.get("compared_with")
     caption = (f"Compared with {compared}" if compared else "No earlier session of this selection") + \

@@ -32,12 +32,13 @@ from pytest_connic.yamlpos import (
 )
 
 
-def _models(annotation: object) -> list[type[BaseModel]]:
+def models_in(annotation: object) -> list[type[BaseModel]]:
+    """The pydantic models inside an annotation (through Optional, Union, List, Dict, Annotated)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     found: list[type[BaseModel]] = []
     for arg in typing.get_args(annotation):
-        found.extend(_models(arg))
+        found.extend(models_in(arg))
     return found
 
 
@@ -46,7 +47,7 @@ def _dict_of_models(annotation: object) -> bool:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         return any(_dict_of_models(arg) for arg in typing.get_args(annotation))
-    return origin is dict and bool(_models(annotation))
+    return origin is dict and bool(models_in(annotation))
 
 
 def _names(model: type[BaseModel]) -> dict[str, str]:
@@ -76,7 +77,7 @@ def _walk(model: type[BaseModel], data: dict[Any, Any], path: KeyPath, found: li
                 found.append(((*path, key), hint[0] if hint else None))
             continue
         annotation = model.model_fields[field].annotation
-        nested = _models(annotation)
+        nested = models_in(annotation)
         if not nested:
             continue
         target = nested[0]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.project.located import relative
 from pytest_connic.yamlpos import (
     MAX_BYTES,
     KeyPath,
@@ -135,7 +136,7 @@ def load_registry(root: Path, named: Mapping[str, str], urls: Mapping[str, str] 
             if path.suffix in SUFFIXES and path.is_file() and path.stem not in found and path.resolve() not in taken:
                 found[path.stem] = (path, f"{DEFAULT_DIR}/{path.name}")
     for name, (path, origin) in found.items():
-        rel = _rel(root, path)
+        rel = relative(root, path)
         if not SPEC_NAME.fullmatch(name):
             registry.errors.append(
                 f"{rel}: API spec name '{name}' (from {origin}) is not a Connic spec name: at most 64 "
@@ -155,11 +156,7 @@ class SpecError(ConnicError):
     """A spec that cannot be used; the message starts with ``path:line:``."""
 
 
-def _rel(root: Path, path: Path) -> str:
-    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-
-
-def read_spec(name: str, path: Path, rel: str, registry: ApiRegistry | None = None) -> ApiSpec:
+def read_spec(name: str, path: Path, rel: str, registry: ApiRegistry) -> ApiSpec:
     """One spec, validated and turned into tools. Raises ``SpecError`` (located)."""
     try:
         if path.stat().st_size > MAX_BYTES:
@@ -186,15 +183,14 @@ def read_spec(name: str, path: Path, rel: str, registry: ApiRegistry | None = No
 
 
 def _validate(name: str, data: dict[str, Any], positions: YamlPositions, rel: str, path: Path,
-              registry: ApiRegistry | None) -> None:
+              registry: ApiRegistry) -> None:
     try:
         from openapi_spec_validator import validate
     except ImportError:
-        if registry is not None:
-            registry.notes.append((path, 1, (
-                f"{rel}: the OpenAPI spec '{name}' was not validated: openapi-spec-validator is not "
-                "installed (pip install 'pytest-connic[api]'); Connic refuses a spec that does not "
-                "validate")))
+        registry.notes.append((path, 1, (
+            f"{rel}: the OpenAPI spec '{name}' was not validated: openapi-spec-validator is not "
+            "installed (pip install 'pytest-connic[api]'); Connic refuses a spec that does not "
+            "validate")))
         return
     try:
         validate(data)

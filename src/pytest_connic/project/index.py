@@ -12,7 +12,7 @@ from pathlib import Path
 from pytest_connic.project import sdk
 from pytest_connic.project.apispec import ApiRegistry
 from pytest_connic.project.layout import DiscoveryError, discover_suites
-from pytest_connic.project.load import LoadWarning, Locator, load_agents
+from pytest_connic.project.load import LoadWarning, Locator, load_agents, printed_lines
 
 
 @dataclass
@@ -91,8 +91,7 @@ def module_warnings(root: Path, loader: object, agents: list[sdk.Agent]) -> list
                 continue
     del errors[before:]
     locator = Locator(root, agents)
-    lines = [line.strip() for line in printed.getvalue().splitlines() if line.strip()]
-    return [locator.printed(line) for line in lines]
+    return [locator.printed(line) for line in printed_lines(printed.getvalue())]
 
 
 def setting_warnings(root: Path, agents: list[sdk.Agent]) -> list[LoadWarning]:

@@ -22,6 +22,7 @@ from typing import Any
 from pytest_connic.errors import ConnicError
 from pytest_connic.project import sdk
 from pytest_connic.project.apispec import DEFAULT_DIR, ApiRegistry, spec_of
+from pytest_connic.project.located import relative
 from pytest_connic.project.sdk import Agent, ProjectLoader
 from pytest_connic.project.yamlguard import guard_loader
 from pytest_connic.yamlpos import MAX_BYTES, KeyPath, YamlError, YamlPositions, load_with_positions
@@ -45,6 +46,17 @@ class LoadWarning:
     unknown_key: bool = False
 
 
+def new_loader(root: Path, *, validation_only: bool, api: ApiRegistry | None = None) -> ProjectLoader:
+    """The SDK's loader for ``root``, given the tools of the OpenAPI specs the user named (``api``)
+    as its registry, and guarded: alias bombs and huge files never reach the SDK's safe_load."""
+    registry = api.sdk_registry() if api is not None and api.specs else None
+    loader = ProjectLoader(str(root), api_spec_tools=registry, validation_only=validation_only)
+    if registry:
+        sdk.skip_unnamed_api_specs(loader, registry)
+    guard_loader(loader, Path(root))
+    return loader
+
+
 def load_agents(root: Path, *, validation_only: bool, prepare: Callable[[Any], None] | None = None,
                 api: ApiRegistry | None = None) -> tuple[ProjectLoader, list[Agent], list[LoadWarning]]:
     """The loader, the project's agents and the load warnings (what the SDK printed while loading
@@ -54,11 +66,7 @@ def load_agents(root: Path, *, validation_only: bool, prepare: Callable[[Any], N
     ``api``: the OpenAPI specs the user named; the SDK's loader gets their tools as its registry,
     so ``api:<spec>.<tool>`` refs and wildcards resolve as on Connic; a ref to a spec not named is
     skipped (and warned) as without a registry; the specs' problems are load errors."""
-    registry = api.sdk_registry() if api is not None and api.specs else None
-    loader = ProjectLoader(str(root), api_spec_tools=registry, validation_only=validation_only)
-    if registry:
-        sdk.skip_unnamed_api_specs(loader, registry)
-    guard_loader(loader, Path(root))  # alias bombs and huge files never reach the SDK's safe_load
+    loader = new_loader(root, validation_only=validation_only, api=api)
     if prepare is not None:
         prepare(loader)
     printed = io.StringIO()
@@ -68,7 +76,7 @@ def load_agents(root: Path, *, validation_only: bool, prepare: Callable[[Any], N
         except FileNotFoundError as exc:
             raise ProjectError(str(exc)) from None
     locator = Locator(Path(root), agents)
-    warnings = [locator.printed(line) for line in _lines(printed.getvalue())]
+    warnings = [locator.printed(line) for line in printed_lines(printed.getvalue())]
     failed = api.failed if api is not None else set()
     warnings += locator.api_refs([r for r in sdk.api_spec_warnings(loader) if spec_of(r) not in failed])
     errors = sdk.load_errors(loader)
@@ -83,7 +91,8 @@ _API_ERROR = re.compile(r"Agent '(?P<agent>[^']+)': cannot resolve (?P<label>too
                         r"'(?P<ref>api:[^']+)': ")
 
 
-def _lines(text: str) -> list[str]:
+def printed_lines(text: str) -> list[str]:
+    """The non-empty lines of what the SDK printed, stripped."""
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -106,7 +115,7 @@ class Locator:
         self._positions: dict[Path, tuple[Any, YamlPositions] | None] = {}
 
     def rel(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+        return relative(self.root, path)
 
     def printed(self, line: str) -> LoadWarning:
         """A line the SDK printed while loading, located and explained."""
@@ -135,9 +144,9 @@ class Locator:
                            self.root / "agents", 1)
 
     def module_failure(self, what: str, agent: str, reason: str) -> LoadWarning:
-        """``middleware/<agent>.py`` or ``hooks/<agent>.py`` failed to load: the agent runs without it."""
-        directory = "middleware" if what == "middleware" else "hooks"
-        path = self.root / directory / f"{agent}.py"
+        """``middleware/<agent>.py`` or ``hooks/<agent>.py`` (``what``) failed to load: the agent
+        runs without it."""
+        path = self.root / what / f"{agent}.py"
         found = _SYNTAX_LINE.search(reason)
         number = int(found.group(1)) if found else 1
         what_text = "middleware" if what == "middleware" else "tool hooks"

@@ -16,8 +16,8 @@ from typing import Any
 from pytest_connic.errors import ConnicError
 from pytest_connic.project import sdk
 from pytest_connic.project.apispec import ApiRegistry
-from pytest_connic.project.load import LoadWarning, Locator, ProjectError, load_agents
-from pytest_connic.project.located import exception_text, user_location
+from pytest_connic.project.load import LoadWarning, Locator, ProjectError, load_agents, printed_lines
+from pytest_connic.project.located import exception_text, relative, user_location
 
 
 class UserImportError(ConnicError):
@@ -26,7 +26,7 @@ class UserImportError(ConnicError):
 
 def import_error(exc: BaseException, root: Path, path: Path) -> UserImportError:
     """``tools/t.py:1: importing it raised ModuleNotFoundError: No module named 'x'``."""
-    relpath = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    relpath = relative(root, path)
     if isinstance(exc, SyntaxError) and exc.filename:
         where = f"{relpath}:{exc.lineno or 1}" if Path(exc.filename).resolve() == path.resolve() else None
     else:
@@ -119,11 +119,10 @@ class LoadedProject:
             with contextlib.redirect_stdout(printed):
                 return load()
         finally:
-            for line in printed.getvalue().splitlines():
-                if line.strip():
-                    warning = self._locator.printed(line.strip())
-                    if all(w.key != warning.key for w in self.warnings):
-                        self.warnings.append(warning)
+            for line in printed_lines(printed.getvalue()):
+                warning = self._locator.printed(line)
+                if all(w.key != warning.key for w in self.warnings):
+                    self.warnings.append(warning)
 
     def guardrail(self, name: str) -> Any:
         """The custom guardrail ``guardrails/<name>.py``; ``ProjectError`` with the SDK's reason

@@ -13,6 +13,11 @@ from pathlib import Path
 _MAX = 500
 
 
+def relative(root: Path, path: Path) -> str:
+    """``path`` as messages name it: relative to the project ``root`` (POSIX), else as it is."""
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
 def safe_text(value: object) -> str:
     """``str(value)``, or a placeholder naming its type when ``__str__`` raises (or returns no str)."""
     try:

@@ -33,6 +33,8 @@ from connic.core import Agent, AgentConfig, AgentType, GuardrailRule, Tool
 from connic.loader import PREDEFINED_TOOL_ALIASES, PREDEFINED_TOOL_NAMES
 from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 
+from pytest_connic.project.apispec import spec_of
+
 __all__ = [
     "PREDEFINED_TOOL_ALIASES",
     "PREDEFINED_TOOL_NAMES",
@@ -91,7 +93,7 @@ def skip_unnamed_api_specs(loader: Any, named: Iterable[str]) -> None:
     known = frozenset(named)
 
     def resolve_named(stripped_ref: str) -> Any:
-        spec = stripped_ref.split(".", 1)[0] if "*" in stripped_ref else stripped_ref.rpartition(".")[0]
+        spec = spec_of(stripped_ref)
         if spec and spec not in known:
             loader._api_spec_warnings.append(f"api:{stripped_ref}")
             return []

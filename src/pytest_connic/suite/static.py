@@ -141,12 +141,30 @@ class Findings:
     warnings: list[tuple[str, int]] = field(default_factory=list)  #: message, line
 
 
+@dataclass
+class _SuiteMemo:
+    """What every case of a suite checks against, computed once: the catalogue of each agent and
+    the tools some agent gates by approval."""
+
+    index: ProjectIndex
+    catalogues: dict[str, Catalogue] = field(default_factory=dict)
+    _gated: tuple[Catalogue, dict[str, str]] | None = None
+
+    def catalogue(self, agent: str) -> Catalogue:
+        if agent not in self.catalogues:
+            self.catalogues[agent] = agent_catalogue(self.index, agent)
+        return self.catalogues[agent]
+
+    def gated(self) -> tuple[Catalogue, dict[str, str]]:
+        if self._gated is None:
+            self._gated = _gated(self.index)
+        return self._gated
+
+
 class _CaseChecker:
-    def __init__(self, suite: Suite, case: CaseSpec, index: ProjectIndex,
-                 catalogues: dict[str, Catalogue] | None = None) -> None:
+    def __init__(self, suite: Suite, case: CaseSpec, index: ProjectIndex, memo: _SuiteMemo) -> None:
         self.suite, self.case, self.index = suite, case, index
-        #: one catalogue per agent for all the cases of a suite
-        self.catalogues = catalogues if catalogues is not None else {}
+        self.memo = memo
         self.positions = suite.positions or YamlPositions()
         self.found = Findings()
 
@@ -163,9 +181,7 @@ class _CaseChecker:
             self.found.errors.append(text)
 
     def tool_lists(self, spec: dict[str, Any], path: KeyPath, agent: str) -> None:
-        catalogue = self.catalogues.get(agent)
-        if catalogue is None:
-            catalogue = self.catalogues[agent] = agent_catalogue(self.index, agent)
+        catalogue = self.memo.catalogue(agent)
         if catalogue.silent:
             return
         for entry_path, key, name in _named_tools(spec, path):
@@ -203,7 +219,7 @@ class _CaseChecker:
     def approvals(self, decisions: Any) -> None:
         if not isinstance(decisions, list) or not decisions:
             return
-        gated, every = _gated(self.index)
+        gated, every = self.memo.gated()
         if gated.silent:
             return
         for i, decision in enumerate(decisions):
@@ -240,10 +256,9 @@ def _named_tools(spec: dict[str, Any], path: KeyPath) -> Iterator[tuple[KeyPath,
             yield (*path, key, i), False, name
 
 
-def check_case(suite: Suite, case: CaseSpec, index: ProjectIndex,
-               catalogues: dict[str, Catalogue] | None = None) -> Findings:
+def check_case(suite: Suite, case: CaseSpec, index: ProjectIndex, memo: _SuiteMemo) -> Findings:
     """Check one valid case against the project (tool names, child agents, modules)."""
-    checker = _CaseChecker(suite, case, index, catalogues)
+    checker = _CaseChecker(suite, case, index, memo)
     if case.error is not None or case.resolved is None:
         return checker.found
     path: KeyPath = ("tests", case.index)
@@ -335,9 +350,9 @@ def check_suite(suite: Suite, index: ProjectIndex) -> list[LoadWarning]:
     """Check every case of ``suite``: a case with an error gets it as ``CaseSpec.error`` (it fails
     in setup, its siblings run); the warnings are returned, located at the suite's lines."""
     out: list[LoadWarning] = []
-    catalogues: dict[str, Catalogue] = {}
+    memo = _SuiteMemo(index)
     for case in suite.cases:
-        found = check_case(suite, case, index, catalogues)
+        found = check_case(suite, case, index, memo)
         if found.errors:
             case.error = "\n".join(found.errors)
         for message, line in found.warnings:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from pytest_connic.project.agentkeys import models_in
 from pytest_connic.project.sdk import AgentConfig
 
 FIDELITY = Path(__file__).resolve().parents[3] / "docs" / "fidelity.md"
@@ -29,16 +30,6 @@ _BEHAVIOUR_CELL = re.compile(r"runtime: \S")
 # -- the SDK's fields ------------------------------------------------------------------------------
 
 
-def _models(annotation: object) -> list[type[BaseModel]]:
-    """The pydantic models inside an annotation (through Optional, Union, List, Dict, Annotated)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    found: list[type[BaseModel]] = []
-    for arg in typing.get_args(annotation):
-        found.extend(_models(arg))
-    return found
-
-
 def _is_free_dict(annotation: object) -> bool:
     """A dict whose values are not models (a guardrail rule's ``config``, MCP ``headers``)."""
     origin = typing.get_origin(annotation)
@@ -46,7 +37,7 @@ def _is_free_dict(annotation: object) -> bool:
         return any(_is_free_dict(arg) for arg in typing.get_args(annotation))
     if origin is typing.Annotated:
         return _is_free_dict(typing.get_args(annotation)[0])
-    return origin is dict and not _models(annotation)
+    return origin is dict and not models_in(annotation)
 
 
 def sdk_fields(model: type[BaseModel] = AgentConfig, prefix: str = "",
@@ -57,7 +48,7 @@ def sdk_fields(model: type[BaseModel] = AgentConfig, prefix: str = "",
     for name, info in model.model_fields.items():
         path = prefix + name
         fields[path] = _is_free_dict(info.annotation)
-        for nested in _models(info.annotation):
+        for nested in models_in(info.annotation):
             if nested not in seen:  # a model that contains itself would recurse forever
                 fields.update(sdk_fields(nested, path + ".", (*seen, nested)))
     return fields
