@@ -16,7 +16,7 @@ def activate(config: pytest.Config) -> ConnicSession:
         return existing
     from pytest_connic.plugin.masking import ConnicMasking
     from pytest_connic.plugin.reporting import ConnicReporting
-    from pytest_connic.plugin.xdist import ConnicWorker, is_worker
+    from pytest_connic.plugin.xdist import ConnicWorker, is_case, is_worker
 
     secrets: frozenset[str] = config.stash[ENV_SECRETS_KEY]
     state = ConnicSession(config, config.stash[SETTINGS_KEY], secrets)
@@ -29,9 +29,8 @@ def activate(config: pytest.Config) -> ConnicSession:
 
     register_progress(config, state.settings.progress_interval)
     from pytest_connic.plugin.interrupts import ConnicInterrupts
-    from pytest_connic.plugin.items import CaseItem
 
-    manager.register(ConnicInterrupts(state.interrupts, lambda item: isinstance(item, CaseItem)),
+    manager.register(ConnicInterrupts(state.interrupts, is_case),
                      "connic-interrupts")
     if is_worker(config):
         manager.register(ConnicWorker(config, state), "connic-worker")

@@ -66,7 +66,6 @@ class ConnicHistory:
         self.failed: set[str] = set()
         self.collect_failed = False
         self._path: str | None = None
-        budget_for(config)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -126,7 +125,8 @@ class ConnicHistory:
         if path is None:
             return None
         self._path = str(path)
-        rows = {row.nodeid: row for row in (case_row(self.config, o, state.outcomes) for o in state.outcomes)}
+        digests = _Digests(self.config, state.outcomes)
+        rows = {row.nodeid: row for row in (case_row(o, digests) for o in state.outcomes)}
         commit = _git(self.config.rootpath, "rev-parse", "HEAD")
         session = SessionRow(datetime.now(timezone.utc).isoformat(timespec="seconds"), commit,
                              shlex.join(["pytest", *self.config.invocation_params.args]), selection(self.config),
@@ -249,26 +249,52 @@ def project_root(config: pytest.Config, outcome: CaseOutcome) -> Path | None:
     return config.rootpath / file[: len(file) - len(suite)]
 
 
-def case_row(config: pytest.Config, outcome: CaseOutcome, outcomes: list[CaseOutcome]) -> CaseRow:
+class _Digests:
+    """The cassette and agent-configuration digests of a session's cases: each suite's case names,
+    each project's agent files and each agent's digest computed once, not once per case."""
+
+    def __init__(self, config: pytest.Config, outcomes: list[CaseOutcome]) -> None:
+        self.config = config
+        self.cassette_dir = config.stash[SETTINGS_KEY].cassette_dir
+        self.siblings: dict[str, list[str]] = {}
+        for o in outcomes:
+            self.siblings.setdefault(o.suite_path, []).append(o.case_name)
+        self._agent_files: dict[Path, tuple[list[Path], list[Path]]] = {}
+        self._configs: dict[tuple[Path, str], str | None] = {}
+
+    def cassette(self, root: Path, outcome: CaseOutcome) -> str | None:
+        from pytest_connic.models.cassette import cassette_path
+
+        try:
+            return _digest([cassette_path(root / self.cassette_dir, outcome.suite_path, outcome.case_name,
+                                          siblings=self.siblings[outcome.suite_path])])
+        except Exception:  # noqa: BLE001  (a case name no cassette can have: no digest)
+            return None
+
+    def agent_config(self, root: Path, agent_name: str) -> str | None:
+        import fnmatch
+
+        key = (root, agent_name)
+        if key not in self._configs:
+            if root not in self._agent_files:
+                agents = root / "agents"
+                files = sorted(agents.rglob("*.y*ml")) if agents.is_dir() else []
+                self._agent_files[root] = (files, [p for p in files if fnmatch.fnmatch(p.name, "_defaults.y*ml")])
+            files, defaults = self._agent_files[root]
+            self._configs[key] = _digest([p for p in files if p.stem == agent_name] + defaults)
+        return self._configs[key]
+
+
+def case_row(outcome: CaseOutcome, digests: _Digests) -> CaseRow:
     """One outcome as stored: its verdict, numbers, and the digests of its cassette and agent."""
     from pytest_connic.history.store import CaseRow
     from pytest_connic.reports.stats import case_status, case_wilson, pass_rate
 
     cassette = config_digest = None
-    root = project_root(config, outcome)
+    root = project_root(digests.config, outcome)
     if root is not None:
-        from pytest_connic.models.cassette import cassette_path
-
-        siblings = [o.case_name for o in outcomes if o.suite_path == outcome.suite_path]
-        try:
-            cassette = _digest([cassette_path(root / config.stash[SETTINGS_KEY].cassette_dir, outcome.suite_path,
-                                              outcome.case_name, siblings=siblings)])
-        except Exception:  # noqa: BLE001  (a case name no cassette can have: no digest)
-            cassette = None
-        agents = root / "agents"
-        own = [p for p in agents.rglob("*.y*ml") if p.stem == outcome.agent_name] if agents.is_dir() else []
-        defaults = [p for p in agents.rglob("_defaults.y*ml")] if agents.is_dir() else []
-        config_digest = _digest(own + defaults)
+        cassette = digests.cassette(root, outcome)
+        config_digest = digests.agent_config(root, outcome.agent_name)
     interval = case_wilson(outcome)
     verdict = "skipped" if outcome.left_out is not None else case_status(outcome)
     return CaseRow(

@@ -92,11 +92,7 @@ class SuiteFile(pytest.File):
             index = state.project_index(self.project_root)
         except (ProjectError, DiscoveryError) as exc:
             raise self.CollectError(f"Connic project {self.project_root}: {exc}") from None
-        if _shows_collection_warnings(self.config):
-            try:
-                show_load_warnings(state, index.warnings)
-            except ConnicWarning as exc:  # -W error: this suite's collection fails with it
-                raise self.CollectError(f"{type(exc).__name__}: {exc}") from None
+        self._show_warnings(state, index.warnings)
         if index.load_errors and index.is_first_suite(self.path):
             raise self.CollectError(
                 "the Connic project failed to load (connic lint reports the same):\n"
@@ -129,12 +125,17 @@ class SuiteFile(pytest.File):
         the located warnings are shown once, and with ``-W error`` fail this file's collection."""
         from pytest_connic.suite.static import check_suite
 
-        found = check_suite(suite, index)
-        if found and _shows_collection_warnings(self.config):
-            try:
-                show_load_warnings(state, found)
-            except ConnicWarning as exc:
-                raise self.CollectError(f"{type(exc).__name__}: {exc}") from None
+        self._show_warnings(state, check_suite(suite, index))
+
+    def _show_warnings(self, state: ConnicSession, found: list[LoadWarning]) -> None:
+        """Load and collection warnings, shown once (on one process under xdist); with ``-W error``
+        this suite's collection fails with the first."""
+        if not found or not _shows_collection_warnings(self.config):
+            return
+        try:
+            show_load_warnings(state, found)
+        except ConnicWarning as exc:
+            raise self.CollectError(f"{type(exc).__name__}: {exc}") from None
 
 
 #: what a case name cannot hold as it is in a pytest node id: ``::`` (pytest splits command-line
@@ -270,9 +271,7 @@ class CaseItem(pytest.Item):
 
         if user_location(exc, self.project_root) is not None:
             return False
-        if self.outcome is None or state.outcome_of(self.nodeid) is not self.outcome:
-            _setup_outcome(state, self, f"internal error in pytest-connic: {exception_text(exc)}")
-            _add_junit_properties(state, self)
+        self._outcome_after(state, f"internal error in pytest-connic: {exception_text(exc)}")
         return True
 
     def _escaped(self, state: ConnicSession, exc: BaseException) -> BaseException:

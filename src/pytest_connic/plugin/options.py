@@ -4,7 +4,7 @@ error names its source."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,31 +286,12 @@ class Settings:
 
     def model_aliases(self) -> dict[str, str]:
         """``--connic-model-alias`` entries as a mapping, validated."""
-        aliases = {}
-        for entry in self.model_alias or ():
-            left, sep, right = entry.partition("=")
-            if not sep or not left.strip() or not right.strip():
-                raise pytest.UsageError(
-                    f"invalid value {entry!r} from {self.source('model_alias')}: expected FROM=TO, "
-                    "for example connic/gpt-5.6-terra=openai/gpt-4.1-mini"
-                )
-            aliases[left.strip()] = right.strip()
-        return aliases
+        return self._pairs("model_alias", "FROM=TO", "connic/gpt-5.6-terra=openai/gpt-4.1-mini")
 
     def mcp_urls(self) -> dict[str, str]:
         """``--connic-mcp-url`` entries as a mapping (server name to URL), validated."""
-        urls = {}
-        for entry in self.mcp_url or ():
-            left, sep, right = entry.partition("=")
-            name, url = left.strip(), right.strip()
-            if not sep or not name or not url.lower().startswith(("http://", "https://")):
-                raise pytest.UsageError(
-                    f"invalid value {entry!r} from {self.source('mcp_url')}: expected NAME=URL with an http(s) "
-                    "URL, for example docs=http://127.0.0.1:8000/mcp"
-                )
-            urls[name] = url
-        return urls
-
+        return self._pairs("mcp_url", "NAME=URL with an http(s) URL", "docs=http://127.0.0.1:8000/mcp",
+                           valid=lambda url: url.lower().startswith(("http://", "https://")))
 
     def api_specs(self) -> dict[str, str]:
         """``--connic-api-spec NAME=PATH`` entries as a mapping, validated."""
@@ -325,11 +306,14 @@ class Settings:
                                         "the URL must start with http:// or https://")
         return urls
 
-    def _pairs(self, name: str, shape: str, example: str) -> dict[str, str]:
+    def _pairs(self, name: str, shape: str, example: str,
+               valid: Callable[[str], bool] = bool) -> dict[str, str]:
+        """``NAME=VALUE`` entries of setting ``name`` as a mapping; an entry without both sides (or
+        whose value is not ``valid``) is a usage error naming its source, the shape and an example."""
         pairs: dict[str, str] = {}
         for entry in getattr(self, name) or ():
             left, sep, right = entry.partition("=")
-            if not sep or not left.strip() or not right.strip():
+            if not sep or not left.strip() or not right.strip() or not valid(right.strip()):
                 raise pytest.UsageError(f"invalid value {entry!r} from {self.source(name)}: expected {shape}, "
                                         f"for example {example}")
             pairs[left.strip()] = right.strip()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_connic.plugin.session import SESSION_KEY
-from pytest_connic.plugin.xdist import is_worker
+from pytest_connic.plugin.xdist import is_case_id, is_worker
 
 
 def progress_line(cases_done: int, cases_total: int | None, runs_done: int, runs_total: int | None,
@@ -43,7 +43,7 @@ class ConnicProgress:
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "teardown" or not report.nodeid.partition("::")[0].lower().endswith(".yaml"):
+        if report.when != "teardown" or not is_case_id(report.nodeid):
             return
         state = self.config.stash.get(SESSION_KEY, None)
         now = time.monotonic()

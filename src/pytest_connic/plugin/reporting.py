@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_connic.plugin.session import state as state_of
-from pytest_connic.plugin.xdist import ends_runs, is_worker, verbose
+from pytest_connic.plugin.xdist import ends_runs, is_case_id, is_worker, placeholder_outcome, verbose
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
@@ -154,10 +153,6 @@ def gate_in_last_line(reporter: Any) -> None:
         reporter._main_color = None  # recomputed for the last line
 
 
-def is_case_id(nodeid: str) -> bool:
-    """A Connic case's node id (``tests/<suite>.yaml::<name>``)."""
-    suite, _, name = nodeid.partition("::")
-    return bool(name) and suite.lower().endswith(".yaml")
 
 
 #: set on a case's call report when it is an error, not a failure (``CaseErrored``)
@@ -225,22 +220,19 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession, items: list[tup
     """The session was interrupted: every case without reports gets an interrupted outcome and a
     skipped report (so it is in the terminal, JUnit, JSON, HTML and traces). ``items``:
     ``(nodeid, location, item or None)``; only Connic cases (``tests/*.yaml::name``) count."""
-    from pytest_connic.execution.outcomes import new_outcome, suite_outcome
+    from pytest_connic.execution.outcomes import suite_outcome
     from pytest_connic.plugin.items import CaseItem, case_name
 
     reason = state.interrupts.reason
     known = {o.nodeid for o in state.outcomes}
     for nodeid, location, item in items:
-        suite, _, name = nodeid.partition("::")
-        if nodeid in state.reported or not name or not suite.lower().endswith(".yaml"):
+        if nodeid in state.reported or not is_case_id(nodeid):
             continue
         if nodeid not in known:
             if isinstance(item, CaseItem):
                 outcome = suite_outcome(nodeid, item.suite, item.spec)
             else:  # the xdist controller knows only the node id
-                agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
-                             Path(suite).stem)
-                outcome = new_outcome(nodeid, suite, 0, agent, case_name(name), runs=0, success_threshold=100)
+                outcome = placeholder_outcome(state, nodeid, case_name(nodeid.partition("::")[2]))
             outcome.interrupted = reason
             state.add_outcome(outcome)
             known.add(nodeid)

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
 
 WORKER_KEY = "connic_outcomes"
-INFRA_KEY = "connic_infra"
 ROOTS_KEY = "connic_roots"
 #: the per-run lines of a case, carried from an xdist worker by the report that ends its runs
 RUNS_ATTR = "connic_runs"
@@ -61,7 +60,7 @@ class ConnicWorker:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
             None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        outcome = getattr(item, "outcome", None) if _is_case(item) else None
+        outcome = getattr(item, "outcome", None) if is_case(item) else None
         if ends_runs(report) and outcome is not None:
             from pytest_connic.jsonsafe import masked
             from pytest_connic.reports.terminal import run_progress_line
@@ -82,16 +81,28 @@ class ConnicWorker:
         output = self.config.workeroutput  # type: ignore[attr-defined]
         rest = [o for o in state.outcomes if o.nodeid not in self.sent]
         output[WORKER_KEY] = json.dumps([masked(o.to_dict(), state.masker) for o in rest])
-        output[INFRA_KEY] = state.infrastructure_errors  # informative: the controller counts its outcomes
         output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
 
 
-def _is_case_id(nodeid: str) -> bool:
+def is_case_id(nodeid: str) -> bool:
+    """A Connic case's node id (``tests/<suite>.yaml::<name>``)."""
     suite, _, name = nodeid.partition("::")
     return bool(name) and suite.lower().endswith(".yaml")
 
 
-def _is_case(item: pytest.Item) -> bool:
+def placeholder_outcome(state: Any, nodeid: str, case_name: str, **fields: Any) -> Any:
+    """The outcome of a case the controller knows only by its node id (its worker crashed, or the
+    session stopped before it reported): its agent is a sibling case's, else the file name's
+    (Connic's default)."""
+    from pytest_connic.execution.outcomes import new_outcome
+
+    suite = nodeid.partition("::")[0]
+    agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
+                 Path(suite).stem)
+    return new_outcome(nodeid, suite, 0, agent, case_name, runs=0, success_threshold=100, **fields)
+
+
+def is_case(item: pytest.Item) -> bool:
     from pytest_connic.plugin.items import CaseItem
 
     return isinstance(item, CaseItem)
@@ -111,7 +122,7 @@ class ConnicXdist:
         """The controller learns the cases from the workers' collections: a real SIGINT or SIGTERM
         (``plugin/interrupts.py``: here both become pytest's own interruption) then ends the session
         with every case in every report, those without a result interrupted."""
-        cases = [i for i in ids if _is_case_id(i)]
+        cases = [i for i in ids if is_case_id(i)]
         if not cases:
             return
         state = self.activate(self.config)
@@ -130,7 +141,7 @@ class ConnicXdist:
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
-        if not any(key in output for key in (WORKER_KEY, INFRA_KEY, ROOTS_KEY)):
+        if not any(key in output for key in (WORKER_KEY, ROOTS_KEY)):
             return  # the worker saw no Connic case
         from pytest_connic.records.serialize import outcome_from_dict
 
@@ -146,21 +157,13 @@ class ConnicXdist:
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """A worker died while running ``crashitem`` (``os._exit`` in a tool, a segfault): the case
         still appears in every report, failed with xdist's message."""
-        if crashitem in self.received or "::" not in crashitem:
+        if crashitem in self.received or not is_case_id(crashitem):
             return
-        suite, _, name = crashitem.partition("::")
-        if not suite.lower().endswith(".yaml"):
-            return
-        from pytest_connic.execution.outcomes import new_outcome
-
         self.received.add(crashitem)
         state = self.activate(self.config)
-        # a suite targets one agent: a sibling case knows it, else the file name is Connic's default
-        agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
-                     Path(suite).stem)
         reason = f"{report.longrepr}; the case's runs and their records were lost with the worker"
-        state.add_outcome(new_outcome(crashitem, suite, 0, agent, name, runs=0, success_threshold=100,
-                                      setup_error=reason))
+        name = crashitem.partition("::")[2]
+        state.add_outcome(placeholder_outcome(state, crashitem, name, setup_error=reason))
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
