@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_connic.models.base import Model
 from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, cassette_path
-from pytest_connic.models.replay import CaseModels
+from pytest_connic.models.replay import REPLAY_ONLY, CaseModels
 from pytest_connic.warnings import CassetteDivergenceWarning
 
 if TYPE_CHECKING:
@@ -117,8 +117,12 @@ def case_models(source: ModelSource, services: RuntimeServices, suite: Suite, ca
     """The model source of a suite case: its cassette under ``source.cassette_dir``."""
     siblings = [c.name for c in suite.cases]
     path = case_cassette(source, services, suite.relpath, case["name"], siblings)
-    taken = {case_cassette(source, services, suite.relpath, n, siblings).name for n in siblings if n != case["name"]}
-    return models_at(source, services, path, case, taken=frozenset(taken))
+
+    def taken() -> frozenset[str]:  # only asked when an old file name exists: O(n^2) per case
+        return frozenset(case_cassette(source, services, suite.relpath, n, siblings).name
+                         for n in siblings if n != case["name"])
+
+    return models_at(source, services, path, case, taken=taken)
 
 
 def case_cassette(
@@ -132,8 +136,6 @@ def case_cassette(
 def _located_notice(message: str, path: Path) -> None:
     """A ``ConnicWarning`` attributed to ``path`` (a cassette), so pytest's summary names the
     user's file and not pytest-connic's source."""
-    import warnings
-
     from pytest_connic.warnings import ConnicWarning
 
     warnings.warn_explicit(ConnicWarning(message), ConnicWarning, str(path), 1)
@@ -141,14 +143,14 @@ def _located_notice(message: str, path: Path) -> None:
 
 def models_at(
     source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None,
-    *, taken: frozenset[str] = frozenset(),
+    *, taken: Callable[[], frozenset[str]] = frozenset,
 ) -> HookedCaseModels:
     """The model source replaying (or recording) the cassette at ``path``; ``case`` is what
-    ``pytest_connic_make_model`` receives (None for the ``connic`` fixture); ``taken``: the file
+    ``pytest_connic_make_model`` receives (None for the ``connic`` fixture); ``taken()``: the file
     names of the other cases' cassettes in that folder."""
     mode = source.mode
     live = None
-    if mode not in ("none", "digests"):  # replay only: the live backend is never imported
+    if mode not in REPLAY_ONLY:  # replay only: the live backend is never imported
         from pytest_connic.models.live import LiteLLMModel
 
         shared = LiteLLMModel(aliases=source.aliases(), masker=source.masker)

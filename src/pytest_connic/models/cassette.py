@@ -438,13 +438,13 @@ def load_cassette(path: Path, *, root: Path | None = None, size_limit: int = DEF
         return parse_cassette(text, path)
     except CassetteError as exc:
         message = str(exc)
-        shown = _relative(path, root)
+        shown = relative_path(path, root)
         if shown is None or not message.startswith(str(path)):
             raise
         raise CassetteError(shown + message[len(str(path)):]) from None
 
 
-def _relative(path: Path, root: Path | None) -> str | None:
+def relative_path(path: Path, root: Path | None) -> str | None:
     """``path`` relative to ``root`` (posix separators), None when it is not inside it."""
     if root is None:
         return None

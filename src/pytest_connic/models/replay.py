@@ -43,6 +43,7 @@ from pytest_connic.models.cassette import (
     dump_cassette_data,
     legacy_cassette_path,
     load_cassette,
+    relative_path,
     secret_field,
     undigested_note,
     write_text_atomic,
@@ -51,6 +52,8 @@ from pytest_connic.models.digest import first_difference, request_fingerprint
 from pytest_connic.secrets import Masker, secret_values_from_env
 
 MODES = ("none", "once", "new_runs", "all", "digests", "live")
+#: the modes that only replay (``digests`` writes digests into turns, never calls a provider)
+REPLAY_ONLY = ("none", "digests")
 LiveFactory = Callable[[str], Model]
 #: the key of one invocation's turns in a cassette run: ("turns",) or ("children", agent, k)
 TapeKey = tuple[Any, ...]
@@ -68,10 +71,12 @@ class CaseModels:
 
     def __init__(self, path: Path, *, mode: str, live: LiveFactory | None, masker: Masker,
                  root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT,
-                 taken: frozenset[str] = frozenset(), warn: Callable[[str, Path], None] | None = None) -> None:
+                 taken: Callable[[], frozenset[str]] = frozenset,
+                 warn: Callable[[str, Path], None] | None = None) -> None:
         """``root``: the project (a cassette that is a link must stay inside it); ``size_limit``:
-        the largest cassette read, in bytes; ``taken``: the file names of the other cases'
-        cassettes in the folder (an old file name one of them has now is theirs, not this case's)."""
+        the largest cassette read, in bytes; ``taken()``: the file names of the other cases'
+        cassettes in the folder (an old file name one of them has now is theirs, not this case's),
+        computed only when an old file name exists."""
         if mode not in MODES:
             raise ValueError(f"unknown record mode {mode!r}; expected one of {', '.join(MODES)}")
         if mode == "live" and live is None:
@@ -111,12 +116,7 @@ class CaseModels:
     @property
     def shown_path(self) -> str:
         """The cassette's path as messages show it: relative to the project when inside it."""
-        if self.root is not None:
-            try:
-                return self.path.relative_to(self.root).as_posix()
-            except ValueError:
-                pass
-        return str(self.path)
+        return relative_path(self.path, self.root) or str(self.path)
 
     def live_model(self, agent_name: str) -> Model:
         """A provider-backed model for ``agent_name`` (recording and live mode)."""
@@ -133,7 +133,7 @@ class CaseModels:
             return _Plan("record")
         cassette = self._load()
         if cassette is None:
-            if self.mode in ("none", "digests"):
+            if self.mode in REPLAY_ONLY:
                 raise CassetteError(
                     f"no cassette for this case: expected {self.shown_path}; record one with "
                     "--connic-record-mode=once (needs provider credentials) or write it by hand "
@@ -172,7 +172,7 @@ class CaseModels:
         """A cassette under the name an older version gave this case (one it could share with
         other cases): never read as this case's, but named, with how to rename it."""
         legacy = legacy_cassette_path(self.path)
-        if legacy is None or legacy.name in self.taken or not os.path.lexists(legacy):
+        if legacy is None or not os.path.lexists(legacy) or legacy.name in self.taken():
             return None
         return CassetteError(
             f"{legacy}: this cassette has the file name older versions of pytest-connic gave this case "
@@ -305,7 +305,7 @@ class RunModelsImpl:
     def _unrecorded(self, kind: str, name: str, arguments: Any, plan: _Plan) -> str:
         assert plan.run is not None
         same = [c for c in plan.run.calls if c.kind == kind and c.name == name]
-        shown = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+        shown = _canonical(arguments)
         if len(shown) > 300:
             shown = shown[:297] + "..."
         if same:
@@ -313,7 +313,7 @@ class RunModelsImpl:
         else:
             recorded = "the cassette records no such call"
         return (
-            f"{self.case.path}: runs[{plan.position}].calls: run {self.index + 1} made the {kind} call "
+            f"{self.case.shown_path}: runs[{plan.position}].calls: run {self.index + 1} made the {kind} call "
             f"{name!r} with arguments {shown}, but {recorded}; the cassette was recorded without it "
             "(record the case again with --connic-record-mode=all, against the real server, or add the "
             f"answer by hand under runs[{plan.position}].calls, docs/models.md \"Calls\")"

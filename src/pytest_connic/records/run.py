@@ -575,7 +575,8 @@ def _abandoned(call: ToolCallRecord) -> bool:
 
 
 def _call_ok(call: ToolCallRecord) -> bool:
-    return call.error is None and not call.aborted and call.approval not in _BAD_APPROVALS and not _abandoned(call)
+    # not failed, and not abandoned (``_abandoned``: no result although nothing else failed)
+    return call.has_result and call.error is None and not call.aborted and call.approval not in _BAD_APPROVALS
 
 
 def _trigger_meta(trigger: TriggerRecord) -> dict[str, Any]:

@@ -358,10 +358,7 @@ class WorkerPool:
     def give_back(self, worker: Worker, healthy: bool) -> None:
         """A run's lease ended: the worker serves the next run, or is retired."""
         if not healthy or worker.dead or self._closed:
-            worker.kill("retired")
-            with self._lock:
-                self._all.discard(worker)
-            self._wake(None)
+            self.discard(worker, "retired")
             return
         self._wake(worker)
 
