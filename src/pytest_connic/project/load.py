@@ -161,7 +161,7 @@ class Locator:
     def _refs(self, wanted: set[str]) -> Iterable[tuple[str, Path, str, str, int]]:
         """(agent, file, field, ref, line) of every ``tools``/``discoverable_tools`` entry in ``wanted``."""
         for agent, path in self.files.items():
-            data = self._load(path)
+            data = self.load(path)
             if data is None:
                 continue
             for field in ("tools", "discoverable_tools"):
@@ -209,12 +209,13 @@ class Locator:
                 break
             directory = directory.parent
         for candidate in candidates:
-            loaded = self._load(candidate)
+            loaded = self.load(candidate)
             if loaded is not None and key in loaded[1].keys:
                 return candidate, loaded[1].keys[key][0]
         return path, 1
 
-    def _load(self, path: Path) -> tuple[Any, YamlPositions] | None:
+    def load(self, path: Path) -> tuple[Any, YamlPositions] | None:
+        """The YAML file at ``path`` with its positions (read once), None when it cannot be read."""
         if path not in self._positions:
             try:
                 if path.stat().st_size > MAX_BYTES:

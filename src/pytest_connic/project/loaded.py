@@ -18,6 +18,7 @@ from pytest_connic.project import sdk
 from pytest_connic.project.apispec import ApiRegistry
 from pytest_connic.project.load import LoadWarning, Locator, ProjectError, load_agents, printed_lines
 from pytest_connic.project.located import exception_text, relative, user_location
+from pytest_connic.yamlpos import YamlPositions
 
 
 class UserImportError(ConnicError):
@@ -58,6 +59,12 @@ class LoadedProject:
         self._locator = Locator(root, agents)
         self.load_errors = list(sdk.load_errors(self.loader))
         self._lock = threading.RLock()
+
+    def yaml_file(self, path: Path) -> tuple[Any, YamlPositions] | None:
+        """A project YAML file (an agent's) with its positions, read once per session; None when it
+        cannot be read."""
+        with self._lock:
+            return self._locator.load(path)
 
     def _guard(self, loader: Any) -> None:
         def translate(exc: BaseException, module_name: str) -> BaseException | None:

@@ -13,7 +13,7 @@ import traceback
 from typing import Any
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.expressions import EvaluationError, ExpressionError, compile_expression
+from pytest_connic.expressions import compile_expression
 from pytest_connic.jsonsafe import json_text, trace_data
 from pytest_connic.models.base import CallFailed, CassetteError
 from pytest_connic.project.located import exception_text
@@ -101,26 +101,24 @@ def tool_catalog(inv: InvocationState) -> dict[str, CatalogEntry]:
     return catalog
 
 
-def condition_holds(inv: InvocationState, entry: CatalogEntry) -> bool:
-    """Whether ``entry`` is available to this run: it has no condition, or its condition is
-    true over the run's ``context`` and ``input``. Evaluated strictly, as Connic does: a missing
-    field, an unsupported operation or any other evaluation error makes it false."""
-    if not entry.condition:
+def condition_holds(inv: InvocationState, condition: str | None) -> bool:
+    """Whether a tool's (or an MCP server's) ``condition`` lets this run have it: there is none,
+    or it is true over the run's ``context`` and ``input``. Evaluated strictly, as Connic does: a
+    missing field, an unsupported operation or any other evaluation error makes it false."""
+    if not condition:
         return True
     bindings = {"context": inv.context, "input": inv.delivered}
     try:
-        expression = compile_expression(entry.condition, ("context", "input"), where="tool condition")
+        expression = compile_expression(condition, ("context", "input"), where="tool condition")
         return expression.evaluate(bindings, strict=True)
-    except (ExpressionError, EvaluationError):
-        return False
-    except Exception:  # noqa: BLE001  (a user object's odd comparison: an evaluation error too)
+    except Exception:  # noqa: BLE001  (ExpressionError, EvaluationError, a user object's odd comparison)
         return False
 
 
 def available_tools(inv: InvocationState) -> dict[str, CatalogEntry]:
     """The catalog without the tools whose condition is false for this run: what any caller
     (the model, ``search_tools``, ``use_tool``) can reach."""
-    return {name: e for name, e in tool_catalog(inv).items() if condition_holds(inv, e)}
+    return {name: e for name, e in tool_catalog(inv).items() if condition_holds(inv, e.condition)}
 
 
 def _model_bytes(value: bytes | bytearray) -> str:

@@ -34,7 +34,6 @@ from pytest_connic.runtime.dispatch import condition_holds, tool_catalog
 from pytest_connic.runtime.mcp_calls import ENV, McpConnection, label, resolved
 from pytest_connic.runtime.signals import RunAborted, RunFailed
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
-from pytest_connic.yamlpos import YamlError, load_with_positions
 
 _CONTEXT = re.compile(r"\$\{context\.([^}]*)\}")
 
@@ -46,10 +45,10 @@ def server_location(inv: InvocationState, name: str) -> str:
     path = Path(source)
     if not path.is_absolute():
         path = inv.services.root / path
-    try:
-        data, positions = load_with_positions(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, YamlError):
+    loaded = inv.services.project.yaml_file(path)
+    if loaded is None:
         return source
+    data, positions = loaded
     servers = data.get("mcp_servers") if isinstance(data, dict) else None
     for index, entry in enumerate(servers if isinstance(servers, list) else []):
         if isinstance(entry, dict) and entry.get("name") == name:
@@ -84,13 +83,6 @@ def resolve_context(text: str, context: dict[str, Any], label: str, header: str)
     return _CONTEXT.sub(sub, text)
 
 
-def _connects(inv: InvocationState, server: Any) -> bool:
-    """Whether Connic would connect ``server`` for this run (its ``condition``, strictly)."""
-    condition = getattr(server, "condition", None)
-    entry = CatalogEntry(server.name, server.name, "", {}, "mcp", condition=condition)
-    return condition_holds(inv, entry)
-
-
 def _skip(inv: InvocationState, server: Any, label: str, error: str, note: str = "") -> None:
     """An optional server that cannot be reached: ``context["mcp_errors"]``, an event, a warning."""
     inv.context.setdefault("mcp_errors", []).append({"server": server.name, "error": error})
@@ -104,7 +96,7 @@ def _skip(inv: InvocationState, server: Any, label: str, error: str, note: str =
 
 async def connect_servers(inv: InvocationState) -> None:
     """Connect the agent's MCP servers for this run and add their tools to its catalogue."""
-    servers = [s for s in getattr(inv.config, "mcp_servers", None) or [] if _connects(inv, s)]
+    servers = [s for s in getattr(inv.config, "mcp_servers", None) or [] if condition_holds(inv, getattr(s, "condition", None))]
     if not servers:
         return
     catalog = tool_catalog(inv)
