@@ -252,6 +252,7 @@ class CaseRun:
         semaphore = asyncio.Semaphore(self.concurrency)
         records: list[RunRecord | None] = [None] * self.outcome.runs
         tasks = []
+        budget_spent = False
         for index in range(self.outcome.runs):
             await semaphore.acquire()
             reason = self._decided(records)
@@ -267,7 +268,7 @@ class CaseRun:
                 self.tickets[index] = self.gate.arrive(index, self.case.get("payload"))
             tasks.append(asyncio.ensure_future(self._guarded(index, records, semaphore)))
         await asyncio.gather(*tasks)
-        if self.outcome.early_stop_reason == "":
+        if budget_spent:  # the runs not started were skipped with a reason set here
             self._budget_verdict(records)
         self._mark_interrupted(records)
         self.outcome.records = [r for r in records if r is not None]
@@ -286,11 +287,13 @@ class CaseRun:
                 raise ModuleLoadError(f"mocks '{self.case['mocks']}': tests/mocks/{path.name} does not exist")
 
     def _decided(self, records: list[RunRecord | None]) -> str | None:
-        if not self.early_stop:
-            return None
+        return self._verdict(records) if self.early_stop else None
+
+    def _verdict(self, records: list[RunRecord | None]) -> str | None:
+        """The threshold's decision from the runs finished so far (None: not decided yet)."""
         from pytest_connic.execution.earlystop import decision
 
-        done = [r for r in records if r is not None]
+        done = [r for r in records if r is not None and not r.skipped]
         passed = sum(1 for r in done if r.passed)
         return decision(passed, len(done) - passed, self.outcome.runs, self.outcome.success_threshold)
 
@@ -301,12 +304,9 @@ class CaseRun:
     def _budget_verdict(self, records: list[RunRecord | None]) -> None:
         """The budget was spent before every run started: the runs that finished keep the verdict
         when they decide it (as an early stop would), else the case is left out (skipped)."""
-        from pytest_connic.execution.earlystop import decision
         from pytest_connic.history.budget import BUDGET_SPENT
 
-        done = [r for r in records if r is not None and not r.skipped]
-        passed = sum(1 for r in done if r.passed)
-        decided = decision(passed, len(done) - passed, self.outcome.runs, self.outcome.success_threshold)
+        decided = self._verdict(records)
         if decided is not None:
             self.outcome.early_stop_reason = f"{BUDGET_SPENT}; {decided}"
         else:
