@@ -46,11 +46,13 @@ def history_path(config: pytest.Config, settings: Settings) -> Path | None:
     return path
 
 
-def _git(root: Path, *args: str) -> str | None:
+def git(root: Path, *args: str, timeout: float = 10) -> str | None:
+    """What ``git <args>`` prints in ``root`` (stripped), None when it fails or prints nothing."""
     import subprocess
 
     try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False)
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=timeout,
+                              check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() or None if done.returncode == 0 else None
@@ -78,7 +80,7 @@ class ConnicHistory:
         ref = self.settings.since
         if ref is None:
             return
-        commit = _git(self.config.rootpath, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        commit = git(self.config.rootpath, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
         if commit is None:
             raise pytest.UsageError(f"invalid value {ref!r} from --connic-since: git cannot resolve it to a "
                                     f"commit in {self.config.rootpath}")
@@ -127,7 +129,7 @@ class ConnicHistory:
         self._path = str(path)
         digests = _Digests(self.config, state.outcomes)
         rows = {row.nodeid: row for row in (case_row(o, digests) for o in state.outcomes)}
-        commit = _git(self.config.rootpath, "rev-parse", "HEAD")
+        commit = git(self.config.rootpath, "rev-parse", "HEAD")
         session = SessionRow(datetime.now(timezone.utc).isoformat(timespec="seconds"), commit,
                              shlex.join(["pytest", *self.config.invocation_params.args]), selection(self.config),
                              spend.tokens if spend else sum(r.input_tokens + r.output_tokens for r in rows.values()),

@@ -112,9 +112,7 @@ def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[s
     }
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if session is not None:
-        code = int(session.exitstatus)
-        if state.infrastructure_errors and code in (0, 1):
-            code = 2  # as the session's exit code will be (reporting.py)
+        code = int(state.exit_code(session.exitstatus))  # as the session's exit code will be
         line = ""
         if reporter is not None:
             with contextlib.suppress(Exception):  # pytest's own summary line, as it prints it
@@ -133,16 +131,11 @@ def _version(name: str, metadata: Any) -> str:
 
 
 def _git_commit(root: Path) -> str | None:
-    """The short commit of the project's git checkout (``+`` when it has changes), or None."""
-    import subprocess
+    """The short commit of the project's git checkout (and whether it has changes), or None."""
+    from pytest_connic.plugin.history import git
 
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                              text=True, timeout=5, check=False)
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
+    head = git(root, "rev-parse", "--short", "HEAD", timeout=5)
+    if head is None:
         return None
-    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    dirty = git(root, "status", "--porcelain", "--untracked-files=no", timeout=5)
+    return head + (" (with uncommitted changes)" if dirty else "")

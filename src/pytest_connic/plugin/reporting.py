@@ -116,8 +116,7 @@ class ConnicReporting:
             if code is not None:
                 session.exitstatus = code
                 return
-        if state.infrastructure_errors and session.exitstatus in (0, 1):
-            session.exitstatus = 2
+        session.exitstatus = state.exit_code(session.exitstatus)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

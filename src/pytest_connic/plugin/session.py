@@ -74,6 +74,11 @@ class ConnicSession:
         """Cases whose last attempt hit an infrastructure error (the session exits 2)."""
         return sum(1 for o in self.outcomes if o.infrastructure_error is not None and o.status == "error")
 
+    def exit_code(self, status: Any) -> Any:
+        """pytest's exit ``status``, raised to 2 when an infrastructure error (a provider down or
+        refusing) kept cases from running."""
+        return 2 if self.infrastructure_errors and status in (0, 1) else status
+
     def add_outcome(self, outcome: CaseOutcome, *, reported: bool = False) -> CaseOutcome:
         """Record a case's outcome. A case has one: a new attempt of a case (pytest-rerunfailures)
         replaces the outcome of the earlier one, which becomes its history (``attempts``).
