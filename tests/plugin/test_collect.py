@@ -42,7 +42,7 @@ def test_yml_is_not_a_suite_and_connic_refuses_the_upload(calc: ConnicProject) -
     calc.write("tests/old.yml", SIMPLE.format(name="yml is not a suite"))
     result = calc.run("--collect-only", "-q")
     result.stdout.no_fnmatch_line("*yml is not a suite*")
-    result.stdout.fnmatch_lines(["*cannot be uploaded to Connic: tests/old.yml: File type '.yml' not allowed*"])
+    result.stdout.fnmatch_lines(["*Connic would refuse to upload this project: tests/old.yml: File type '.yml' not allowed*"])
 
 
 def test_yaml_outside_a_connic_project_is_never_collected(pytester: pytest.Pytester) -> None:

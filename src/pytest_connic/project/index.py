@@ -67,9 +67,7 @@ def index_project(root: Path, api: ApiRegistry | None = None) -> ProjectIndex:
     from pytest_connic.project.agentkeys import agent_key_warnings
 
     index.warnings += agent_key_warnings(root)
-    upload_error = upload_check(root)
-    if upload_error:
-        index.load_errors.append(f"the project cannot be uploaded to Connic: {upload_error}")
+    index.warnings += upload_warnings(root)
     return index
 
 
@@ -126,3 +124,19 @@ def upload_check(root: Path) -> str | None:
     """Connic's own packaging check (file types, links, the 5 MB code and 25 MB total limits),
     with Connic's message; None when the project would upload."""
     return sdk.validate_project_files(root)
+
+
+def upload_warnings(root: Path) -> list[LoadWarning]:
+    """A project Connic would refuse to upload, as one warning (not an error: files that other
+    tools write under ``tests/``, a syrupy snapshot or a JUnit file, must not stop the local run).
+    It names every file of a refused type, not only the first one Connic's check stops at."""
+    message = upload_check(root)
+    if message is None:
+        return []
+    refused = sdk.refused_file_types(root)
+    text = f"Connic would refuse to upload this project: {message}"
+    if len(refused) > 1 or (refused and str(refused[0]) not in message):
+        text += f"\n  files of a type Connic refuses: {', '.join(p.as_posix() for p in refused)}"
+    text += "\n  The cases run here; remove, move or rename these files before `connic deploy`."
+    where = root / refused[0] if refused else root
+    return [LoadWarning("upload", text, where, 1)]

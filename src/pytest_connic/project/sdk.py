@@ -62,6 +62,7 @@ __all__ = [
     "load_errors",
     "sdk_tools",
     "skip_unnamed_api_specs",
+    "refused_file_types",
     "validate_project_files",
 ]
 
@@ -197,6 +198,34 @@ def validate_project_files(root: Path) -> str | None:
         finally:
             os.chdir(previous)
     return None if valid else str(message)
+
+
+def refused_file_types(root: Path) -> list[Path]:
+    """Every file under ``root`` whose type Connic's packaging check refuses (its
+    ``ALLOWED_EXTENSIONS`` outside ``tests/files/``, ``.py`` only under ``tests/builders/``).
+    The SDK stops at the first; a warning that names them all saves one fix-and-rerun per file.
+    Hidden files and ``__pycache__`` are skipped, as Connic skips them."""
+    from connic import cli
+
+    allowed = getattr(cli, "ALLOWED_EXTENSIONS", None)
+    if allowed is None:
+        return []
+    files_prefix = Path(getattr(cli, "TEST_FILES_PREFIX", "tests/files"))
+    builders_prefix = Path(getattr(cli, "TEST_BUILDERS_PREFIX", "tests/builders"))
+    refused: list[Path] = []
+    for dirname in getattr(cli, "PROJECT_DIRECTORIES", ()):
+        for path in sorted((root / dirname).rglob("*")):
+            relative = path.relative_to(root)
+            if any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
+                continue
+            if path.is_symlink() or not path.is_file() or relative.is_relative_to(files_prefix):
+                continue
+            if relative.is_relative_to(builders_prefix):
+                if path.suffix != ".py":
+                    refused.append(relative)
+            elif path.suffix.lower() not in allowed and path.suffix != ".pyc":
+                refused.append(relative)
+    return refused
 
 
 def _exceptions_alias() -> None:
