@@ -183,7 +183,10 @@ def test_an_agent_may_have_at_most_100_tools(project: ConnicProject) -> None:
     project.tool("one", 'def extra() -> str:\n    """One more."""\n    return "x"\n')
     project.agent("full", tools=["many.*"])
     project.agent("over", tools=["many.*"], discoverable_tools=["one.extra"])
-    for agent in ("full", "over"):
+    # the SDK's README: "Generated input tools count toward the 100-tool agent limit"
+    project.agent("asks", tools=["many.*"], approval={"inputs": [
+        {"get_mfa": {"prompt": "Ask for the code.", "label": "MFA code"}}]})
+    for agent in ("full", "over", "asks"):
         project.suite(agent, f'''
             tests:
               - name: {agent}
@@ -193,8 +196,10 @@ def test_an_agent_may_have_at_most_100_tools(project: ConnicProject) -> None:
 
     result = project.run()
 
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines_random([
         ("*agents/over.yaml: agent 'over' has 101 tools (tools and discoverable_tools after wildcard "
         "expansion); Connic allows at most 100 tools per agent*"),
+        ("*agents/asks.yaml: agent 'asks' has 101 tools (tools and discoverable_tools after wildcard "
+        "expansion, and 1 approval input tool); Connic allows at most 100 tools per agent*"),
     ])

@@ -78,22 +78,26 @@ def tool_catalog(inv: InvocationState) -> dict[str, CatalogEntry]:
     """Every tool of the agent by model-facing name (tools, discoverable tools, approval inputs).
 
     Refuses (``RunAborted``) an agent with more than :data:`MAX_TOOLS` tools: Connic's limit,
-    counted over ``tools`` and ``discoverable_tools`` after wildcard expansion, without the
-    ``search_tools``/``use_tool`` that Connic injects."""
+    counted over ``tools`` and ``discoverable_tools`` after wildcard expansion and the tools
+    generated for ``approval.inputs`` (the SDK's README: "Generated input tools count toward the
+    100-tool agent limit"), without the ``search_tools``/``use_tool`` that Connic injects."""
     if inv.catalog is not None:
         return inv.catalog
+    approval = inv.config.approval
+    inputs = len(approval.inputs) if approval else 0
     count = sum(1 for t in [*inv.agent.tools, *inv.agent.discoverable_tools] if t.name not in DISCOVERY)
-    if count > MAX_TOOLS:
+    if count + inputs > MAX_TOOLS:
         config = inv.config
-        raise RunAborted(f"{config.source_path}: agent '{config.name}' has {count} tools (tools and "
-                         f"discoverable_tools after wildcard expansion); Connic allows at most {MAX_TOOLS} "
-                         "tools per agent")
+        counted = "tools and discoverable_tools after wildcard expansion"
+        if inputs:
+            counted += f", and {inputs} approval input tool{'s' if inputs > 1 else ''}"
+        raise RunAborted(f"{config.source_path}: agent '{config.name}' has {count + inputs} tools ({counted}); "
+                         f"Connic allows at most {MAX_TOOLS} tools per agent")
     catalog: dict[str, CatalogEntry] = {}
     for tool in inv.agent.tools:
         catalog[tool.name] = _entry(tool, discoverable=False)
     for tool in inv.agent.discoverable_tools:
         catalog[tool.name] = _entry(tool, discoverable=True)
-    approval = inv.config.approval
     for item in approval.inputs if approval else []:
         ((name, spec),) = item.items()
         catalog[name] = CatalogEntry(name, name, spec.prompt, spec.parameters_schema(), "input")
