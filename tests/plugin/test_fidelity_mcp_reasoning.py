@@ -154,3 +154,23 @@ def test_a_sensitive_approval_input_response_never_reaches_the_reports_in_clear(
     traces = "".join(p.read_text("utf-8") for p in (project.root / "traces").rglob("*") if p.is_file())
     assert "918273" not in traces
     assert "564738" in json.dumps(cases["open", "long code"]) and "4711" in json.dumps(cases["open", "short code"])
+
+
+def test_mcp_servers_on_a_tool_agent_are_warned_as_unused(project: ConnicProject) -> None:
+    """MCP is LLM-only on Connic: a ``type: tool`` agent's ``mcp_servers`` are never connected,
+    and the user hears it once, at the key's line."""
+    project.tool("calc", 'def echo(payload: dict) -> dict:\n    return {"echo": payload}\n')
+    project.agent("runner", type="tool", tool_name="calc.echo",
+                  mcp_servers=[{"name": "crm", "url": "https://127.0.0.1:9/mcp"}])
+    project.suite("runner", '''
+        tests:
+          - name: runs
+            payload: hi
+            expected_result: status == 'completed'
+    ''')
+
+    result = project.run("-W", "always")
+
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines([("*agents/runner.yaml:*mcp_servers of agent 'runner' are not used: MCP servers "
+                                  "give tools to a model, and a 'tool' agent has none*")])

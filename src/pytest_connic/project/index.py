@@ -117,6 +117,14 @@ def setting_warnings(root: Path, agents: list[sdk.Agent]) -> list[LoadWarning]:
                 "context-window error, which Connic answers by compressing and retrying, or a reported "
                 "prompt over max_prompt_tokens) can end differently here: an infrastructure error instead "
                 "of a retry, or the model reading the whole conversation instead of its summary", path, line))
+        kind = getattr(config.type, "value", config.type)
+        if getattr(config, "mcp_servers", None) and kind != "llm":
+            path, line = locator.key_line(config.name, ("mcp_servers",))
+            out.append(LoadWarning(
+                f"mcp_servers:{config.name}",
+                f"{locator.rel(path)}: mcp_servers of agent '{config.name}' are not used: MCP servers give "
+                f"tools to a model, and a '{kind}' agent has none (Connic connects them for LLM agents "
+                "only)", path, line))
     return out
 
 
