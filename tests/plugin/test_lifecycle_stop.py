@@ -441,3 +441,29 @@ def test_vendor_cases_that_end_in_middleware_pass_without_a_cassette(project: Co
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*4/4 cases passed.*"])
     assert sorted(p.name for p in (project.root / "cassettes").rglob("*.yaml")) == ["classifies_billing_issue.yaml"]
+
+
+def test_a_tool_stop_with_recorded_turns_left_over_is_no_divergence(project: ConnicProject) -> None:
+    """A run that a tool's ``StopProcessing`` ends completes early for its own reason: the turns a
+    cassette still holds after it are no "fewer steps than recorded" (docs/models.md "Replay is
+    strict"), as after a middleware stop; a run that simply completes early still diverges."""
+    project.tool("ops", OPS)
+    project.agent("desk", tools=["ops.add"])
+    project.suite("desk", '''
+        tests:
+          - name: stopped
+            payload: go
+            expected_result: output == "stopped by tool"
+          - name: ends early
+            payload: go
+    ''')
+    leftover = {"content": "never read"}
+    project.cassette("desk", "stopped", [{"turns": [
+        {"tool_calls": [{"name": "add", "arguments": {"a": 99, "b": 1}}]}, leftover]}])
+    project.cassette("desk", "ends early", [{"turns": [{"content": "done"}, leftover]}])
+
+    result = project.run()
+
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*ends early*", "*took fewer steps than recorded*"])
+    result.stdout.no_fnmatch_line("*stopped*fewer steps*")

@@ -395,7 +395,7 @@ class CaseRun:
         finally:
             if lease is not None:
                 await lease.release()
-        completed = record.status == "completed" and not record.failures
+        completed = record.status == "completed" and not record.failures and not record.stopped
         divergences = run_models.finish(completed=completed)
         record.failures.extend(divergences)
         # ``name`` is the label of the event's line in the trace tree of a failure report

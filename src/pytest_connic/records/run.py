@@ -144,6 +144,12 @@ class RunRecord:
         return not self.failures and not self.skipped and self.infrastructure_error is None
 
     @property
+    def stopped(self) -> bool:
+        """The run ended through ``StopProcessing`` (middleware or a tool): it completed, early,
+        for its own reason, so recorded model turns it left unused are no divergence."""
+        return any(event.get("type") == "stop_processing" for event in self.events)
+
+    @property
     def output(self) -> Any:
         """The output as expressions see it (spec §2.5): JSON-parsed when it is a JSON
         string, else as is; None for a run that ended neither completed nor blocked."""

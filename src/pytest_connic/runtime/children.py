@@ -77,7 +77,7 @@ def _adopt(inv: InvocationState, trigger: TriggerRecord, child: InvocationState)
     that ended early for its own reason leaves its unused cassette turns unchecked."""
     record = trigger.child_run = child.record
     ended_early = getattr(child.reserved_model, "ended_early", None)
-    if record.status != "completed" and ended_early is not None:
+    if (record.status != "completed" or record.stopped) and ended_early is not None:
         ended_early()
     where = f"in child agent '{record.agent_name}' (run {record.run_id})"
     inv.record.failures.extend(f"{where}: {failure}" for failure in record.failures)
