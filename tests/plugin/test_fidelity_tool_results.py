@@ -152,6 +152,7 @@ def test_the_calls_of_one_turn_run_concurrently_and_the_first_stop_processing_wi
     calls = _runs(toolbox)["first stop wins"]["tool_calls"]
     assert [c["name"] for c in calls] == ["slow_stop", "fast_stop"]  # the model's order
     assert calls[0]["error"] == "cancelled: another call of this model turn ended the run (StopProcessing)"
+    assert calls[1]["error"] is None  # the winner is traced as the call that ended the run
 
 
 def test_transfer_call_and_voice_agents_are_refused(toolbox: ConnicProject) -> None:

@@ -150,8 +150,11 @@ async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[
                 signal = ended[0].exception()
                 assert signal is not None
                 await _cancel(pending)
-                for record in inv.record.tool_calls[first:]:
-                    if not record.has_result and record.error is None:
+                records = inv.record.tool_calls[first:]
+                # the winner is traced as itself, not as cancelled (a record per call, in order)
+                winner = records[tasks.index(ended[0])] if len(records) == len(tasks) else None
+                for record in records:
+                    if record is not winner and not record.has_result and record.error is None:
                         record.error = f"cancelled: another call of this model turn ended the run ({type(signal).__name__})"
                 raise signal
     except BaseException:
