@@ -84,3 +84,28 @@ def before(content, context):
     assert hidden["results"][0] == "Error: unknown tool 'nuke'; this agent's tools: search_tools, use_tool"
     assert "peek" not in hidden["results"][1]
     assert hidden["results"][2] == "Error: 'peek' is not a discoverable tool of this agent; call search_tools first"
+    # the refused use_tool call is in the trace, with what the model read
+    calls = {c["name"]: c for c in cases[[c["test_name"] for c in cases].index("guarded nukes")]["runs_detail"][0]["tool_calls"]}
+    assert calls["use_tool"]["error"] == "'peek' is not a discoverable tool of this agent; call search_tools first"
+    assert calls["use_tool"]["params"] == {"tool_name": "peek", "arguments": {"target": "sun"}}
+
+
+def test_a_cassette_that_calls_a_hidden_tool_is_a_cassette_error(project: ConnicProject) -> None:
+    """A cassette records what the model was offered: a turn that names a tool the request does
+    not offer (hidden by its condition) fails the run naming the turn, unlike a hook model, which
+    reads "unknown tool" as a model naming an unoffered tool would."""
+    project.tool("ops", TOOLS)
+    project.agent("guarded", tools=[{"ops.nuke": "not context.is_admin"}])
+    project.suite("guarded", '''
+        tests:
+          - name: nukes
+            payload: go
+    ''')
+    project.cassette("guarded", "nukes", [{"turns": [
+        {"tool_calls": [{"name": "nuke", "arguments": {"target": "moon"}}]}, {"content": "done"}]}])
+
+    result = project.run()
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([("*cassettes/guarded/nukes.yaml: runs?0?.turns?0?.tool_calls?0?: the cassette calls "
+                                  "tool 'nuke', but the request of 'guarded' offers: no tools*")])

@@ -272,7 +272,7 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
                             params=arguments if isinstance(arguments, dict) else {}, agent=inv.config.name,
                             via_discovery=via_discovery)
     if entry is not None and entry.name == "use_tool" and not body:
-        return await _use_tool(inv, arguments)
+        return await _use_tool(inv, arguments, record)
     inv.record.tool_calls.append(record)
     started = time.perf_counter()
     try:
@@ -490,11 +490,15 @@ def _search_tools(inv: InvocationState, params: dict[str, Any]) -> dict[str, Any
     return {"tools": [{"name": e.name, "description": e.description, "parameters": e.parameters} for _, e in found]}
 
 
-async def _use_tool(inv: InvocationState, arguments: Any) -> Any:
+async def _use_tool(inv: InvocationState, arguments: Any, record: ToolCallRecord) -> Any:
+    """``use_tool``: the call of a discoverable tool is traced as that tool's call; a refused one
+    is traced as the ``use_tool`` call itself, with the error the model reads."""
     args = arguments if isinstance(arguments, dict) else {}
     target = str(args.get("tool_name", ""))
     entry = available_tools(inv).get(target)
     if entry is None or not entry.discoverable:
-        return f"Error: '{target}' is not a discoverable tool of this agent; call search_tools first"
+        record.error = f"'{target}' is not a discoverable tool of this agent; call search_tools first"
+        inv.record.tool_calls.append(record)
+        return f"Error: {record.error}"
     inner = args.get("arguments") or {}
     return await call_tool(inv, target, inner, via_discovery=True)
