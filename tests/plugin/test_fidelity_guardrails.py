@@ -88,3 +88,4 @@ def after(response, context):
     report = json.loads((project.root / "report.json").read_text("utf-8"))
     run = next(c for c in report["cases"] if c["test_name"] == "in-fail input")["runs_detail"][0]
     assert [e for e in run["events"] if e.get("phase") == "after"]
+    assert run["output"] == "Nope."  # the output stays: only the status changes

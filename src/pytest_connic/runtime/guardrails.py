@@ -488,9 +488,9 @@ def fail_if_asked(blocked: str) -> None:
     """After a block (``after`` middleware having run as ``run_after_on_block`` says): raise
     ``RunFailed`` with the rejection as the error when the blocking rule sets
     ``config.fail_run: true``. Connic then marks the run ``failed`` instead of ending it with
-    the rejection as its output."""
+    the rejection as its output; the output (``after``'s, when it ran) stays."""
     if getattr(blocked, "fail_run", False):
-        raise RunFailed(str(blocked))
+        raise RunFailed(str(blocked), keep_output=True)
 
 
 def redacted_output(inv: InvocationState, output: Any) -> Any:

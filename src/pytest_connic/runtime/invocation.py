@@ -137,7 +137,9 @@ async def _body(inv: InvocationState) -> None:
         inv.record.infrastructure_error = inv.services.masker.text(str(exc))
         _end(inv, "failed", error=inv.record.infrastructure_error)
     except RunFailed as exc:
+        kept = inv.record.output_raw if exc.keep_output else None
         _end(inv, "failed", error=exc.message)
+        inv.record.output_raw = kept
     except AwaitingApproval as exc:
         _end(inv, "awaiting_approval", error=str(exc) or None)
 

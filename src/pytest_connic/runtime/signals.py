@@ -17,11 +17,13 @@ class RunAborted(ConnicError):
 
 
 class RunFailed(ConnicError):
-    """Ends the run with status ``failed`` and ``message`` as its error."""
+    """Ends the run with status ``failed`` and ``message`` as its error; with ``keep_output``
+    the run keeps the output it has (a guardrail's ``fail_run`` changes the status only)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, keep_output: bool = False) -> None:
         super().__init__(message)
         self.message = message
+        self.keep_output = keep_output
 
 
 class AwaitingApproval(ConnicError):
