@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from helpers.project import ConnicProject, esc
@@ -116,3 +118,34 @@ def test_a_failing_stage_fails_the_run_and_the_trace_shows_the_stages(pipeline: 
             esc("*✗ inc(payload={\"m\":1}) (*ms) — KeyError: 'n'"),
         ]
     )
+
+
+def test_each_stage_is_an_invocation_of_its_agent_with_its_own_context_and_run_id(calc: ConnicProject) -> None:
+    """Connic does not document a stage's context (docs/fidelity.md): here a stage is an
+    invocation of its agent, as a child started with ``trigger_agent`` is: its own ``run_id``,
+    ``agent_name`` and context, the pipeline's context untouched, one trace under the pipeline."""
+    calc.tool("stages", '''
+def first(payload: dict, context: dict) -> dict:
+    context["marker"] = "set by first"
+    return {"first_run": context["run_id"], "first_agent": context["agent_name"]}
+
+
+def second(payload: dict, context: dict) -> dict:
+    return {**payload, "second_run": context["run_id"], "second_agent": context["agent_name"],
+            "marker": context.get("marker")}
+''')
+    calc.agent("first", type="tool", tool_name="stages.first")
+    calc.agent("second", type="tool", tool_name="stages.second")
+    calc.agent("pipeline", type="sequential", agents=["first", "second"])
+    calc.suite("pipeline", """
+        tests:
+          - name: contexts
+            payload: '{}'
+            expected_result: >-
+              output.first_agent == "first" and output.second_agent == "second" and output.marker == null
+              and output.first_run != output.second_run
+    """)
+    calc.run("-q", "--connic-json", "report.json").assert_outcomes(passed=1)
+    (run,) = json.loads((calc.root / "report.json").read_text("utf-8"))["cases"][0]["runs_detail"]
+    output = run["output"]
+    assert run["run_id"] not in (output["first_run"], output["second_run"])
