@@ -128,6 +128,13 @@ def test_a_rerun_case_is_one_case_decided_by_its_last_attempt(project: ConnicPro
     assert len(case["runs_detail"]) == 1 and case["runs_detail"][0]["output"] == {"ok": True, "attempt": 3}
     assert [a["status"] for a in case["attempts"]] == ["failed", "failed"]
     assert all("output.ok == true" in a["failure_reason"] for a in case["attempts"])
+    # JUnit as pytest writes a Python test with reruns: a testcase per attempt (tests="1"), each
+    # with that attempt's own properties (a Python test's record_property piles up instead)
+    suite = ET.parse(project.root / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "1"
+    attempts = [{p.get("name"): p.get("value") for p in c.iter("property")} for c in suite.iter("testcase")]
+    assert [a["successes"] for a in attempts] == ["0", "0", "1"]
+    assert len({a["run_ids"] for a in attempts}) == 3
 
 
 def test_a_case_failing_every_attempt_fails_once(project: ConnicProject) -> None:
