@@ -49,12 +49,14 @@ def test_github_actions_annotates_a_failing_case_at_its_yaml_line(calc: ConnicPr
     monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
     monkeypatch.delenv("PYTEST_RUN_PATH", raising=False)
     calc.suite("echo", SUITE + "  - name: 'wrong :: [x]'\n    payload: '{\"x\": 1}'\n"
-               "    expected_result: output.got.x == 2\n")
+               "    expected_result: output.got.x == 2\n"
+               "  - name: invalid\n    payload: '{}'\n    expected_result: output ==\n")
     result = calc.run("-q")
-    result.assert_outcomes(passed=1, failed=1)
-    annotations = [line for line in result.stderr.lines if line.startswith("::error ")]
-    assert len(annotations) == 1, result.stderr.str()
-    # at the case's `- name:` line, titled with the case's own name
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    annotations = sorted(line for line in result.stderr.lines if line.startswith("::error "))
+    assert len(annotations) == 2, result.stderr.str()
     # at the case's `- name:` line, titled with the case's own name, the reason first
     assert annotations[0].startswith("::error file=tests/echo.yaml,line=5::echo::wrong :: [x]%0A%0A"
                                      "expected_result not satisfied: output.got.x == 2 where output.got.x = 1")
+    # an invalid case fails in setup, which that plugin leaves alone: annotated the same way
+    assert annotations[1].startswith("::error file=tests/echo.yaml,line=8::echo::invalid%0A%0Atests/echo.yaml:10:")

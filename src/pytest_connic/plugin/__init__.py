@@ -47,6 +47,11 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_connic.plugin.ecosystem import ConnicEcosystem
 
         config.pluginmanager.register(ConnicEcosystem(config), "connic-ecosystem")
+    annotates = config.pluginmanager.hasplugin("pytest_github_actions_annotate_failures")
+    if annotates and not hasattr(config, "workerinput"):  # the controller re-emits workers' reports
+        from pytest_connic.plugin.ecosystem import SetupErrorAnnotations
+
+        config.pluginmanager.register(SetupErrorAnnotations(), "connic-setup-annotations")
     if settings.merge:
         from pytest_connic.plugin.merge import ConnicMerge
 

@@ -46,3 +46,34 @@ class ConnicEcosystem:
             return
         for line in lines:
             reporter.write_line(line, yellow=True)
+
+
+class SetupErrorAnnotations:
+    """pytest-github-actions-annotate-failures annotates failures of the call phase only; a case
+    that fails in setup (an invalid case: its error is located in the suite) is annotated here,
+    with that plugin's own command builder, in the shape it gives a call failure: at the case's
+    ``- name:`` line, the case's title, then its message (docs/ci.md "GitHub Actions annotations")."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        import os
+
+        if os.environ.get("GITHUB_ACTIONS") != "true" or report.when != "setup" or not report.failed:
+            return
+        from pytest_connic.plugin.xdist import is_case_id
+
+        if not is_case_id(report.nodeid):
+            return
+        try:
+            from pytest_github_actions_annotate_failures.plugin import _build_workflow_command, compute_path
+        except ImportError:  # an older release of the plugin: no annotation rather than a crash
+            return
+        path, lineno, _ = report.location
+        message = report.head_line or "test"
+        text = report.longreprtext
+        if text:
+            message += "\n\n" + text
+        import sys
+
+        line = (lineno or 0) + 1
+        print(_build_workflow_command("error", compute_path(path), line, message=message), file=sys.stderr)
