@@ -60,9 +60,9 @@ __all__ = [
     "generate_schema",
     "guard_tool_imports",
     "load_errors",
+    "refused_file_types",
     "sdk_tools",
     "skip_unnamed_api_specs",
-    "refused_file_types",
     "validate_project_files",
 ]
 

@@ -152,7 +152,8 @@ async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[
                 await _cancel(pending)
                 records = inv.record.tool_calls[first:]
                 # the winner is traced as itself, not as cancelled (a record per call, in order)
-                winner = records[tasks.index(ended[0])] if len(records) == len(tasks) else None
+                won = next(i for i, task in enumerate(tasks) if task is ended[0])
+                winner = records[won] if len(records) == len(tasks) else None
                 for record in records:
                     if record is not winner and not record.has_result and record.error is None:
                         record.error = f"cancelled: another call of this model turn ended the run ({type(signal).__name__})"
