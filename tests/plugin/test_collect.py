@@ -391,3 +391,34 @@ def test_pytest_run_over_corpus_suites_reports_every_error_located(project: Conn
     assert len(summary) == len(names)
     for line in summary:  # collection errors are listed by file; setup errors add their (cut) message
         assert re.fullmatch(r"ERROR tests/[\w-]+\.yaml(::\S+ - Failed: tests/.*)?", line), line
+
+
+def test_cases_that_never_ran_are_in_no_report(calc: ConnicProject) -> None:
+    """As pytest reports nothing for tests it never ran: after a collection error (`--co` too) and
+    after a `--sw` stop, the cases that never started are in no table, no JSON, no JUnit; a real
+    interruption (Ctrl-C) still lists them as interrupted (tests/plugin/test_interrupts.py)."""
+    calc.suite("echo", """
+        tests:
+          - name: fails first
+            payload: '{"x": 1}'
+            expected_result: output.got.x == 2
+          - name: never runs
+            payload: '{"x": 1}'
+    """)
+    calc.write("tests/broken.yaml", "tests:\n  - name: [broken\n")
+    for args in (("--co", "-q"), ("-q",)):
+        result = calc.run(*args)
+        assert result.ret == pytest.ExitCode.INTERRUPTED
+        result.stdout.no_fnmatch_line("*connic results*")
+        result.stdout.no_fnmatch_line("*cases passed*")
+        result.stdout.no_fnmatch_line("*INTR*")
+    (calc.root / "tests/broken.yaml").unlink()
+    result = calc.pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:randomly", "--sw",
+                                     "--connic-json", "report.json", "--junitxml", "junit.xml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*0/1 cases passed.*"])
+    result.stdout.no_fnmatch_line("*never runs*")
+    import json
+
+    assert [c["test_name"] for c in json.loads((calc.root / "report.json").read_text())["cases"]] == ["fails first"]
+    assert "never runs" not in (calc.root / "junit.xml").read_text()

@@ -23,6 +23,8 @@ class ConnicReporting:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self._progress_open: set[str] = set()
+        #: the session was interrupted for real (``pytest_keyboard_interrupt``)
+        self.interrupted = False
         if verbose(config) and not is_worker(config):
             state_of(config).run_listeners.append(self._run_finished)
 
@@ -96,6 +98,13 @@ class ConnicReporting:
         with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
             yield reporter
 
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """A real interruption (Ctrl-C, ``pytest.exit``), not pytest stopping on its own
+        (``session.Interrupted``: a collection error, ``-x``/``--sw`` stopping): only then do the
+        cases that never started appear in the reports, as interrupted."""
+        if not isinstance(excinfo.value, pytest.Session.Interrupted):
+            self.interrupted = True
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if is_worker(self.config):
@@ -103,7 +112,7 @@ class ConnicReporting:
         from pytest_connic.plugin.outputs import write_outputs
 
         state = state_of(self.config)
-        if state.stop.is_set() or exitstatus == pytest.ExitCode.INTERRUPTED:
+        if state.stop.is_set() or self.interrupted:
             items: list[tuple[str, Any, Any]] = [(i.nodeid, i.location, i) for i in session.items]
             items += [(nodeid, location, None) for nodeid, location in state.collected.items()]
             mark_unfinished(self.config, state, items)
