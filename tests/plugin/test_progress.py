@@ -30,6 +30,20 @@ def test_progress_line_text() -> None:
     assert progress_line(3, None, 7, None, 0, 0, 0.0) == "connic: 3 cases, 7 runs, 0 tokens (0 in / 0 out), $0.0000 so far"
 
 
+def test_progress_line_fits_the_width() -> None:
+    """No line of the plugin is wider than the terminal: the token breakdown goes first, then the
+    cost, then the tokens; the counts of cases and runs stay."""
+    args = (41, 120, 187, 600, 1_100_020, 104_291, 1.2034)
+    full = progress_line(*args)
+    assert len(full) > 80
+    for width in (120, 80, 60, 40, 30):
+        line = progress_line(*args, width=width)
+        assert len(line) <= width, (width, line)
+    assert progress_line(*args, width=120) == full
+    assert progress_line(*args, width=80) == "connic: 41/120 cases, 187/600 runs, 1,204,311 tokens, $1.2034 so far"
+    assert progress_line(*args, width=45) == "connic: 41/120 cases, 187/600 runs so far"
+
+
 @pytest.fixture
 def suite(calc: ConnicProject) -> ConnicProject:
     calc.suite("echo", SUITE)

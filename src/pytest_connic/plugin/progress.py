@@ -13,12 +13,20 @@ from pytest_connic.plugin.xdist import is_case_id, is_worker
 
 
 def progress_line(cases_done: int, cases_total: int | None, runs_done: int, runs_total: int | None,
-                  tokens_in: int, tokens_out: int, cost: float) -> str:
-    """``connic: 3/12 cases, 7/30 runs, 1,234 tokens (1,000 in / 234 out), $0.0012 so far``."""
+                  tokens_in: int, tokens_out: int, cost: float, width: int | None = None) -> str:
+    """``connic: 3/12 cases, 7/30 runs, 1,234 tokens (1,000 in / 234 out), $0.0012 so far``;
+    within ``width`` columns: the token breakdown goes first, then the cost, then the tokens."""
     cases = f"{cases_done}/{cases_total}" if cases_total else str(cases_done)
     runs = f"{runs_done}/{runs_total}" if runs_total else str(runs_done)
-    return (f"connic: {cases} cases, {runs} runs, {tokens_in + tokens_out:,} tokens "
-            f"({tokens_in:,} in / {tokens_out:,} out), ${cost:.4f} so far")
+    head = f"connic: {cases} cases, {runs} runs"
+    tokens = f"{tokens_in + tokens_out:,} tokens"
+    breakdown = f" ({tokens_in:,} in / {tokens_out:,} out)"
+    money = f", ${cost:.4f}"
+    for line in (f"{head}, {tokens}{breakdown}{money} so far", f"{head}, {tokens}{money} so far",
+                 f"{head}, {tokens} so far", f"{head} so far"):
+        if width is None or len(line) <= width:
+            return line
+    return line[: max(width, 1)]
 
 
 class ConnicProgress:
@@ -59,7 +67,7 @@ class ConnicProgress:
         outcomes = state.outcomes
         line = progress_line(len(outcomes), cases_total, sum(len(o.executed) for o in outcomes), self.runs_total,
                              sum(o.input_tokens for o in outcomes), sum(o.output_tokens for o in outcomes),
-                             sum(o.cost for o in outcomes))
+                             sum(o.cost for o in outcomes), width=reporter._tw.fullwidth - 1)
         # a line of its own, as pytest's live logs: with -v (one line per case, each ended by the
         # next) pytest's next result line ends it; otherwise the results go on on the next line
         if reporter._tw.width_of_current_line:
