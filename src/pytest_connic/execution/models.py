@@ -130,7 +130,8 @@ def case_cassette(
 ) -> Path:
     """The cassette of the case ``name`` in ``folder`` (a suite's path, or the fixture's folder);
     ``siblings``: the names of the suite's cases (names differing only in case get distinct files)."""
-    return cassette_path(services.root / source.cassette_dir, folder, name, siblings=siblings or ())
+    return cassette_path(services.root / source.cassette_dir, folder, name, siblings=siblings or (),
+                         suites_root=services.root)
 
 
 def _located_notice(message: str, path: Path) -> None:
