@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from pytest_connic.models.base import CassetteError
+from pytest_connic.models.matching import MatchRule, MatchRuleError, parse_rule
 from pytest_connic.secrets import Masker
 from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, load_with_positions
 
@@ -44,7 +45,7 @@ CALL_KINDS = {
 _TURN_KEYS = ("content", "tool_calls", "usage", "cost", "model", "request")
 _CALL_KEYS = ("name", "arguments", "id")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
-_TOP_KEYS = ("version", "runs")
+_TOP_KEYS = ("version", "match", "runs")
 #: names Windows refuses as files (cassettes are committed and checked out everywhere)
 _WINDOWS_RESERVED = {
     "CON",
@@ -124,6 +125,8 @@ class Cassette:
 
     runs: list[CassetteRun] = field(default_factory=list)
     path: Path | None = None
+    #: the cassette's matching rules (``match:``, docs/models.md "Matching rules")
+    match: list[MatchRule] = field(default_factory=list)
 
 
 def turns_of(cassette: Cassette) -> list[Turn]:
@@ -349,7 +352,20 @@ class _Checker:
         runs = self.sequence(top["runs"], ("runs",), "runs")
         if not runs:
             raise self.fail(("runs",), "expected at least one run")
-        return Cassette(runs=[self.run(r, ("runs", i)) for i, r in enumerate(runs)])
+        return Cassette(runs=[self.run(r, ("runs", i)) for i, r in enumerate(runs)], match=self.rules(top))
+
+    def rules(self, top: Mapping[str, Any]) -> list[MatchRule]:
+        """The ``match:`` block: each rule checked (a bad regular expression or path is located)."""
+        entries = self.sequence(top.get("match") or [], ("match",), "matching rules")
+        rules = []
+        for i, entry in enumerate(entries):
+            try:
+                rules.append(parse_rule(entry, format_path(("match", i))))
+            except MatchRuleError as exc:
+                key = str(exc).split(":", 1)[0].rsplit(".", 1)[-1]
+                kp = ("match", i, key) if isinstance(entry, Mapping) and key in entry else ("match", i)
+                raise self.fail(kp, str(exc).split(": ", 1)[1]) from None
+        return rules
 
     def run(self, value: Any, kp: tuple[Any, ...]) -> CassetteRun:
         raw = self.mapping({} if value is None else value, kp, _RUN_KEYS)
@@ -625,6 +641,8 @@ def cassette_to_data(cassette: Cassette) -> dict[str, Any]:
         if run.calls:
             entry["calls"] = [call_to_data(c) for c in run.calls]
         runs.append(entry)
+    if cassette.match:
+        return {"version": VERSION, "match": [dict(r.data) for r in cassette.match], "runs": runs}
     return {"version": VERSION, "runs": runs}
 
 
