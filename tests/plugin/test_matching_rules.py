@@ -103,8 +103,8 @@ def test_a_rule_added_to_the_cassette_after_recording_holds_once_the_digests_are
     with no_network(monkeypatch):
         stale = shop.run(*GATE)
         stale.assert_outcomes(failed=1)
-        stale.stdout.fnmatch_lines(["*message 2 (tool) differs; the match rules changed this message*"
-                                    "--connic-record-mode=digests*"])
+        stale.stdout.fnmatch_lines([("*message 2 (tool) differs; the match rules changed this message*"
+                                     "--connic-record-mode=digests*")])
         shop.run("--connic-record-mode", "digests").assert_outcomes(passed=1)
         shop.run(*GATE).assert_outcomes(passed=1, warnings=0)
     data = yaml.safe_load(path.read_text("utf-8"))
