@@ -104,3 +104,17 @@ def test_a_cassette_that_is_not_a_regular_file_in_the_project_fails_its_case(
     report = json.loads((calc.root / "report.json").read_text("utf-8"))
     assert sorted((c["test_name"], c["passed"]) for c in report["cases"]) == [("bad", False), ("good", True)]
 
+
+
+def test_suites_whose_names_shared_a_folder_each_replay_their_own_cassette(calc: ConnicProject) -> None:
+    """``tests/calc:v2.yaml``, ``calc_v2.yaml``, ``calc?v2.yaml``, and two names that differ only in
+    case (macOS, Windows) once all read ``cassettes/calc_v2/``: each now has its own folder."""
+    suites = {"calc:v2": "calc%3Av2", "calc_v2": "calc_v2", "calc?v2": "calc%3Fv2", "Calc_V2": "%43alc_%562"}
+    for suite, folder in suites.items():
+        calc.suite(suite, f"agent: calc\ntests:\n  - name: adds\n    payload: hi\n"
+                          f"    expected_result: 'output.said == {json.dumps(suite)}'\n")
+        calc.write(f"cassettes/{folder}/adds.yaml",
+                   f"version: 1\nruns:\n  - turns:\n      - content: '{json.dumps({'said': suite})}'\n")
+    result = calc.run()
+    result.assert_outcomes(passed=len(suites))
+    assert sorted(p.name for p in (calc.root / "cassettes").iterdir()) == sorted(suites.values())

@@ -217,3 +217,44 @@ def test_live_calls_the_provider_and_never_writes_cassettes(
         calc.run("--connic-live", "-k", "wrong").assert_outcomes(failed=1)
     assert len(fp.requests) == 2
     assert not (calc.root / "cassettes" / "calc" / "wrong sum.yaml").exists()
+
+
+HAND_WRITTEN = """\
+# written by hand: the sum the model reports
+version: 1
+runs:
+  - turns:
+      - tool_calls:
+          - {name: add, arguments: {a: 4, b: 6}}   # flow style, as written
+        request:
+          model: openai/gpt-4o-mini
+          digest: 0000000000000000000000000000000000000000000000000000000000000000
+          messages: [aaaaaaaaaaaa]
+      - content:          # a mapping, sent as its JSON
+          sum: 10
+        x-note: 'kept'
+"""
+
+
+def test_digests_refreshes_stale_digests_and_keeps_what_was_written_by_hand(
+    calc: ConnicProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = calc.write("cassettes/calc/adds.yaml", HAND_WRITTEN)
+    calc.suite("calc", SUITE.split("  - name: wrong sum")[0])
+    gate = ("-W", "error::pytest_connic.warnings.CassetteDivergenceWarning")
+    with no_network(monkeypatch):
+        calc.run(*gate).assert_outcomes(failed=1)  # the stale digest diverges
+        calc.run("--connic-record-mode", "digests").assert_outcomes(passed=1)
+        text_after = path.read_text("utf-8")
+        calc.run(*gate).assert_outcomes(passed=1, warnings=0)
+        calc.run("--connic-record-mode", "digests").assert_outcomes(passed=1)
+    assert path.read_text("utf-8") == text_after  # current digests: the file is not rewritten
+    data = yaml.safe_load(text_after)
+    ask, answer = data["runs"][0]["turns"]
+    assert ask["request"]["digest"] != "0" * 64 and len(ask["request"]["messages"]) == 1
+    assert set(answer["request"]) == {"model", "digest", "system", "messages", "tools"}
+    assert answer["content"] == {"sum": 10}  # still a mapping, not a JSON string
+    assert answer["x-note"] == "kept"
+    assert text_after.startswith("# written by hand: the sum the model reports\nversion: 1\n")
+    assert "- {name: add, arguments: {a: 4, b: 6}}   # flow style, as written\n" in text_after
+    assert "      - content:          # a mapping, sent as its JSON\n          sum: 10\n" in text_after

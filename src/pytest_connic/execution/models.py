@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_connic.models.base import Model
 from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, cassette_path
+from pytest_connic.models.matching import MatchRule
 from pytest_connic.models.replay import REPLAY_ONLY, CaseModels
 from pytest_connic.warnings import CassetteDivergenceWarning
 
@@ -32,6 +33,8 @@ class ModelSource:
     aliases: Callable[[], dict[str, str]]
     #: the largest cassette read, in bytes (``connic_cassette_size_limit``)
     cassette_size_limit: int = DEFAULT_SIZE_LIMIT
+    #: the matching rules of ini ``connic_match_rules`` (docs/models.md, "Matching rules")
+    match_rules: tuple[MatchRule, ...] = ()
 
     def replaying(self) -> ModelSource:
         """The same source, replaying only (never recording, never live)."""
@@ -130,7 +133,8 @@ def case_cassette(
 ) -> Path:
     """The cassette of the case ``name`` in ``folder`` (a suite's path, or the fixture's folder);
     ``siblings``: the names of the suite's cases (names differing only in case get distinct files)."""
-    return cassette_path(services.root / source.cassette_dir, folder, name, siblings=siblings or ())
+    return cassette_path(services.root / source.cassette_dir, folder, name, siblings=siblings or (),
+                         suites_root=services.root)
 
 
 def _located_notice(message: str, path: Path) -> None:
@@ -160,5 +164,5 @@ def models_at(
 
     base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
                       size_limit=source.cassette_size_limit, taken=taken,
-                      warn=_located_notice)
+                      warn=_located_notice, rules=source.match_rules)
     return HookedCaseModels(base, services, case)

@@ -14,6 +14,7 @@ import os
 import re
 import stat
 import tempfile
+import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from pytest_connic.models.base import CassetteError
+from pytest_connic.models.matching import MatchRule, MatchRuleError, parse_rule
 from pytest_connic.secrets import Masker
 from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, load_with_positions
 
@@ -43,7 +45,7 @@ CALL_KINDS = {
 _TURN_KEYS = ("content", "tool_calls", "usage", "cost", "model", "request")
 _CALL_KEYS = ("name", "arguments", "id")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
-_TOP_KEYS = ("version", "runs")
+_TOP_KEYS = ("version", "match", "runs")
 #: names Windows refuses as files (cassettes are committed and checked out everywhere)
 _WINDOWS_RESERVED = {
     "CON",
@@ -123,6 +125,8 @@ class Cassette:
 
     runs: list[CassetteRun] = field(default_factory=list)
     path: Path | None = None
+    #: the cassette's matching rules (``match:``, docs/models.md "Matching rules")
+    match: list[MatchRule] = field(default_factory=list)
 
 
 def turns_of(cassette: Cassette) -> list[Turn]:
@@ -182,22 +186,27 @@ def safe_name(name: str, *, escape_case: bool = False) -> str:
     cassettes live"): the characters no file system takes in a name (``/ \\ < > : " | ? *``,
     control characters) are percent-encoded (``a/b`` -> ``a%2Fb``), and so are a ``%`` that
     would read as an escape (followed by two hex digits), a leading dot, a trailing dot or
-    space, and the first letter of a Windows device name (``CON`` -> ``%43ON``); every other
-    name is its own file name. ``escape_case``: capital letters are encoded too (for names
-    of one suite that differ only in case, which would share a file on macOS and Windows).
+    space, the first letter of a Windows device name (``CON`` -> ``%43ON``), and every
+    non-ASCII character of a name that is not in Unicode NFC (macOS would store it as its NFC
+    or NFD twin); every other name is its own file name. ``escape_case``: capital letters (any
+    character ``casefold`` changes) are encoded too (for names that differ only in case, which
+    would share a file on macOS and Windows).
     A name longer than ``MAX_NAME_BYTES`` is cut and ends in a hash of the full name.
     :func:`name_of_file` reverses the rule (for names that were not cut)."""
     if not name:
         return "%00"  # only the connic fixture can have an empty name; the suite schema needs one
     out = []
     last = len(name) - 1
+    # a name that is not NFC would share a file with its NFC twin on macOS: its non-ASCII is encoded
+    unnormal = not unicodedata.is_normalized("NFC", name)
     for i, char in enumerate(name):
         if (
             _UNSAFE.match(char)
             or (char == "%" and _HEX_PAIR.fullmatch(name[i + 1 : i + 3]))
             or (i == 0 and char == ".")
             or (i == last and char in ". ")
-            or (escape_case and char != char.lower())
+            or (escape_case and char.casefold() != char)
+            or (unnormal and not char.isascii())
         ):
             out.append(_escape(char))
         else:
@@ -213,27 +222,79 @@ def name_of_file(stem: str) -> str:
     return urllib.parse.unquote(stem, errors="strict") if "%" in stem else stem
 
 
-def cassette_path(cassette_dir: Path, suite_rel: str, case_name: str, *, siblings: Iterable[str] = ()) -> Path:
+def cassette_path(cassette_dir: Path, suite_rel: str, case_name: str, *, siblings: Iterable[str] = (),
+                  suites_root: Path | None = None) -> Path:
     """``<cassette_dir>/<suite path under tests/, without .yaml>/<safe case name>.yaml``.
 
     ``suite_rel`` is the suite's path from the project root (``tests/sub/math.yaml``, as in
     node ids); a leading ``tests/`` is dropped. ``siblings``: the names of the other cases
     of the suite (a name that differs from one of them only in case has its capitals
-    encoded). The result always lies inside ``cassette_dir``.
+    encoded); ``suites_root``: the project root, whose folders say which suites' folder names
+    differ only in case (:func:`suite_folder`). The result always lies inside ``cassette_dir``.
     """
     parts = [p for p in re.split(r"[/\\]+", suite_rel) if p not in ("", ".")]
-    if parts and parts[0] == "tests":
-        parts = parts[1:]
-    if parts:
-        parts[-1] = re.sub(r"\.ya?ml$", "", parts[-1])
-    folder = [legacy_safe_name(p) for p in parts if p]
+    folder = suite_folder(parts, suites_root)
     base = Path(os.path.abspath(cassette_dir))
-    folded = case_name.casefold()
-    escape_case = any(s != case_name and s.casefold() == folded for s in siblings)
+    escape_case = any(s != case_name and _fold(s) == _fold(case_name) for s in siblings)
     path = base.joinpath(*folder, safe_name(case_name, escape_case=escape_case) + ".yaml")
     if os.path.commonpath([base, os.path.abspath(path)]) != str(base):
         raise CassetteError(f"cassette path for case {case_name!r} would leave {base}")
     return path
+
+
+def _fold(name: str) -> str:
+    """What a case-insensitive, normalising file system compares (macOS, Windows)."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+_SUITE_SUFFIX = re.compile(r"\.ya?ml$", re.IGNORECASE)
+
+
+def _folder_key(entry: str, *, is_dir: bool) -> str | None:
+    """What a project entry stands for in the cassette folder: a folder's name, a suite's name
+    without a lower-case ``.yaml``/``.yml``, a suite with another case of the suffix whole (None:
+    neither a folder nor a suite)."""
+    if is_dir:
+        return entry
+    if entry.endswith((".yaml", ".yml")):
+        return entry.rsplit(".", 1)[0]
+    return entry if _SUITE_SUFFIX.search(entry) else None
+
+
+def _collides(key: str, parent: Path | None) -> bool:
+    """Whether another entry of ``parent`` stands for a name that differs from ``key`` only in
+    case or Unicode normalisation (they would share a folder on macOS and Windows)."""
+    if parent is None:
+        return False
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return False
+    others = (_folder_key(e.name, is_dir=e.is_dir()) for e in entries)
+    return any(k is not None and k != key and _fold(k) == _fold(key) for k in others)
+
+
+def suite_folder(parts: list[str], root: Path | None = None) -> list[str]:
+    """The cassette folder of the suite at ``parts`` (its path from the project root; a leading
+    ``tests`` is dropped): each part by :func:`safe_name`'s rule, the suite file without ``.yaml``.
+    A part that differs only in case or normalisation from another entry of its folder under
+    ``root`` (when given) has its capitals encoded, and a suite whose suffix is not lower case
+    (``calc.YAML``) keeps it with its dot encoded (``calc%2EYAML``: not ``calc.yaml``'s folder nor
+    ``calc.YAML.yaml``'s). So no two suites share a folder on any file system, and every part
+    that needed no escaping keeps its name."""
+    folder = []
+    for i, part in enumerate(parts):
+        if i == 0 and part == "tests":
+            continue
+        last = i == len(parts) - 1
+        key = _folder_key(part, is_dir=not last) or part
+        parent = root.joinpath(*parts[:i]) if root is not None else None
+        name = safe_name(key, escape_case=_collides(key, parent))
+        if last and key == part and _SUITE_SUFFIX.search(part):
+            head, _, suffix = name.rpartition(".")
+            name = f"{head}%2E{suffix}"
+        folder.append(name)
+    return folder
 
 
 def legacy_cassette_path(path: Path) -> Path | None:
@@ -291,7 +352,20 @@ class _Checker:
         runs = self.sequence(top["runs"], ("runs",), "runs")
         if not runs:
             raise self.fail(("runs",), "expected at least one run")
-        return Cassette(runs=[self.run(r, ("runs", i)) for i, r in enumerate(runs)])
+        return Cassette(runs=[self.run(r, ("runs", i)) for i, r in enumerate(runs)], match=self.rules(top))
+
+    def rules(self, top: Mapping[str, Any]) -> list[MatchRule]:
+        """The ``match:`` block: each rule checked (a bad regular expression or path is located)."""
+        entries = self.sequence(top.get("match") or [], ("match",), "matching rules")
+        rules = []
+        for i, entry in enumerate(entries):
+            try:
+                rules.append(parse_rule(entry, format_path(("match", i))))
+            except MatchRuleError as exc:
+                key = str(exc).split(":", 1)[0].rsplit(".", 1)[-1]
+                kp = ("match", i, key) if isinstance(entry, Mapping) and key in entry else ("match", i)
+                raise self.fail(kp, str(exc).split(": ", 1)[1]) from None
+        return rules
 
     def run(self, value: Any, kp: tuple[Any, ...]) -> CassetteRun:
         raw = self.mapping({} if value is None else value, kp, _RUN_KEYS)
@@ -567,6 +641,8 @@ def cassette_to_data(cassette: Cassette) -> dict[str, Any]:
         if run.calls:
             entry["calls"] = [call_to_data(c) for c in run.calls]
         runs.append(entry)
+    if cassette.match:
+        return {"version": VERSION, "match": [dict(r.data) for r in cassette.match], "runs": runs}
     return {"version": VERSION, "runs": runs}
 
 

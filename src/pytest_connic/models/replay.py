@@ -16,7 +16,7 @@ import json
 import os
 import shlex
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,12 +43,15 @@ from pytest_connic.models.cassette import (
     dump_cassette_data,
     legacy_cassette_path,
     load_cassette,
+    read_regular_file,
     relative_path,
     secret_field,
     undigested_note,
     write_text_atomic,
 )
-from pytest_connic.models.digest import first_difference, request_fingerprint
+from pytest_connic.models.digest import request_fingerprint
+from pytest_connic.models.divergence import explain
+from pytest_connic.models.matching import MatchRule, normalise
 from pytest_connic.secrets import Masker, secret_values_from_env
 
 MODES = ("none", "once", "new_runs", "all", "digests", "live")
@@ -72,11 +75,12 @@ class CaseModels:
     def __init__(self, path: Path, *, mode: str, live: LiveFactory | None, masker: Masker,
                  root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT,
                  taken: Callable[[], frozenset[str]] = frozenset,
-                 warn: Callable[[str, Path], None] | None = None) -> None:
+                 warn: Callable[[str, Path], None] | None = None, rules: Sequence[MatchRule] = ()) -> None:
         """``root``: the project (a cassette that is a link must stay inside it); ``size_limit``:
         the largest cassette read, in bytes; ``taken()``: the file names of the other cases'
         cassettes in the folder (an old file name one of them has now is theirs, not this case's),
-        computed only when an old file name exists."""
+        computed only when an old file name exists; ``rules``: the session's matching rules (ini
+        ``connic_match_rules``), applied before the cassette's own ``match:``."""
         if mode not in MODES:
             raise ValueError(f"unknown record mode {mode!r}; expected one of {', '.join(MODES)}")
         if mode == "live" and live is None:
@@ -87,12 +91,14 @@ class CaseModels:
         self.root = root
         self.size_limit = size_limit
         self.taken = taken
+        self.ini_rules = tuple(rules)
         self._live = live
         #: ``warn(message, path)``: a notice located at ``path`` (the hand-written cassette's), given
         #: once per case; pytest's summary shows identical ones once
         self.warn = warn
-        #: ``digests`` mode: whether a replayed turn got the digests of its request
-        self.digested = False
+        #: ``digests`` mode: the fresh digests of replayed turns whose ``request`` was missing or
+        #: stale, by ``id(turn)`` (the turns live as long as the cassette)
+        self.refreshed: dict[int, dict[str, Any]] = {}
         self._lock = threading.RLock()
         self._loaded = False
         self._cassette: Cassette | None = None
@@ -117,6 +123,29 @@ class CaseModels:
     def shown_path(self) -> str:
         """The cassette's path as messages show it: relative to the project when inside it."""
         return relative_path(self.path, self.root) or str(self.path)
+
+    def rules(self) -> tuple[MatchRule, ...]:
+        """The matching rules of this case's requests: the ini's, then the cassette's ``match:``
+        (in mode ``all`` the block of the file being replaced, which the new file keeps)."""
+        return self.ini_rules + tuple(self._carried_match())
+
+    def _carried_match(self) -> list[MatchRule]:
+        with self._lock:
+            if self.mode != "all":
+                return self._cassette.match if self._loaded and self._cassette is not None else []
+            if not self._loaded:  # the file is replaced, never replayed: only its rules are read
+                try:
+                    old = load_cassette(self.path, root=self.root, size_limit=self.size_limit)
+                except FileNotFoundError:
+                    old = None
+                except CassetteError as exc:
+                    if ": match[" in str(exc):  # a rule the user wrote is never dropped in silence
+                        raise
+                    old = None
+                except OSError:
+                    old = None
+                self._cassette, self._loaded = old, True
+            return self._cassette.match if self._cassette is not None else []
 
     def live_model(self, agent_name: str) -> Model:
         """A provider-backed model for ``agent_name`` (recording and live mode)."""
@@ -199,7 +228,8 @@ class CaseModels:
             runs = list(self._cassette.runs) if self.mode == "new_runs" and self._cassette else []
             runs += [r.to_cassette_run() for r in recorded]
             masker = Masker(self.masker.values | secret_values_from_env())
-            text = dump_cassette_data(masker.data(cassette_to_data(Cassette(runs))))
+            written = Cassette(runs, match=self._carried_match())
+            text = dump_cassette_data(masker.data(cassette_to_data(written)))
             # what would be read back: a secret that masking could not reach (a number, a form
             # the YAML writer escapes) is refused, never written
             found = secret_field(yaml.safe_load(text), masker)
@@ -214,13 +244,27 @@ class CaseModels:
 
 
     def _save_digests(self) -> Path | None:
-        """``digests`` mode: the cassette as read, with the digests its replay gave to turns that
-        had none (content, tool calls and usage unchanged); None when no turn got any."""
-        if not self.digested or self._cassette is None:
+        """``digests`` mode: the cassette's own text with the digests of this replay's requests set on
+        the turns whose ``request`` was missing or stale (models/rewrite.py says what is kept);
+        None when every turn's digests were current."""
+        if not self.refreshed or self._cassette is None:
             return None
-        text = dump_cassette_data(cassette_to_data(self._cassette))
+        from pytest_connic.models.rewrite import refresh_digests
+
+        data = read_regular_file(self.path, root=self.root, size_limit=self.size_limit, what="cassette",
+                                 setting="connic_cassette_size_limit", error=CassetteError)
+        text = refresh_digests(data.decode("utf-8"), self._cassette, self.refreshed, self.shown_path)
         write_text_atomic(self.path, text)
         return self.path
+
+    def refresh(self, turn: Turn, request: ModelRequest) -> None:
+        """``digests`` mode: remember the digests of the (normalised) ``request`` that ``turn``
+        answered, when the turn has none or other ones."""
+        fingerprint = request_fingerprint(request)
+        with self._lock:
+            if turn.request != fingerprint:
+                turn.request = fingerprint
+                self.refreshed[id(turn)] = fingerprint
 
 
 class RunModelsImpl:
@@ -411,7 +455,7 @@ class RunModelsImpl:
         """Remember (once per invocation) that a request differs from the recorded one."""
         if turn.request is None or key in self._noted:
             return
-        difference = first_difference(turn.request, request)
+        difference = explain(turn.request, request, self.case.rules())
         if difference:
             self._noted.add(key)
             self.notes.append(
@@ -460,12 +504,11 @@ class InvocationModel:
             return await self._record(request)
         tape = self.run.tape(self.key, self.agent_name)
         index, turn = self.run.next_turn(self.key, tape, self.agent_name)
-        self.run.note_divergence(self.key, turn, request)
+        if self.run.case.mode != "digests":
+            self.run.note_divergence(self.key, turn, request)
         _check_tools(turn, request, self.run.case.shown_path)
-        if self.run.case.mode == "digests" and turn.request is None:
-            with self.run.case._lock:
-                turn.request = request_fingerprint(request)
-                self.run.case.digested = True
+        if self.run.case.mode == "digests":  # this replay's requests become the recorded ones
+            self.run.case.refresh(turn, normalise(request, self.run.case.rules()))
         return response_from_turn(turn, index, request)
 
     async def _record(self, request: ModelRequest) -> ModelResponse:
@@ -476,7 +519,8 @@ class InvocationModel:
         except BaseException:
             self.run.broken = True
             raise
-        self.run.add_recorded(self.key, turn_from_response(response, request))
+        recorded = turn_from_response(response, request, self.run.case.rules())
+        self.run.add_recorded(self.key, recorded)
         return response
 
 
@@ -511,8 +555,9 @@ def response_from_turn(turn: Turn, index: int, request: ModelRequest) -> ModelRe
     )
 
 
-def turn_from_response(response: ModelResponse, request: ModelRequest) -> Turn:
-    """What a live response records (provider tool-call ids are left out: replay makes its own)."""
+def turn_from_response(response: ModelResponse, request: ModelRequest, rules: Sequence[MatchRule] = ()) -> Turn:
+    """What a live response records (provider tool-call ids are left out: replay makes its own);
+    its ``request`` digests are of the request normalised by the matching ``rules``."""
     content = response.content
     if content is None and not response.tool_calls:
         content = ""  # an empty final answer; a turn needs content or tool calls
@@ -523,5 +568,5 @@ def turn_from_response(response: ModelResponse, request: ModelRequest) -> Turn:
         output_tokens=response.output_tokens,
         cost=response.cost or None,
         model=response.model if response.model and response.model != request.model else None,
-        request=request_fingerprint(request),
+        request=request_fingerprint(normalise(request, rules)),
     )

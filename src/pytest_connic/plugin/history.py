@@ -269,7 +269,7 @@ class _Digests:
 
         try:
             return _digest([cassette_path(root / self.cassette_dir, outcome.suite_path, outcome.case_name,
-                                          siblings=self.siblings[outcome.suite_path])])
+                                          siblings=self.siblings[outcome.suite_path], suites_root=root)])
         except Exception:  # noqa: BLE001  (a case name no cassette can have: no digest)
             return None
 

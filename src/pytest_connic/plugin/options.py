@@ -77,6 +77,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("report_value_limit", "longest text (characters) a report keeps of one value; longer values are "
             "cut with a marker saying how much (default 65536); the checks see the whole value", kind="int",
             default=65536, metavar="N"),
+    Setting("match_rules", "matching rules: parts of a request left out of the comparison with its recording, "
+            "one per line in YAML: `ignore: PATH` or `{replace: 'REGEX', with: '<placeholder>'}` "
+            "(docs/models.md, \"Matching rules\")", kind="list", default=(), cli=False,
+            ini_name="connic_match_rules"),
     Setting("cassette_size_limit", "largest cassette file read, in bytes (default 10485760, 10 MiB)", kind="int",
             default=10 * 1024 * 1024, metavar="BYTES"),
     Setting("guardrail_model", "the judge model (a LiteLLM model string) that records the judgements of "
@@ -237,6 +241,7 @@ class Settings:
     env: str | None
     report_value_limit: int
     cassette_size_limit: int
+    match_rules: tuple[str, ...]
     guardrail_model: str | None
     unjudged_guardrails: str
     merge: tuple[str, ...]
@@ -271,7 +276,7 @@ class Settings:
             values[s.name], sources[s.name] = _resolve(config, s)
         settings = cls(**values, sources=sources)
         # NAME=VALUE pairs: refused at start (a usage error), naming their source
-        settings.api_specs(), settings.api_urls(), settings.mcp_urls()
+        settings.api_specs(), settings.api_urls(), settings.mcp_urls(), settings.matching_rules()
         return settings
 
     def source(self, name: str) -> str:
@@ -283,6 +288,16 @@ class Settings:
         files (written with no case too), coverage, A/B (whose options are checked at once)."""
         return bool(self.json or self.html or self.traces or self.coverage or self.coverage_json or self.ab
                     or self.coverage_fail_under is not None or self.merge)
+
+    def matching_rules(self) -> tuple[Any, ...]:
+        """``connic_match_rules`` as ``MatchRule``s; a rule that cannot be used is a usage error
+        naming the ini key and the line."""
+        from pytest_connic.models.matching import MatchRuleError, parse_ini_lines
+
+        try:
+            return parse_ini_lines(self.match_rules)
+        except MatchRuleError as exc:
+            raise pytest.UsageError(f"invalid matching rule from {self.source('match_rules')}, {exc}") from None
 
     def model_aliases(self) -> dict[str, str]:
         """``--connic-model-alias`` entries as a mapping, validated."""

@@ -143,7 +143,8 @@ class ConnicSession:
                 models = ModelSource(cassette_dir=settings.cassette_dir,
                                      mode="live" if settings.live else settings.record_mode,
                                      masker=self.masker, aliases=settings.model_aliases,
-                                     cassette_size_limit=settings.cassette_size_limit)
+                                     cassette_size_limit=settings.cassette_size_limit,
+                                     match_rules=settings.matching_rules())
                 from pytest_connic.runtime.hosted import HostedSettings
 
                 hosted = HostedSettings(guardrail_model=settings.guardrail_model,

@@ -543,7 +543,8 @@ def test_replay_of_a_changed_prompt_adds_a_note_not_a_failure(tmp_path: Path) ->
     assert complete(run.model_for("calc", root=True), req(messages=conversation("changed"))).content == "10"
     expected = (
         f"{path}: runs[0].turns[0]: the request of 'calc' in run 1 differs from the recorded one: "
-        "message 2 (tool) differs"
+        "message 2 (tool) differs: to leave its content out of the comparison, add "
+        "`match: [{ignore: 'messages[2].content'}]` to the cassette (docs/models.md, \"Matching rules\")"
     )
     assert run.notes == [expected]
     assert run.finish(completed=True) == []

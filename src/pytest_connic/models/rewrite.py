@@ -1,0 +1,68 @@
+"""``--connic-record-mode=digests``: write refreshed ``request`` digests into a cassette's own text.
+
+The file is edited in ruamel.yaml's round-trip mode (imported only here, when a file is written):
+only the ``request`` mapping of each refreshed turn is replaced or added; everything else keeps
+what ruamel keeps — comments, key order, quoting, flow or block style of collections, ``x-``
+keys, a hand-written ``content:`` mapping. Not kept: the indentation (re-flowed to two spaces,
+sequences indented under their key, as recorded cassettes are written) and blank-line or
+comment placement inside a replaced ``request``.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pytest_connic.models.base import CassetteError
+from pytest_connic.models.cassette import Cassette, Turn
+
+
+def refresh_digests(text: str, cassette: Cassette, refreshed: Mapping[int, dict[str, Any]], shown: str) -> str:
+    """``text`` (the cassette ``cassette`` was read from) with ``request`` set to ``refreshed[id(turn)]``
+    for every turn that has an entry there."""
+    from ruamel.yaml import YAML  # a dependency of digests mode only: the import costs ~50 ms
+
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never re-wrap a long line of the user's
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    data = yaml.load(text)
+    for turn, node in _pairs(cassette, data, shown):
+        fingerprint = refreshed.get(id(turn))
+        if fingerprint is not None:
+            node["request"] = _block(fingerprint)
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()
+
+
+def _block(fingerprint: dict[str, Any]) -> Any:
+    """The fingerprint as ruamel data: block style, its lists of digests in flow style (one line)."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    out = CommentedMap()
+    for key, value in fingerprint.items():
+        if isinstance(value, list):
+            value = CommentedSeq(value)
+            value.fa.set_flow_style()
+        elif isinstance(value, dict):
+            value = CommentedMap(value)
+            value.fa.set_flow_style()
+        out[key] = value
+    return out
+
+
+def _pairs(cassette: Cassette, data: Any, shown: str) -> Iterator[tuple[Turn, Any]]:
+    """Each turn of ``cassette`` with the mapping it was read from in ``data`` (same structure)."""
+    try:
+        for run, raw in zip(cassette.runs, data["runs"]):
+            raw = raw or {}
+            if run.turns is not None:
+                yield from zip(run.turns.turns, raw["turns"])
+            for agent, tapes in run.children.items():
+                for tape, entry in zip(tapes, raw["children"][agent]):
+                    yield from zip(tape.turns, entry["turns"])
+    except (KeyError, TypeError, IndexError) as exc:  # the file changed while the case ran
+        raise CassetteError(f"{shown}: the cassette changed while it was replayed; its digests were not "
+                            f"written ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,140 @@
+"""Matching rules through the plugin: a project whose tool returns a fresh ``uuid4()`` into the
+conversation, recorded from the fake provider on 127.0.0.1, replays green under the CI gate with a
+UUID rule (ini or the cassette's ``match:``), and without one diverges with a note that shows it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from helpers.fake_provider import Reply, text, tool_call
+from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
+from helpers.project import ConnicProject, esc
+
+if importlib.util.find_spec("litellm") is None:
+    pytest.skip("the [live] extra (litellm) is not installed", allow_module_level=True)
+
+GATE = ("-W", "error::pytest_connic.warnings.CassetteDivergenceWarning")
+UUID_RULE = ("{replace: '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}', "
+             "with: '<uuid>'}")
+TOOLS = '''
+import uuid
+
+
+def new_order(item: str) -> dict:
+    """Place an order.
+
+    Args:
+        item: what to order
+    """
+    return {"order_id": str(uuid.uuid4()), "item": item}
+'''
+SUITE = """
+tests:
+  - name: orders
+    payload: "one book"
+    expected_tool_calls:
+      - shop.new_order: params.item == "book"
+    expected_result: output.item == "book"
+"""
+
+
+def shop_model(body: dict[str, Any]) -> Reply:
+    """Ask for ``new_order``, then answer with what the tool returned."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return text(last["content"])
+    return tool_call("new_order", {"item": "book"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def litellm_imported() -> None:
+    warm_up_litellm()
+
+
+@pytest.fixture
+def shop(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> ConnicProject:
+    local_provider_env(monkeypatch, "sk-test-matching-0123456789")
+    project.tool("shop", TOOLS)
+    project.agent("shop", tools=["shop.new_order"], retry_options={"attempts": 1})
+    project.suite("shop", SUITE)
+    return project
+
+
+def record(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    with serving(monkeypatch, shop_model):
+        project.run("--connic-record-mode", "once").assert_outcomes(passed=1)
+
+
+def test_without_a_rule_the_uuid_diverges_and_the_note_shows_the_rule(
+    shop: ConnicProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record(shop, monkeypatch)
+    with no_network(monkeypatch):
+        result = shop.run(*GATE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([esc(
+        "*CassetteDivergenceWarning: *orders.yaml: runs[0].turns[1]: the request of 'shop' in run 1 differs "
+        "from the recorded one: message 2 (tool) differs: its text holds a UUID ('*-*-*-*-*'), which changes "
+        f"from run to run; to leave it out of the comparison, add `match: [{UUID_RULE}]` to the cassette*"
+    )])
+
+
+def test_with_an_ini_rule_the_recording_replays_green_under_the_gate(
+    shop: ConnicProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shop.write("pytest.ini", f"[pytest]\nconnic_match_rules =\n    {UUID_RULE}\n")
+    record(shop, monkeypatch)
+    with no_network(monkeypatch):
+        shop.run(*GATE).assert_outcomes(passed=1, warnings=0)
+
+
+def test_a_rule_added_to_the_cassette_after_recording_holds_once_the_digests_are_refreshed(
+    shop: ConnicProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record(shop, monkeypatch)
+    path = shop.root / "cassettes" / "shop" / "orders.yaml"
+    text_before = path.read_text("utf-8")
+    path.write_text(text_before.replace("version: 1\n", f"version: 1\nmatch: [{UUID_RULE}]\n", 1), "utf-8")
+    with no_network(monkeypatch):
+        stale = shop.run(*GATE)
+        stale.assert_outcomes(failed=1)
+        stale.stdout.fnmatch_lines([("*message 2 (tool) differs; the match rules changed this message*"
+                                     "--connic-record-mode=digests*")])
+        shop.run("--connic-record-mode", "digests").assert_outcomes(passed=1)
+        shop.run(*GATE).assert_outcomes(passed=1, warnings=0)
+    data = yaml.safe_load(path.read_text("utf-8"))
+    assert data["match"] == [yaml.safe_load(UUID_RULE)]  # the rule is kept as written
+
+
+def test_re_recording_keeps_the_cassettes_rules(shop: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    shop.write("cassettes/shop/orders.yaml", f"version: 1\nmatch: [{UUID_RULE}]\nruns:\n  - turns: [{{content: x}}]\n")
+    with serving(monkeypatch, shop_model):
+        shop.run("--connic-record-mode", "all").assert_outcomes(passed=1)
+    data = yaml.safe_load((shop.root / "cassettes" / "shop" / "orders.yaml").read_text("utf-8"))
+    assert data["match"] == [yaml.safe_load(UUID_RULE)] and len(data["runs"][0]["turns"]) == 2
+    with no_network(monkeypatch):
+        shop.run(*GATE).assert_outcomes(passed=1, warnings=0)
+
+
+def test_a_bad_ini_rule_is_a_usage_error_naming_the_key(shop: ConnicProject) -> None:
+    shop.write("pytest.ini", "[pytest]\nconnic_match_rules =\n    ignore: system\n    {replace: '(', with: x}\n")
+    result = shop.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([esc(
+        "*invalid matching rule from ini connic_match_rules, line 2 (\"{replace: '(', with: x}\").replace: "
+        "invalid regular expression '(': missing ), unterminated subpattern*"
+    )])
+
+
+def test_a_bad_rule_in_a_cassette_fails_its_case_with_the_location(shop: ConnicProject) -> None:
+    shop.write("cassettes/shop/orders.yaml", "version: 1\nmatch:\n  - ignore: 'messages[x'\nruns:\n"
+                                             f"  - turns: [{{content: '{json.dumps({'item': 'book'})}'}}]\n")
+    result = shop.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([esc("*cassettes/shop/orders.yaml:3:13: match[0].ignore: invalid path "
+                                     "'messages[x' at character 9*")])
