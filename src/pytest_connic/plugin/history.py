@@ -102,10 +102,14 @@ class ConnicHistory:
         # ``ConnicReporting`` still raises the exit code to 2 for an infrastructure error
         state = self.config.stash.get(SESSION_KEY, None)
         if state is not None and state.outcomes and not state.settings.coverage:
-            pending = self._prepare(state)
-            if pending is not None:
-                self._write(state, *pending)
-                self._flaky_exit(state, session)
+            try:
+                pending = self._prepare(state)
+                if pending is not None:
+                    self._write(state, *pending)
+                    self._flaky_exit(state, session)
+            except Exception as exc:  # noqa: BLE001 - a history never takes the reports down
+                state.history = None
+                self._warn(state, f"history {self._path}: {type(exc).__name__}: {exc}")
         return (yield)
 
     def _prepare(self, state: ConnicSession) -> tuple[Path, SessionRow, list[CaseRow]] | None:
@@ -163,11 +167,17 @@ class ConnicHistory:
         state.history_warning = message
 
     def _emit_warning(self, message: str) -> None:
+        import linecache
+
         from pytest_connic.warnings import ConnicHistoryWarning
 
+        filename = self._path or "history"
+        # the warnings summary shows the line of its location: the history file has no line to
+        # show, and reading it for one would hang on a FIFO and read a large file whole
+        linecache.cache[filename] = (0, None, [], filename)
         try:
             # located at the history file, not at pytest-connic's source
-            warnings.warn_explicit(ConnicHistoryWarning(message), ConnicHistoryWarning, self._path or "history", 0)
+            warnings.warn_explicit(ConnicHistoryWarning(message), ConnicHistoryWarning, filename, 0)
         except ConnicHistoryWarning:
             pass  # -W error: the summary line says it; a history never fails the session
 

@@ -62,6 +62,8 @@ class ConnicSession:
         #: and the budget's spend (the JSON report's ``budget`` section)
         self.history: HistoryView | None = None
         self.history_warning: str | None = None
+        #: report files that could not be written, one located line each (``plugin/outputs.py``)
+        self.output_failures: list[str] = []
         self.budget_section: dict[str, Any] | None = None
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}
