@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.secrets import Masker
 
 
 def output_path(config: pytest.Config, value: str) -> Path:
@@ -107,21 +109,32 @@ def _results(state: ConnicSession, reporter: Any) -> None:
     from pytest_connic.reports.terminal import failure_lines, results_table, summary_line
 
     reporter.write_sep("=", "connic results")
+    # a secret in a case name is masked here as in every report (the history's ids are masked too)
+    outcomes = [masked_names(o, state.masker) for o in state.outcomes]
     marks = state.history.marks() if state.history is not None else None
     if state.config.get_verbosity() > -2:  # ``-qq`` drops the table
-        for line in results_table(state.outcomes, width=table_width(state.config), marks=marks):
+        for line in results_table(outcomes, width=table_width(state.config), marks=marks):
             reporter.write_line(line)
-    early = [o for o in state.outcomes if o.skipped_runs]
+    early = [o for o in outcomes if o.skipped_runs]
     for outcome in early:
         reason = outcome.early_stop_reason or ""
         what = (f"{outcome.skipped_runs} run(s) not started" if reason.startswith("budget spent")
                 else f"early stop skipped {outcome.skipped_runs} run(s)")
         reporter.write_line(f"  {outcome.agent_name}::{outcome.case_name}: {what}: {reason}")
     full = getattr(state.config.option, "tbstyle", "auto") == "no"
-    for line in failure_lines(state.outcomes, state.masker, full=full):
+    for line in failure_lines(outcomes, state.masker, full=full):
         reporter.write_line(line)
-    passed = all(o.passed for o in state.outcomes)
-    reporter.write_line(summary_line(state.outcomes), green=passed, red=not passed, bold=True)
+    passed = all(o.passed for o in outcomes)
+    reporter.write_line(summary_line(outcomes), green=passed, red=not passed, bold=True)
+
+
+def masked_names(outcome: CaseOutcome, masker: Masker) -> CaseOutcome:
+    """``outcome`` itself, or a copy whose case name and node id have their secrets masked."""
+    import dataclasses
+
+    if not (masker.find(outcome.case_name) or masker.find(outcome.nodeid)):
+        return outcome
+    return dataclasses.replace(outcome, case_name=masker.text(outcome.case_name), nodeid=masker.text(outcome.nodeid))
 
 
 def table_width(config: pytest.Config) -> int | None:
