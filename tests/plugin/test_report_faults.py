@@ -187,3 +187,38 @@ def test_a_shard_that_cannot_be_merged_writes_no_report(echo: ConnicProject, fau
     result.stderr.fnmatch_lines(["ERROR: *bad.json*: *; nothing was merged and no report written"])
     assert (echo.root / "all.json").read_text() == "the earlier merge"
     assert not (echo.root / "all.html").exists() and not (echo.root / "all.xml").exists()
+
+
+@pytest.mark.parametrize(("option", "value", "what"), [
+    ("--connic-json", "tests/echo.yaml", "a suite file under tests/*"),
+    ("--connic-html", "agents/echo.yaml", "a path in its agents/ folder"),
+    ("--connic-traces", "tools", "a path in its tools/ folder"),
+    ("--connic-history", "cassettes/h.sqlite", "a path in its cassette folder"),
+    ("--connic-coverage-json", "linked.json", "a path in its agents/ folder"),  # through a link
+])
+def test_an_output_never_names_an_input_of_the_project(echo: ConnicProject, option: str, value: str,
+                                                        what: str) -> None:
+    (echo.root / "linked.json").symlink_to(echo.root / "agents" / "echo.yaml")
+    before = {p: p.read_bytes() for p in echo.root.rglob("*") if p.is_file()}
+    result = echo.run(option, value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: invalid value {value!r} from {option}: it names {what} of the project *"])
+    assert {p: p.read_bytes() for p in echo.root.rglob("*") if p.is_file()} == before
+
+
+def test_the_cassette_folder_must_be_inside_the_project(echo: ConnicProject) -> None:
+    result = echo.run("-o", "connic_cassette_dir=../x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: invalid value '../x' from ini connic_cassette_dir: the cassette folder "
+                                 "must be inside the project *"])
+
+
+def test_a_builder_with_a_syntax_error_is_located_at_its_file(echo: ConnicProject) -> None:
+    echo.write("tests/builders/broken.py", "def build(:\n    return {}\n")
+    echo.suite("built", "agent: echo\ntests:\n  - name: built\n    builder: broken\n    payload: '{}'\n"
+                        "    expected_result: output.got != None\n")
+    result = run(echo, "tests/built.yaml")
+    assert result.ret == 1
+    out = result.stdout.str()
+    assert "tests/builders/broken.py:1: importing broken.py raised SyntaxError" in out, out
+    assert "<frozen importlib" not in out
