@@ -209,8 +209,8 @@ def test_an_output_never_names_an_input_of_the_project(echo: ConnicProject, opti
 def test_the_cassette_folder_must_be_inside_the_project(echo: ConnicProject) -> None:
     result = echo.run("-o", "connic_cassette_dir=../x")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: invalid value '../x' from ini connic_cassette_dir: the cassette folder "
-                                 "must be inside the project *"])
+    result.stderr.fnmatch_lines([("ERROR: invalid value '../x' from ini connic_cassette_dir: the cassette folder "
+                                 "must be inside the project *")])
 
 
 def test_a_builder_with_a_syntax_error_is_located_at_its_file(echo: ConnicProject) -> None:
