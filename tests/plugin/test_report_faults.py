@@ -84,6 +84,9 @@ def test_a_fifo_is_refused_where_a_file_is_read(echo: ConnicProject) -> None:
     env = run(echo, "--connic-env", "staging")
     assert env.ret != 0
     env.stdout.fnmatch_lines(["*.env.staging: the env file is a named pipe (FIFO); only a regular file is read*"])
+    os.mkfifo(echo.root / "agents" / "pipe.yaml")
+    agents = run(echo)
+    agents.stdout.fnmatch_lines(["*Failed to load agent: agents/pipe.yaml:1:1: the agent file is a named pipe (FIFO)*"])
 
 
 def test_a_report_that_cannot_be_written_never_stops_the_others(echo: ConnicProject) -> None:
