@@ -5,8 +5,10 @@ secret (``*_KEY``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ...), or from a
 ``--connic-env`` file (every value there is masked: those files exist to hold
 credentials). ``Masker`` replaces every occurrence with ``***``, in every form
 a secret takes on its way into text: as is, JSON-escaped (``\\"``, ``\\n``),
-``\\u``-escaped (JSON with ``ensure_ascii``, ``ascii()``), ``repr``-escaped, and
-each line of a multi-line value on its own (a PEM key printed line by line).
+``\\u``-escaped (JSON with ``ensure_ascii``, ``ascii()``), JSON-encoded inside JSON up to
+``JSON_DEPTH`` levels (a JSON string holding a JSON document), ``repr``-escaped, and
+each line of a multi-line value on its own (a PEM key printed line by line). The password of a
+URL's user-info (``https://user:password@host``) is masked in any text, known or not.
 Values (and lines) shorter than six characters are never masked: masking ``1`` or
 ``true`` would shred reports.
 """
@@ -53,8 +55,7 @@ def secret_forms(value: str) -> set[str]:
         if len(piece) < _MIN_LENGTH:
             continue
         forms.add(piece)
-        forms.add(json.dumps(piece, ensure_ascii=False)[1:-1])
-        forms.add(json.dumps(piece, ensure_ascii=True)[1:-1])
+        forms |= json_forms(piece)
         for quoted in (repr, ascii):
             forms.add(quoted(piece)[1:-1])
             # inside a longer repr that quotes with ' (so escapes every ' of the secret)
@@ -62,6 +63,33 @@ def secret_forms(value: str) -> set[str]:
         forms.add(piece.encode("unicode_escape").decode("ascii"))
         forms.add(html.escape(piece, quote=True))
     return {f for f in forms if len(f) >= _MIN_LENGTH}
+
+
+#: how many times a secret may be JSON-encoded inside JSON (a JSON string in a JSON string ...)
+JSON_DEPTH = 6
+
+
+def json_forms(value: str, depth: int = JSON_DEPTH) -> set[str]:
+    """``value`` as it reads inside a JSON string, inside a JSON string in that, ... ``depth``
+    levels deep (``json.dumps({"i": json.dumps({"pw": value})})``), with and without
+    ``ensure_ascii`` at each level; stops early once a level escapes nothing more."""
+    found: set[str] = set()
+    level = {value}
+    for _ in range(depth):
+        level = {json.dumps(v, ensure_ascii=a)[1:-1] for v in level for a in (False, True)} - found
+        if not level - {value}:
+            break
+        found |= level
+    return found
+
+
+#: the password of a URL's user-info (``https://user:password@host``): masked in any text
+_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:)(?P<password>[^\s/@]+)(?=@)")
+
+
+def url_passwords(text: str) -> set[str]:
+    """The passwords of every URL user-info in ``text`` (a ``--connic-mcp-url`` value)."""
+    return {m.group("password") for m in _USERINFO.finditer(text)}
 
 
 class Masker:
@@ -106,12 +134,18 @@ class Masker:
 
     def text(self, value: str) -> str:
         """``value`` with every secret replaced by ``***``."""
-        if self._pattern is None or not value:
+        if not value:
+            return value
+        if "://" in value:  # a URL's user-info password, whether or not its value is known
+            value = _USERINFO.sub(lambda m: m.group("head") + MASK, value)
+        if self._pattern is None:
             return value
         return self._pattern.sub(MASK, value)
 
     def find(self, value: str) -> bool:
-        """Whether ``value`` holds a secret in any of its forms."""
+        """Whether ``value`` holds a secret in any of its forms (a URL's password included)."""
+        if value and "://" in value and _USERINFO.search(value) is not None:
+            return True
         return self._pattern is not None and bool(value) and self._pattern.search(value) is not None
 
     def report_text(self, value: str) -> str:

@@ -119,6 +119,7 @@ def test_a_signal_stops_the_session_with_every_case_in_every_report(project: Con
     report = json.loads((project.root / "report.json").read_text("utf-8"))
     statuses = {c["test_name"]: c["status"] for c in report["cases"]}
     assert statuses == {"a first": "passed", "b slow": b, "c never": "interrupted"}
+    assert report["status"] == "interrupted"  # the session's status, as docs/reports.md says
     reasons = {c["test_name"]: c["interrupted"] for c in report["cases"]}
     assert reasons["c never"] == f"interrupted by {name}"
     junit = _junit(project.root)

@@ -121,7 +121,7 @@ def test_merge_says_what_it_cannot_merge(calc: ConnicProject) -> None:
     _suites(calc)
     calc.run_subprocess("--connic-json=one.json", "tests/echo_0.yaml")
     missing = calc.run("--connic-merge", "nope-*.json")
-    missing.stderr.fnmatch_lines(["ERROR: --connic-merge nope-*.json: no file matches"])
+    missing.stderr.fnmatch_lines(["ERROR: --connic-merge nope-*.json: no file matches; nothing was merged*"])
     both = calc.run("--connic-merge", "one.json", "--connic-merge", "./one.json", "--connic-json=x.json")
     assert both.ret == 1  # the same file named twice is read once
     calc.write("two.json", (calc.root / "one.json").read_text("utf-8"))
@@ -132,7 +132,7 @@ def test_merge_says_what_it_cannot_merge(calc: ConnicProject) -> None:
     workers.stderr.fnmatch_lines(["ERROR: --connic-merge runs no case, so it takes no workers: run it with -n 0"])
     calc.write("bad.json", "[1, 2]")
     bad = calc.run("--connic-merge", "bad.json")
-    bad.stderr.fnmatch_lines(['ERROR: *bad.json: not a --connic-json report (no "cases" list)'])
+    bad.stderr.fnmatch_lines(['ERROR: *bad.json: not a --connic-json report (no "cases" list)*'])
     data = json.loads((calc.root / "one.json").read_text("utf-8"))
     data["ab"] = {"variant": "x"}
     calc.write("ab.json", json.dumps(data))
@@ -144,7 +144,7 @@ def test_merge_says_what_it_cannot_merge(calc: ConnicProject) -> None:
     calc.write("env.json", json.dumps(other_env))
     envs = calc.run("--connic-merge", "one.json", "--connic-merge", "env.json")
     envs.stderr.fnmatch_lines([("ERROR: the shards ran in different environments (--connic-env): None (*one.json),"
-                               " 'staging' (*env.json)")])
+                               " 'staging' (*env.json)*")])
 
 
 def test_a_merge_writes_the_history_a_single_run_would(calc: ConnicProject) -> None:

@@ -74,3 +74,26 @@ def test_masked_bounds_every_string_of_a_value_and_leaves_it_whole_without_a_lim
     assert bounded["small"] == "ok"
     assert bounded["output"].endswith("… [truncated: 100000 characters, 99000 cut]")
     assert masked(big, Masker())["output"] == "z" * 100_000
+
+
+def test_a_secret_json_encoded_inside_json_is_masked_at_every_depth() -> None:
+    import json
+
+    from pytest_connic.secrets import Masker
+
+    secret = "q\"u'o\\te-pass-77"
+    masker = Masker([secret])
+    text = json.dumps({"a": secret})
+    for depth in range(5):
+        assert secret not in masker.text(text) and "***" in masker.text(text), depth
+        assert masker.find(text)
+        text = json.dumps({"i": text}, ensure_ascii=depth % 2 == 0)
+
+
+def test_a_urls_password_is_masked_known_or_not() -> None:
+    from pytest_connic.secrets import Masker, url_passwords
+
+    text = "crm=https://user:tok-9f3a@mcp.example/x, redis://:pw@h, http://plain@host/ and https://h/a:b@c"
+    assert Masker().text(text) == "crm=https://user:***@mcp.example/x, redis://:***@h, http://plain@host/ and https://h/a:b@c"
+    assert url_passwords(text) == {"tok-9f3a", "pw"}
+    assert Masker().find("https://u:p@h") and not Masker().find("https://u@h")

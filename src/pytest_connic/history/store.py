@@ -13,8 +13,10 @@ from collections.abc import Iterable, Sequence
 from contextlib import closing
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
+from typing import TypeVar
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.files import IrregularFileError, refuse_irregular
 
 #: ``PRAGMA application_id`` of a pytest-connic history ("CNIC")
 APPLICATION_ID = 0x434E4943
@@ -100,6 +102,46 @@ class StoredSession:
 _CASE_COLUMNS = tuple(f.name for f in fields(CaseRow))
 
 
+_Row = TypeVar("_Row", CaseRow, SessionRow)
+#: the values a column of a row may hold, by the field's annotation (``int | None``, ...)
+_KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
+#: columns that hold a rate (0 to 1); every other number is a count, an amount or a duration (>= 0)
+_RATES = frozenset({"pass_rate", "rate_low", "rate_high"})
+_VERDICTS = frozenset({"passed", "failed", "error", "interrupted", "skipped", "xfailed"})
+
+
+def row_problem(row: CaseRow | SessionRow) -> str | None:
+    """What is wrong with a row read back (a column of the wrong type or out of its range, as a
+    hand-edited or damaged file has), in words; None for a sound row."""
+    where = f"case {row.nodeid!r}" if isinstance(row, CaseRow) else f"session {row.id}"
+    for f in fields(row):
+        value = getattr(row, f.name)
+        annotation = str(f.type).split("#")[0].strip()
+        kinds = [k for part in annotation.split("|") for k in _KINDS.get(part.strip(), ())]
+        if value is None and "None" in annotation:
+            continue
+        if not kinds:
+            continue  # a field of a kind this check does not know: the reader of it checks it
+        if isinstance(value, bool) or not isinstance(value, tuple(kinds)):
+            return f"{where}: column {f.name} holds {value!r}, not {' or '.join(annotation.split(' | '))}"
+        if isinstance(value, (int, float)):
+            if not (value >= 0 and value != float("inf")):  # NaN too
+                return f"{where}: column {f.name} holds {value!r}, out of range (a number >= 0)"
+            if f.name in _RATES and value > 1:
+                return f"{where}: column {f.name} holds {value!r}, out of range (a rate from 0 to 1)"
+    if isinstance(row, CaseRow) and row.verdict not in _VERDICTS:
+        return f"{where}: column verdict holds {row.verdict!r}, not one of {', '.join(sorted(_VERDICTS))}"
+    return None
+
+
+def _storable(value: object) -> object:
+    """A column's value as SQLite can store it: text UTF-8 cannot hold (a lone surrogate in a case
+    name) as its ``\\udcff`` escape."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 class HistoryStore:
     """The history at ``path``: read the past, append one session."""
 
@@ -108,6 +150,7 @@ class HistoryStore:
 
     def _connect(self, *, write: bool) -> sqlite3.Connection:
         try:
+            refuse_irregular(self.path, "history")  # sqlite3 would wait forever on a FIFO
             if write:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT_S, isolation_level=None)
@@ -115,6 +158,8 @@ class HistoryStore:
                 conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
                                        timeout=LOCK_TIMEOUT_S, isolation_level=None)
             self._check(conn)
+        except IrregularFileError as exc:
+            raise HistoryError(f"history {exc}; it was left as it is") from None
         except (sqlite3.Error, OSError) as exc:
             raise self._error("cannot be " + ("written" if write else "read"), exc) from None
         return conn
@@ -156,15 +201,24 @@ class HistoryStore:
                     return []
                 found = []
                 for sid, started, git_commit, command, sel, tokens, cost in conn.execute(sql, [*args, limit]):
-                    session = SessionRow(started, git_commit, command, sel, tokens, cost, id=sid)
+                    session = self._valid(SessionRow(started, git_commit, command, sel, tokens, cost, id=sid))
                     rows = conn.execute(f"SELECT {', '.join(_CASE_COLUMNS)} FROM cases WHERE session_id = ?",
                                         (sid,))
-                    found.append(StoredSession(session, {r[0]: CaseRow(*r) for r in rows}))
+                    found.append(StoredSession(session, {r[0]: self._valid(CaseRow(*r)) for r in rows}))
         except HistoryError:
             raise
         except (sqlite3.Error, OSError) as exc:
             raise self._error("cannot be read", exc) from None
         return list(reversed(found))
+
+    def _valid(self, row: _Row) -> _Row:
+        """``row`` as read, when every column holds what its field says (types, ranges); else the
+        file is not used this session (``HistoryError``), and left as it is."""
+        problem = row_problem(row)
+        if problem is not None:
+            raise HistoryError(f"history {self.path}: {problem}; the history was not used this time and "
+                               "was left as it is (move it away to start a new one)")
+        return row
 
     def append(self, session: SessionRow, cases: Iterable[CaseRow]) -> int:
         """Store one session and its cases in one transaction; returns the session's id."""
@@ -180,12 +234,12 @@ class HistoryStore:
                     cur = conn.execute(
                         "INSERT INTO sessions (started, git_commit, command, selection, tokens, cost) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
-                        (session.started, session.git_commit, session.command, session.selection,
-                         session.tokens, session.cost))
+                        tuple(map(_storable, (session.started, session.git_commit, session.command,
+                                              session.selection, session.tokens, session.cost))))
                     sid = int(cur.lastrowid or 0)
                     marks = ", ".join("?" * (len(_CASE_COLUMNS) + 1))
                     conn.executemany(f"INSERT INTO cases (session_id, {', '.join(_CASE_COLUMNS)}) VALUES ({marks})",
-                                     [(sid, *astuple(row)) for row in rows])
+                                     [(sid, *map(_storable, astuple(row))) for row in rows])
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:

@@ -170,15 +170,15 @@ def legacy_safe_name(name: str) -> str:
 
 
 def _cut(safe: str, name: str) -> str:
-    if len(safe.encode("utf-8")) > MAX_NAME_BYTES:
-        suffix = "-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
+    if len(safe.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        suffix = "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
         budget = MAX_NAME_BYTES - len(suffix)
-        safe = safe.encode("utf-8")[:budget].decode("utf-8", "ignore") + suffix
+        safe = safe.encode("utf-8", "surrogateescape")[:budget].decode("utf-8", "ignore") + suffix
     return safe
 
 
 def _escape(char: str) -> str:
-    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
+    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogateescape"))
 
 
 def safe_name(name: str, *, escape_case: bool = False) -> str:
@@ -697,12 +697,16 @@ def secret_field(data: Any, masker: Masker, path: tuple[Any, ...] = ()) -> str |
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, so readers never see half a file."""
+    """Write ``text`` to ``path`` through a temporary file, so readers never see half a file; the
+    file gets the mode the process's umask gives a new file (``mkstemp`` alone gives 0600)."""
+    from pytest_connic.files import process_umask
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
+        os.chmod(tmp, 0o666 & ~process_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -33,6 +33,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
     settings = config.stash[SETTINGS_KEY] = Settings.from_config(config)
     config.stash[ENV_SECRETS_KEY] = frozenset(secret_values_from_env())
+    if not hasattr(config, "workerinput") and (settings.json or settings.html or settings.traces
+                                                or settings.coverage_json or settings.history
+                                                or settings.cassette_dir != "cassettes"):
+        from pytest_connic.plugin.outputguard import check_outputs
+
+        check_outputs(config, settings)  # before anything is written: outputs never name inputs
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         from pytest_connic.plugin.xdist import ConnicXdist
 

@@ -104,7 +104,8 @@ def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None
         render_coverage,
         render_runtime_coverage,
     )
-    from pytest_connic.plugin.outputs import output_path
+    from pytest_connic.files import write_text_file
+    from pytest_connic.plugin.outputs import write_report
     from pytest_connic.project import sdk  # noqa: F401 - the SDK's import warnings stay quiet (an xdist controller collects nothing)
 
     settings = state.settings
@@ -115,11 +116,10 @@ def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None
         for root, report in reports.items()
     ]
     if settings.coverage_json and reports:
-        path = output_path(state.config, settings.coverage_json)
-        path.parent.mkdir(parents=True, exist_ok=True)
         data: Any = next(iter(reports.values())) if len(reports) == 1 else {
             "projects": {str(root): report for root, report in reports.items()}}
-        path.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
+        write_report(state, "coverage report (--connic-coverage-json)", settings.coverage_json,
+                     lambda path: write_text_file(path, json.dumps(data, indent=2) + "\n"))
     code = max([coverage_exit_status(r) for r in reports.values()], default=0)
     if not reports:
         state.coverage_texts = [("Connic coverage", "No Connic project (a folder with agents/) found.", "")]

@@ -102,14 +102,19 @@ class ConnicHistory:
         # ``ConnicReporting`` still raises the exit code to 2 for an infrastructure error
         state = self.config.stash.get(SESSION_KEY, None)
         if state is not None and state.outcomes and not state.settings.coverage:
-            pending = self._prepare(state)
-            if pending is not None:
-                self._write(state, *pending)
-                self._flaky_exit(state, session)
+            try:
+                pending = self._prepare(state)
+                if pending is not None:
+                    self._write(state, *pending)
+                    self._flaky_exit(state, session)
+            except Exception as exc:  # noqa: BLE001 - a history never takes the reports down
+                state.history = None
+                self._warn(state, f"history {self._path}: {type(exc).__name__}: {exc}")
         return (yield)
 
     def _prepare(self, state: ConnicSession) -> tuple[Path, SessionRow, list[CaseRow]] | None:
         import shlex
+        from dataclasses import replace
         from datetime import datetime, timezone
 
         from pytest_connic.history.store import HistoryError, HistoryStore, SessionRow
@@ -128,10 +133,15 @@ class ConnicHistory:
             return None
         self._path = str(path)
         digests = _Digests(self.config, state.outcomes)
-        rows = {row.nodeid: row for row in (case_row(o, digests) for o in state.outcomes)}
+        # a secret in a case name (or the command line) is masked in the history as everywhere the
+        # plugin writes it; the masking is the same in every session, so sessions still compare
+        masked = state.masker.text
+        rows = {row.nodeid: row for row in (replace(case_row(o, digests), nodeid=masked(o.nodeid))
+                                            for o in state.outcomes)}
         commit = git(self.config.rootpath, "rev-parse", "HEAD")
         session = SessionRow(datetime.now(timezone.utc).isoformat(timespec="seconds"), commit,
-                             shlex.join(["pytest", *self.config.invocation_params.args]), selection(self.config),
+                             masked(shlex.join(["pytest", *self.config.invocation_params.args])),
+                             masked(selection(self.config)),
                              spend.tokens if spend else sum(r.input_tokens + r.output_tokens for r in rows.values()),
                              spend.cost if spend else sum(r.cost for r in rows.values()))
         store = HistoryStore(path)
@@ -163,11 +173,17 @@ class ConnicHistory:
         state.history_warning = message
 
     def _emit_warning(self, message: str) -> None:
+        import linecache
+
         from pytest_connic.warnings import ConnicHistoryWarning
 
+        filename = self._path or "history"
+        # the warnings summary shows the line of its location: the history file has no line to
+        # show, and reading it for one would hang on a FIFO and read a large file whole
+        linecache.cache[filename] = (0, None, [], filename)
         try:
             # located at the history file, not at pytest-connic's source
-            warnings.warn_explicit(ConnicHistoryWarning(message), ConnicHistoryWarning, self._path or "history", 0)
+            warnings.warn_explicit(ConnicHistoryWarning(message), ConnicHistoryWarning, filename, 0)
         except ConnicHistoryWarning:
             pass  # -W error: the summary line says it; a history never fails the session
 
@@ -175,13 +191,14 @@ class ConnicHistory:
         """``--connic-flaky=fail``: a flaky case fails the session; ``skip``: only flaky cases failed,
         so the session does not."""
         flaky = set(state.history.flaky()) if state.history is not None else set()
+        failed = {state.masker.text(nodeid) for nodeid in self.failed}  # the history's ids are masked
         mode = state.settings.flaky
         if not flaky or mode == "report":
             return
         if mode == "fail" and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        elif (mode == "skip" and session.exitstatus == pytest.ExitCode.TESTS_FAILED and self.failed
-              and self.failed <= flaky and not self.collect_failed):
+        elif (mode == "skip" and session.exitstatus == pytest.ExitCode.TESTS_FAILED and failed
+              and failed <= flaky and not self.collect_failed):
             session.exitstatus = pytest.ExitCode.OK
 
     @pytest.hookimpl(trylast=True)

@@ -39,7 +39,39 @@ class ConnicMasking:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
         outcome = yield
-        self.mask_report(outcome.get_result())
+        report = outcome.get_result()
+        self.mask_report(report)
+        # the case name a report shows (the failure's header, GitHub annotations' titles) is the
+        # plugin's: a secret in it is masked; the node id is pytest's and stays as it is
+        path, line, domain = report.location
+        if self.masker.find(domain):
+            report.location = (path, line, self.masker.text(domain))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """JUnit XML's ``name`` and ``classname`` of a case whose node id holds a secret, masked."""
+        if not self.masker.find(report.nodeid):
+            return
+        try:
+            from _pytest.junitxml import xml_key
+        except ImportError:  # pragma: no cover - a pytest without it writes no JUnit file we know
+            return
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        reporter = xml.node_reporter(report)  # the one pytest's JUnit plugin records this report in
+        if getattr(reporter, "_connic_masked", False):
+            return
+        record, masker = reporter.record_testreport, self.masker
+
+        def record_masked(testreport: Any) -> None:
+            record(testreport)
+            for key in ("name", "classname", "file"):
+                if isinstance(reporter.attrs.get(key), str):
+                    reporter.attrs[key] = masker.text(reporter.attrs[key])
+
+        reporter.record_testreport = record_masked  # type: ignore[method-assign]
+        reporter._connic_masked = True  # type: ignore[attr-defined]
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, None]:

@@ -49,15 +49,21 @@ class ConnicMerge:
             raise pytest.UsageError("--connic-merge runs no case, so it takes no workers: run it with -n 0")
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_collection(self, session: pytest.Session) -> bool:
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Read and check every shard before the session starts: a shard that cannot be merged is
+        a usage error (exit code 4), and since pytest then never finishes the session, no report
+        (JSON, HTML, JUnit) is written and any earlier one is left as it was."""
         from pytest_connic.reports.merge import MergeError, load_shards, shard_files
 
         state = state_of(self.config)
         try:
-            shards = load_shards(shard_files(state.settings.merge, Path(self.config.invocation_params.dir)))
+            self.shards = load_shards(shard_files(state.settings.merge, Path(self.config.invocation_params.dir)))
         except MergeError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        self.shards = shards
+            raise pytest.UsageError(f"{exc}; nothing was merged and no report written") from None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> bool:
+        shards = self.shards
         session.items = []
         session.testscollected = len(shards.outcomes)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -7,9 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pytest
 
     from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.secrets import Masker
 
 
 def output_path(config: pytest.Config, value: str) -> Path:
@@ -20,14 +24,44 @@ def output_path(config: pytest.Config, value: str) -> Path:
 
 def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -> None:
     """``--connic-json``, ``--connic-html`` and ``--connic-traces``, when asked for (``session``:
-    for the HTML header's pytest outcome)."""
+    for the HTML header's pytest outcome). Each is written on its own: one that cannot be written
+    (a full disk, a folder that is a file) is one line in ``state.output_failures`` naming its path
+    and the OS's error, and the others, pytest's JUnit XML and the terminal summary still come."""
+    from pytest_connic.files import write_text_file
+
     settings = state.settings
     if not (settings.json or settings.html or settings.traces):
         return
-    from pytest_connic.reports.json_report import build_json_report, report_text
+    try:
+        report = _json_report(state)
+    except Exception as exc:  # noqa: BLE001 - the traces and pytest's reports still come
+        state.output_failures.append(f"cannot write the JSON and HTML reports: {type(exc).__name__}: {exc}")
+        report = None
+    if settings.json and report is not None:
+        from pytest_connic.reports.json_report import report_text
+
+        write_report(state, "JSON report (--connic-json)", settings.json, lambda path: write_text_file(path, report_text(report)))
+    if settings.html and report is not None:
+        from pytest_connic.reports.html import render_html
+
+        write_report(state, "HTML report (--connic-html)", settings.html,
+               lambda path: write_text_file(path, render_html(report, html_context(state, session))))
+    if settings.traces:
+        from pytest_connic.reports.traces import write_traces
+
+        write_report(state, "traces (--connic-traces)", settings.traces,
+               lambda path: write_traces(path, state.outcomes, masker=state.masker))
+
+
+def _json_report(state: ConnicSession) -> dict[str, Any]:
+    """The JSON report's data, which the HTML report renders too."""
+    from pytest_connic.reports.json_report import build_json_report
     from pytest_connic.reports.stats import session_status
 
-    status = "error" if state.infrastructure_errors else session_status(state.outcomes)
+    settings = state.settings
+    status = session_status(state.outcomes)
+    if state.infrastructure_errors and status != "interrupted":
+        status = "error"
     report = build_json_report(state.outcomes, masker=state.masker, session_status=status,
                                environment_id=settings.env)
     if state.history is not None:
@@ -38,44 +72,69 @@ def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -
         from pytest_connic.plugin.ab import add_section
 
         add_section(state.config, report)
-    if settings.json:
-        path = output_path(state.config, settings.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(report_text(report), "utf-8")
-    if settings.html:
-        from pytest_connic.reports.html import render_html
+    return report
 
-        path = output_path(state.config, settings.html)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_html(report, html_context(state, session)), "utf-8")
-    if settings.traces:
-        from pytest_connic.reports.traces import write_traces
 
-        write_traces(output_path(state.config, settings.traces), state.outcomes, masker=state.masker)
+def write_report(state: ConnicSession, what: str, value: str, write: Callable[[Path], object]) -> None:
+    """Run one report's ``write``; a failure is kept as one located line, never raised."""
+    path = output_path(state.config, value)
+    try:
+        write(path)
+    except OSError as exc:
+        where = exc.filename if isinstance(exc.filename, str) else str(path)
+        reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.strerror else str(exc)
+        state.output_failures.append(f"{where}: cannot write the {what}: {reason}")
+    except Exception as exc:  # noqa: BLE001 - a report never takes the others (or the session) down
+        state.output_failures.append(f"{path}: cannot write the {what}: {type(exc).__name__}: {exc}")
+
+
+def output_failure_lines(state: ConnicSession) -> list[str]:
+    """The report files that could not be written, one line each (the terminal summary's end)."""
+    return [f"connic: {line}" for line in state.output_failures]
 
 
 def terminal_summary(state: ConnicSession, reporter: Any) -> None:
-    """Connic's results table, failure details and ``N/M cases passed.``"""
+    """Connic's results table, failure details and ``N/M cases passed.``; then a line for each
+    report file that could not be written."""
+    try:
+        _results(state, reporter)
+    finally:
+        for line in output_failure_lines(state):
+            reporter.write_line(line, red=True)
+
+
+def _results(state: ConnicSession, reporter: Any) -> None:
     if not state.outcomes:
         return
     from pytest_connic.reports.terminal import failure_lines, results_table, summary_line
 
     reporter.write_sep("=", "connic results")
+    # a secret in a case name is masked here as in every report (the history's ids are masked too)
+    outcomes = [masked_names(o, state.masker) for o in state.outcomes]
     marks = state.history.marks() if state.history is not None else None
     if state.config.get_verbosity() > -2:  # ``-qq`` drops the table
-        for line in results_table(state.outcomes, width=table_width(state.config), marks=marks):
+        for line in results_table(outcomes, width=table_width(state.config), marks=marks):
             reporter.write_line(line)
-    early = [o for o in state.outcomes if o.skipped_runs]
+    early = [o for o in outcomes if o.skipped_runs]
     for outcome in early:
         reason = outcome.early_stop_reason or ""
         what = (f"{outcome.skipped_runs} run(s) not started" if reason.startswith("budget spent")
                 else f"early stop skipped {outcome.skipped_runs} run(s)")
         reporter.write_line(f"  {outcome.agent_name}::{outcome.case_name}: {what}: {reason}")
     full = getattr(state.config.option, "tbstyle", "auto") == "no"
-    for line in failure_lines(state.outcomes, state.masker, full=full):
+    for line in failure_lines(outcomes, state.masker, full=full):
         reporter.write_line(line)
-    passed = all(o.passed for o in state.outcomes)
-    reporter.write_line(summary_line(state.outcomes), green=passed, red=not passed, bold=True)
+    passed = all(o.passed for o in outcomes)
+    reporter.write_line(summary_line(outcomes), green=passed, red=not passed, bold=True)
+
+
+def masked_names(outcome: CaseOutcome, masker: Masker) -> CaseOutcome:
+    """``outcome`` itself, or a copy whose case name and node id have their secrets masked."""
+    import dataclasses
+
+    if not (masker.find(outcome.case_name) or masker.find(outcome.nodeid)):
+        return outcome
+    return dataclasses.replace(outcome, case_name=masker.text(outcome.case_name), nodeid=masker.text(outcome.nodeid))
 
 
 def table_width(config: pytest.Config) -> int | None:

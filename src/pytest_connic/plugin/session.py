@@ -33,6 +33,11 @@ class ConnicSession:
         self.config = config
         self.settings = settings
         self.masker = Masker(secrets)
+        # a password in an option's URL (``--connic-mcp-url crm=https://u:TOKEN@host``) is a secret
+        # in every form, also where it appears without its URL (the history's command line)
+        from pytest_connic.secrets import url_passwords
+
+        self.masker.add(p for value in (*settings.mcp_url, *settings.api_url) for p in url_passwords(value))
         #: one outcome per case (a rerun's earlier attempts are its ``attempts``): ``add_outcome``
         self.outcomes: list[CaseOutcome] = []
         self._by_nodeid: dict[str, CaseOutcome] = {}
@@ -62,6 +67,8 @@ class ConnicSession:
         #: and the budget's spend (the JSON report's ``budget`` section)
         self.history: HistoryView | None = None
         self.history_warning: str | None = None
+        #: report files that could not be written, one located line each (``plugin/outputs.py``)
+        self.output_failures: list[str] = []
         self.budget_section: dict[str, Any] | None = None
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.files import IrregularFileError, read_bounded
 from pytest_connic.project.located import relative
 from pytest_connic.yamlpos import (
     MAX_BYTES,
@@ -161,7 +162,9 @@ def read_spec(name: str, path: Path, rel: str, registry: ApiRegistry) -> ApiSpec
     try:
         if path.stat().st_size > MAX_BYTES:
             raise SpecError(f"{rel}:1: the OpenAPI spec '{name}' is larger than {MAX_BYTES} bytes")
-        text = path.read_text("utf-8")
+        text = read_bounded(path, f"OpenAPI spec '{name}'", MAX_BYTES).decode("utf-8")
+    except IrregularFileError as exc:
+        raise SpecError(f"{rel}:1: {str(exc).partition(': ')[2]}") from None
     except OSError as exc:
         raise SpecError(f"{rel}: the OpenAPI spec '{name}' cannot be read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

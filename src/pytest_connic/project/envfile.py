@@ -7,6 +7,10 @@ import re
 from pathlib import Path
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.files import IrregularFileError, read_bounded
+
+#: the longest env file read (a dotenv file is a few lines; a device would never end)
+MAX_BYTES = 1 << 20
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*?)\s*$")
 
@@ -27,7 +31,11 @@ def _value(raw: str) -> str:
 def parse_env_file(path: Path) -> dict[str, str]:
     """``KEY=VALUE`` lines; ``export`` prefixes, quotes, blank lines and ``#`` comments allowed."""
     values: dict[str, str] = {}
-    for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+    try:
+        text = read_bounded(path, "env file", MAX_BYTES).decode("utf-8")
+    except IrregularFileError as exc:
+        raise EnvFileError(str(exc)) from None
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         match = _LINE.match(line)
@@ -64,6 +72,6 @@ class AppliedEnv:
 def apply_env(project_root: Path, name: str) -> AppliedEnv:
     """Load ``.env.<name>`` into the environment; raises ``EnvFileError`` when missing or bad."""
     path = env_file(project_root, name)
-    if not path.is_file():
+    if not path.exists():
         raise EnvFileError(f"--connic-env {name}: {path.name} not found in {project_root}")
     return AppliedEnv(parse_env_file(path))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_connic.files import IrregularFileError, refuse_irregular
 from pytest_connic.project import sdk
 from pytest_connic.yamlpos import MAX_BYTES, YamlError, load_with_positions
 
@@ -25,11 +26,14 @@ _BOUNDS = ("too large", "too deeply")
 def refusal(path: Path, relpath: str) -> str | None:
     """Why the bounded loader refuses ``path`` (``relpath:line:col: ...``), or None."""
     try:
+        refuse_irregular(path, "agent file")  # the SDK would open a FIFO and wait forever
         size = path.stat().st_size
         if size > MAX_BYTES:
             raise YamlError(f"file too large: {size} bytes (at most {MAX_BYTES})", 1, 1)
         text = path.read_text("utf-8", errors="surrogateescape")
         load_with_positions(text)
+    except IrregularFileError as exc:
+        return f"{relpath}:1:1: {str(exc).partition(': ')[2]}"
     except YamlError as exc:
         if not any(word in exc.message for word in _BOUNDS):
             return None
@@ -47,7 +51,7 @@ def _refused(directory: Path, root: Path) -> dict[Path, str]:
         return refused
     for path in sorted(directory.rglob("*.yaml")):
         rel = path.relative_to(directory).parts
-        if any(part.startswith(".") for part in rel) or not path.is_file():
+        if any(part.startswith(".") for part in rel) or path.is_dir():  # a FIFO is refused, not skipped
             continue
         try:
             shown = path.relative_to(root).as_posix()

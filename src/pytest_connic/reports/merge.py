@@ -11,11 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.files import IrregularFileError, read_bounded
 from pytest_connic.records.run import CaseOutcome
 from pytest_connic.records.serialize import outcome_from_dict
 
 #: the top-level keys of a report a merge rebuilds; anything else (an A/B section) is not merged
 KNOWN_KEYS = frozenset({"status", "test_run_id", "deployment_id", "environment_id", "cases", "summary"})
+#: the largest shard read, and the deepest nesting: a report of a real session is far below both
+MAX_BYTES = 256 << 20
+MAX_DEPTH = 200
 
 
 class MergeError(ConnicError):
@@ -76,22 +80,105 @@ def load_shards(paths: Iterable[Path]) -> Shards:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """A shard's report: a regular file of at most ``MAX_BYTES``, JSON nested at most ``MAX_DEPTH``
+    deep, a mapping with a ``cases`` list of mappings (each case is checked in :func:`_outcome`)."""
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = json.loads(read_bounded(path, "shard report", MAX_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise MergeError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except IrregularFileError as exc:
+        raise MergeError(str(exc)) from None
+    except RecursionError:
+        raise MergeError(f"{path}: not a --connic-json report: nested deeper than {MAX_DEPTH} levels") from None
+    except OSError as exc:
+        raise MergeError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise MergeError(f"{path}: not a --connic-json report: {exc}") from None
+    if _depth_exceeds(data, MAX_DEPTH):
+        raise MergeError(f"{path}: not a --connic-json report: nested deeper than {MAX_DEPTH} levels")
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise MergeError(f"{path}: not a --connic-json report (no \"cases\" list)")
     return data
 
 
+def _depth_exceeds(data: Any, limit: int) -> bool:
+    """Whether JSON ``data`` nests more than ``limit`` levels (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
+#: a case entry's keys a merge needs, with the JSON types each must have
+_CASE_TYPES: dict[str, tuple[type, ...]] = {
+    "nodeid": (str,), "suite": (str,), "line": (int,), "agent_name": (str,), "test_name": (str,),
+    "runs": (int,), "success_threshold": (int, float), "runs_detail": (list, type(None)),
+}
+
+
 def _outcome(path: Path, index: int, case: Any) -> CaseOutcome:
     """A case entry of the JSON report (``case_entry``: the outcome's keys, its runs under
-    ``runs_detail``) as the outcome it was written from."""
+    ``runs_detail``) as the outcome it was written from, checked to render as a single run's does."""
+    where = f"{path}: cases[{index}]"
+    _check_types(where, case, _CASE_TYPES)
+    missing = [key for key, kinds in _CASE_TYPES.items() if key not in case and type(None) not in kinds]
+    if missing:
+        raise MergeError(f"{where}: not a case of a --connic-json report ({', '.join(map(repr, missing))} missing)")
+    for number, run in enumerate(case.get("runs_detail") or []):
+        _check_types(f"{where}.runs_detail[{number}]", run, _RUN_TYPES)
+        if not all(isinstance(f, str) for f in run.get("failures") or []):
+            raise MergeError(f"{where}.runs_detail[{number}].failures: not a --connic-json report (not a list of strings)")
+    if "::" not in case["nodeid"] or case["runs"] < 0 or case["line"] < 0:
+        raise MergeError(f"{where}: not a case of a --connic-json report (node id, line or runs out of range)")
     try:
-        return outcome_from_dict({**case, "records": case.get("runs_detail") or []})
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise MergeError(f"{path}: cases[{index}]: not a case of a --connic-json report ({exc!r} missing "
-                         "or malformed)") from None
+        outcome = outcome_from_dict({**case, "records": case.get("runs_detail") or []})
+        _renders(outcome)
+    except Exception as exc:  # noqa: BLE001 - whatever a malformed entry breaks, it is this entry's
+        raise MergeError(f"{where}: not a case of a --connic-json report ({type(exc).__name__}: {exc})") from None
+    return outcome
+
+
+_JSON_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
+               bool: "true or false", type(None): "null"}
+_NUMBER = (int, float)
+_TEXT = (str, type(None))
+#: a run's keys (``runs_detail``) and the JSON types each may have
+_RUN_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,), "agent_name": (str,), "index": (int,), "status": (str,), "error": _TEXT,
+    "run_context": (dict, type(None)), "duration_ms": _NUMBER, "failures": (list, type(None)),
+    "infrastructure_error": _TEXT, "skipped": (bool, type(None)), "tool_calls": (list, type(None)),
+    "model_turns": (list, type(None)), "triggers": (list, type(None)), "guardrails": (list, type(None)),
+    "approvals": (list, type(None)), "outbound": (list, type(None)), "events": (list, type(None)),
+}
+
+
+def _check_types(where: str, entry: Any, types: dict[str, tuple[type, ...]]) -> None:
+    """Each key of ``types`` that ``entry`` has holds one of its JSON types (a bool is no number)."""
+    if not isinstance(entry, dict):
+        raise MergeError(f"{where}: not an entry of a --connic-json report (a {type(entry).__name__}, "
+                         "not an object)")
+    for key, kinds in types.items():
+        if key not in entry:
+            continue
+        value = entry[key]
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            raise MergeError(f"{where}.{key}: not a --connic-json report ({value!r} is not "
+                             f"{' or '.join(_JSON_NAMES[k] for k in kinds)})")
+
+
+def _renders(outcome: CaseOutcome) -> None:
+    """Render ``outcome`` as every merged report will (JSON, JUnit properties, failure text), so
+    a malformed entry (a run whose fields have the wrong types) fails here, not after the merge."""
+    from pytest_connic.reports.failure import failure_text
+    from pytest_connic.reports.json_report import case_entry, report_text
+    from pytest_connic.reports.junit import junit_properties
+    from pytest_connic.secrets import Masker
+
+    masker = Masker()
+    report_text({"case": case_entry(outcome, masker=masker)})
+    junit_properties(outcome)
+    failure_text(outcome, masker)

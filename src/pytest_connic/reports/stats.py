@@ -54,9 +54,12 @@ def session_status(outcomes: Iterable[CaseOutcome]) -> str:
     """The run's status as ``connic test`` reports it.
 
     ``error`` only for an infrastructure error (exit code 2); a case that could not be set up is
-    the suite author's to fix, so it makes the run ``failed`` (exit code 1).
+    the suite author's to fix, so it makes the run ``failed`` (exit code 1). ``interrupted`` when
+    the session was stopped (SIGINT, SIGTERM) before a case had its verdict (docs/reports.md).
     """
     outcomes = list(outcomes)
+    if any(o.interrupted is not None for o in outcomes):
+        return "interrupted"
     if any(o.infrastructure_error is not None for o in outcomes):
         return "error"
     # a case left out by the budget has no verdict: skipped, as in pytest (the reports list it)

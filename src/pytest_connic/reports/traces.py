@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pytest_connic.files import write_text_file
 from pytest_connic.jsonsafe import dumps, masked
 from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
 from pytest_connic.reports.stats import sorted_outcomes
@@ -62,7 +63,9 @@ def write_traces(directory: Path, outcomes: Iterable[CaseOutcome], *, masker: Ma
     """Write one JSON file per run of every case into ``directory``; return the paths written.
 
     Names are unique within the call: when two cases reduce to the same name, the later one gets
-    a short digest of its node id. Every path is checked to stay inside ``directory``.
+    a short digest of its node id. Every path is checked to stay inside ``directory``, and each
+    file is written anew and renamed into place, so a symbolic link already in ``directory`` is
+    replaced, never followed.
     """
     directory.mkdir(parents=True, exist_ok=True)
     root = directory.resolve()
@@ -77,8 +80,9 @@ def write_traces(directory: Path, outcomes: Iterable[CaseOutcome], *, masker: Ma
             path = root / name
             if path.parent != root:  # cannot happen with the character set above; keep it that way
                 raise ValueError(f"trace file name escapes {root}: {name!r}")
-            path.write_text(dumps(trace_document(outcome, record, masker=masker), indent=2) + "\n",
-                            encoding="utf-8")
+            # a new file renamed into place: a link already in the folder is replaced, not followed
+            write_text_file(path, dumps(trace_document(outcome, record, masker=masker), indent=2) + "\n",
+                            follow=False)
             written.append(path)
     return written
 

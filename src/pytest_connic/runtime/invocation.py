@@ -84,8 +84,9 @@ async def run_lifecycle(inv: InvocationState) -> RunRecord:
             await _body(inv)
     except asyncio.TimeoutError:
         label = f" ({inv.timeout_label})" if inv.timeout_label else ""
-        _end(inv, "failed", error=f"run timed out after {inv.timeout_s:g}s{label}")
+        _end(inv, "failed", error=f"run timed out after {inv.timeout_s:g}s{label}{_waiting_for_retry(inv)}")
     except asyncio.CancelledError:
+        _waiting_for_retry(inv)  # no mark of the wait stays in the trace
         _end(inv, "cancelled", error="run cancelled")
         await _finish(inv)
         CURRENT.reset(token)
@@ -93,6 +94,22 @@ async def run_lifecycle(inv: InvocationState) -> RunRecord:
     await _finish(inv)
     CURRENT.reset(token)
     return inv.record
+
+
+#: marks the retry event whose backoff delay the run is waiting out (``_operation``)
+_WAITING = "_waiting"
+
+
+def _waiting_for_retry(inv: InvocationState) -> str:
+    """When the timeout came during a retry's backoff delay: what it waited for and the error the
+    attempt before it raised (the real failure, which the timeout would otherwise hide)."""
+    for event in reversed(inv.record.events):
+        if event.get("type") == "retry":
+            if not event.pop(_WAITING, False):
+                return ""
+            return (f", waiting {event['delay_s']:g}s to start {event['name']} after the attempt before it "
+                    f"failed: {event['error']}")
+    return ""
 
 
 async def _finish(inv: InvocationState) -> None:
@@ -208,9 +225,11 @@ async def _operation(inv: InvocationState, content: dict[str, Any]) -> Any:
                 raise  # the last attempt's error, as it is; the trace shows the retries
             attempt += 1
             delay = settings.delay(attempt)
-            inv.record.events.append({"type": "retry", "name": f"retry {attempt + 1} of {settings.attempts}",
-                                      "attempt": attempt, "delay_s": delay, "error": exc.message})
-            await inv.scope.clock.sleep(delay)
+            event = {"type": "retry", "name": f"retry {attempt + 1} of {settings.attempts}",
+                     "attempt": attempt, "delay_s": delay, "error": exc.message, _WAITING: True}
+            inv.record.events.append(event)
+            await inv.scope.clock.sleep(delay)  # a timeout here says what the run was waiting for
+            event.pop(_WAITING)
             inv.context["retry_attempt"] = attempt
             if settings.rerun_middleware:
                 content = await _before(inv, content_parts(inv.delivered))

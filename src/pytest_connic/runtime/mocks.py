@@ -70,6 +70,15 @@ def import_as(name: str, path: Path) -> types.ModuleType:
 def _where(exc: BaseException, path: Path) -> str:
     """``tests/builders/x.py:3: ``: where in the module (relative to the project) its import failed."""
     root = path.parent.parent.parent  # <project>/tests/<builders|mocks>/<name>.py
+    if isinstance(exc, SyntaxError) and exc.filename:
+        # a syntax error has no frame in the file (its traceback ends in importlib): its own
+        # file and line say where it is
+        file = Path(exc.filename)
+        try:
+            shown = file.resolve().relative_to(root.resolve()).as_posix()
+        except (ValueError, OSError):
+            shown = str(file)
+        return f"{shown}:{exc.lineno or 1}: "
     where = user_location(exc, root)
     return f"{where}: " if where else ""
 

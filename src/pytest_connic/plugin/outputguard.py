@@ -1,0 +1,95 @@
+"""Writes only where asked: an output path never names an input of a Connic project, and the
+cassette folder stays inside the project (docs/reports.md "Where reports are written").
+
+Checked when pytest is configured, before anything is written: a refused path is a
+``pytest.UsageError`` (exit code 4) that names the option and what the path would overwrite.
+The projects are those at or above the invocation directory, the root dir and each path argument.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_connic.plugin.options import Settings
+
+#: the folders of a project that hold its code and configuration (Connic's layout)
+INPUT_FOLDERS = ("agents", "tools", "middleware", "hooks", "guardrails", "schemas")
+#: the file outputs and the folder output a session may write, by setting name
+FILE_OUTPUTS = ("json", "html", "coverage_json", "history")
+FOLDER_OUTPUTS = ("traces",)
+
+
+def check_outputs(config: pytest.Config, settings: Settings) -> None:
+    """Refuse an output path that is an input of a project, and a cassette folder outside it."""
+    roots = project_roots(config)
+    for root in roots:
+        cassettes = _cassette_folder(root, settings)
+        for name in (*FILE_OUTPUTS, *FOLDER_OUTPUTS):
+            value = getattr(settings, name, None)
+            if not value or (name == "history" and value.strip().lower() == "none"):
+                continue
+            base = config.invocation_params.dir
+            if name == "history" and not settings.source(name).startswith("--"):
+                base = config.rootpath  # an ini value is relative to the root dir (plugin/history.py)
+            path = Path(value) if Path(value).is_absolute() else Path(base) / value
+            what = _input_named(root, cassettes, Path(os.path.realpath(path)), folder=name in FOLDER_OUTPUTS)
+            if what is not None:
+                raise pytest.UsageError(f"invalid value {value!r} from {settings.source(name)}: it names {what} "
+                                        f"of the project {root}; a report is never written over the project's "
+                                        "inputs: choose a path outside them")
+
+
+def project_roots(config: pytest.Config) -> list[Path]:
+    """The Connic projects of the session (real paths): at or above the invocation directory, the
+    root dir and every path argument."""
+    from pytest_connic.project.layout import find_project_root
+
+    starts = [Path(config.invocation_params.dir), Path(config.rootpath)]
+    for arg in config.args:
+        path = Path(str(arg).partition("::")[0])
+        path = path if path.is_absolute() else Path(config.invocation_params.dir) / path
+        starts.append(path if path.is_dir() else path.parent)
+    roots = {find_project_root(Path(os.path.realpath(start))) for start in starts}
+    return sorted(root for root in roots if root is not None)
+
+
+def _cassette_folder(root: Path, settings: Settings) -> Path:
+    """The project's cassette folder, which must resolve inside the project: a folder outside it
+    would be recorded into, and then refused by replay (``models/cassette.py``)."""
+    folder = Path(os.path.realpath(root / settings.cassette_dir))
+    if os.path.commonpath([root, folder]) != str(root) or folder == root:
+        raise pytest.UsageError(f"invalid value {settings.cassette_dir!r} from {settings.source('cassette_dir')}: "
+                                f"the cassette folder must be inside the project {root} (it resolves to {folder}), "
+                                "so that recording and replay read the same files")
+    return folder
+
+
+def _input_named(root: Path, cassettes: Path, path: Path, *, folder: bool) -> str | None:
+    """What input of the project at ``root`` the output ``path`` would overwrite, or None."""
+    if not _inside(path, root):
+        return None
+    rel = path.relative_to(root)
+    top = rel.parts[0] if rel.parts else ""
+    if path == root:
+        return "the project folder itself" if not folder else None
+    if top in INPUT_FOLDERS:
+        return f"a path in its {top}/ folder"
+    if _inside(path, cassettes):
+        return "a path in its cassette folder"
+    if top == "tests" and not folder:
+        if path.suffix.lower() in (".yaml", ".yml"):
+            return "a suite file under tests/ (Connic parses every tests/**/*.yaml as a suite)"
+        if path.exists():
+            return "a file of its tests/ folder"
+    if rel.name.startswith(".env.") and len(rel.parts) == 1:
+        return "an env file (--connic-env)"
+    return None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
