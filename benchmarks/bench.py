@@ -12,6 +12,9 @@ Figures (issue "Fast at every scale"):
   earlystop    model calls with and without --connic-early-stop; verdicts must be equal
   startup      pytest --version and a plain Python project, with and without the plugin
   memory       peak RSS of collecting 10,000 cases
+  world        1,000 LLM-agent cases replayed from cassettes with a recorded world (``world:``:
+               the clock travels in the worker per call, random seeded) vs the same cassettes
+               without it (target <= 1.05x per run)
 
 Bytecode. Plain pytest's collection time is mostly importing the test modules, which pytest
 rewrites (assertions) and compiles unless a cached pyc exists; YAML suites have no such cache.
@@ -348,6 +351,49 @@ def _machine() -> str:
 
     return (f"python {sys.version.split()[0]}, pytest {pytest.__version__}, {platform.system()} "
             f"{platform.release()}, {os.cpu_count()} CPUs ({cpu}), load average {load}")
+
+
+WORLD_MIDDLEWARE = '''
+from datetime import datetime
+
+
+def before(content, context):
+    content["parts"].append({"text": datetime.now().isoformat(timespec="seconds")})
+    return content
+'''
+
+
+def world_project(root: Path, suites: int, cases: int, *, world: bool) -> None:
+    """An LLM agent with a before middleware and a tool (user code in the workers each run), each
+    case replayed from its cassette; ``world``: each cassette run carries a ``world:`` section."""
+    write(root / "agents/bot.yaml", 'version: "1.0"\nname: bot\ndescription: d\nmodel: openai/x\n'
+                                    'system_prompt: s\ntools: [t.echo]\n')
+    write(root / "tools/t.py", TOOLS)
+    write(root / "middleware/bot.py", WORLD_MIDDLEWARE)
+    write(root / "pytest.ini", "[pytest]\naddopts = -p no:cacheprovider -p no:randomly\n")
+    section = ('    world: {started_at: "2026-12-01T10:00:00+00:00", run_ids: [r-1], '
+               'elapsed: [0.001, 0.002], seed: 7}\n') if world else ""
+    for s in range(suites):
+        body = ["agent: bot", "tests:"]
+        for c in range(cases):
+            body += [f"  - name: case {c}", "    payload: hi", "    expected_result: output.ok == true"]
+            write(root / f"cassettes/s{s:03d}/case {c}.yaml",
+                  "version: 1\nruns:\n  - turns:\n      - tool_calls: [{name: echo, arguments: {payload: {n: 1}}}]\n"
+                  "      - content: '{\"ok\": true}'\n" + section)
+        write(root / f"tests/s{s:03d}.yaml", "\n".join(body) + "\n")
+
+
+def bench_world(tmp: Path) -> None:
+    on, off = tmp / "won", tmp / "woff"
+    world_project(on, 10, 100, world=True)
+    world_project(off, 10, 100, world=False)
+    args = [PY, "-m", "pytest", "-q"]
+    with_world, without = best((args, on, None), (args, off, None))
+    figure("world", with_world, without, "the same replay without world: (1,000 runs)", "<= 1.05x")
+    print(f"{'':<12} {(with_world - without) / 1000 * 1000:+.3f} ms per run", flush=True)
+
+
+FIGURES["world"] = bench_world
 
 
 def main(argv: list[str]) -> None:

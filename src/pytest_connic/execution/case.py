@@ -390,6 +390,8 @@ class CaseRun:
         )
         lease = await self._lease(builder_module is not None or mocks_module is not None)
         scope.runner = lease
+        world = getattr(run_models, "world", None)  # a model source of cassettes records/replays one
+        scope.world = world(scope.clock.now()) if world is not None else None
         try:
             record, cleanup_failure = await self._invoke(scope, builder_module, context, lease)
         finally:

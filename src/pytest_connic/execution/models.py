@@ -67,6 +67,10 @@ class HookedRunModels:
     def calls_live(self) -> bool:
         return bool(self.base.calls_live())
 
+    def world(self, now: float) -> Any:
+        """The run's recorded world (models/world.py), None without one."""
+        return self.base.world(now)
+
     def finish(self, *, completed: bool) -> list[str]:
         return self.base.finish(completed=completed)  # type: ignore[no-any-return]
 

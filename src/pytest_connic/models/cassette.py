@@ -25,6 +25,7 @@ import yaml
 
 from pytest_connic.models.base import CassetteError
 from pytest_connic.models.matching import MatchRule, MatchRuleError, parse_rule
+from pytest_connic.models.world import WORLD_KEYS, World, world_from_data, world_to_data
 from pytest_connic.secrets import Masker
 from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, load_with_positions
 
@@ -32,7 +33,7 @@ VERSION = 1
 #: a file name longer than this (UTF-8 bytes, without ``.yaml``) is cut and gets a hash suffix
 MAX_NAME_BYTES = 120
 
-_RUN_KEYS = ("turns", "children", "calls")
+_RUN_KEYS = ("turns", "children", "calls", "world")
 _EXTERNAL_KEYS = ("kind", "name", "arguments", "result", "error")
 #: what a run's ``calls`` record: answers from outside the model (docs/models.md, "Calls")
 CALL_KINDS = {
@@ -117,6 +118,8 @@ class CassetteRun:
     turns: Tape | None = None
     children: dict[str, list[Tape]] = field(default_factory=dict)
     calls: list[RecordedCall] = field(default_factory=list)
+    #: what the run's user code saw of the world (``world:``; None: not recorded, replay as today)
+    world: World | None = None
 
 
 @dataclass
@@ -381,6 +384,10 @@ class _Checker:
             run.children[str(agent)] = [self.invocation(e, (*ckp, i)) for i, e in enumerate(items)]
         calls = self.sequence(raw.get("calls") or [], (*kp, "calls"), "calls (each with 'kind' and 'name')")
         run.calls = [self.external(c, (*kp, "calls", i)) for i, c in enumerate(calls)]
+        if raw.get("world") is not None:
+            wkp = (*kp, "world")
+            section = self.mapping(raw["world"], wkp, WORLD_KEYS)
+            run.world = world_from_data(section, lambda key, msg: self.fail((*wkp, key) if key else wkp, msg))
         return run
 
     def external(self, value: Any, kp: tuple[Any, ...]) -> RecordedCall:
@@ -640,6 +647,8 @@ def cassette_to_data(cassette: Cassette) -> dict[str, Any]:
             }
         if run.calls:
             entry["calls"] = [call_to_data(c) for c in run.calls]
+        if run.world is not None and world_to_data(run.world):
+            entry["world"] = world_to_data(run.world)
         runs.append(entry)
     if cassette.match:
         return {"version": VERSION, "match": [dict(r.data) for r in cassette.match], "runs": runs}

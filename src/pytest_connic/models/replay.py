@@ -52,6 +52,7 @@ from pytest_connic.models.cassette import (
 from pytest_connic.models.digest import request_fingerprint
 from pytest_connic.models.divergence import explain
 from pytest_connic.models.matching import MatchRule, normalise
+from pytest_connic.models.world import RunWorld
 from pytest_connic.secrets import Masker, secret_values_from_env
 
 MODES = ("none", "once", "new_runs", "all", "digests", "live")
@@ -286,6 +287,29 @@ class RunModelsImpl:
         #: recorded ``calls`` entries this run replayed (their indices) / recorded
         self._calls_used: set[int] = set()
         self._calls: list[RecordedCall] = []
+        self._world: RunWorld | None = None
+
+    def world(self, now: float) -> RunWorld | None:
+        """The run's world (models/world.py), asked once as the run starts (``now``: its clock):
+        recorded by a recording, the cassette run's ``world:`` in a replay; None in live mode and
+        when the replayed run has none (or the cassette is missing or invalid: the first model call
+        says so, as before)."""
+        if self.case.mode == "live":
+            return None
+        if self.case.mode != "all" and not os.path.lexists(self.case.path):
+            return None if self.case.mode in REPLAY_ONLY else self._new_world(None, now)
+        try:
+            plan = self.plan()
+        except CassetteError:
+            return None
+        world = plan.run.world if plan.run is not None else None
+        if plan.kind == "replay" and world is None:
+            return None
+        return self._new_world(copy.deepcopy(world), now)
+
+    def _new_world(self, world: Any, now: float) -> RunWorld:
+        self._world = RunWorld(world, recording=self.recording or self._plan is None, now=now)
+        return self._world
 
     @property
     def recording(self) -> bool:
@@ -480,6 +504,8 @@ class RunModelsImpl:
             if tapes:
                 run.children[agent] = tapes
         run.calls = list(self._calls)
+        if self._world is not None and self._world.recording:
+            run.world = self._world.world
         return run
 
 

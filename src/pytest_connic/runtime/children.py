@@ -23,7 +23,6 @@ import asyncio
 import copy
 import datetime as dt
 import time
-import uuid
 from typing import Any
 
 from pytest_connic.jsonsafe import json_text, parse_json
@@ -168,10 +167,10 @@ async def trigger_agent_at(
 ) -> dict[str, Any]:
     """Schedule a child: recorded (fire-and-forget in tests, spec §7.2), never run."""
     _check(inv, agent_name, payload)
-    when = _scheduled_for(delay, unix_timestamp, dt.datetime.now(dt.timezone.utc))
+    when = _scheduled_for(delay, unix_timestamp, inv.scope.wall_now())
     scheduled_at = when.isoformat(timespec="seconds").replace("+00:00", "Z")
     parsed, raw = _payload_forms(payload)
     inv.record.triggers.append(
         TriggerRecord(agent_name, "trigger_agent_at", False, parsed, raw, scheduled_at=scheduled_at)
     )
-    return {"run_id": str(uuid.uuid4()), "scheduled_at": scheduled_at, "status": "scheduled"}
+    return {"run_id": inv.scope.new_id(), "scheduled_at": scheduled_at, "status": "scheduled"}

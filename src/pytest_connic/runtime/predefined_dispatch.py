@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import uuid
 from typing import Any
 
 from pytest_connic.errors import ConnicError
@@ -187,7 +186,7 @@ async def send_connector(inv: InvocationState, action_name: str, payload: Any,
             raise ValueError(f"no outbound connector in connectors/ links agent '{inv.config.name}' with "
                              f"usage middleware and action_name '{action_name}'{broken}")
         connector = matches[0]
-    run_id = f"local-{uuid.uuid4()}"
+    run_id = f"local-{inv.scope.new_id()}"
     _record_outbound(inv, {"kind": "send_connector", "action_name": action_name, "connector": connector,
                            "payload": payload, "idempotency_key": idempotency_key,
                            "connector_run_id": run_id})

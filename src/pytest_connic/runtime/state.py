@@ -32,6 +32,7 @@ from pytest_connic.runtime.signals import ExitCalled, UserCodeEnded
 if TYPE_CHECKING:
     from pytest_connic.checks.compiled import ApprovalDecision
     from pytest_connic.models.base import Model, RunModels
+    from pytest_connic.models.world import RunWorld
     from pytest_connic.runtime.mocks import MockSet
     from pytest_connic.runtime.services import RuntimeServices
 
@@ -46,8 +47,11 @@ class Runner(Protocol):
     def reference(self, func: Callable[..., Any]) -> Any:
         """A picklable reference to ``func`` the worker can resolve, or None (run it in-process)."""
 
-    async def call(self, ref: Any, label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Call the function ``ref`` names in the worker; its exceptions re-raised here."""
+    async def call(self, ref: Any, label: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   world: tuple[str | None, int | None] | None = None) -> Any:
+        """Call the function ``ref`` names in the worker; its exceptions re-raised here. ``world``:
+        the wall clock the call starts at (ISO 8601, None: the real one) and the run's seed for
+        ``random`` (models/world.py)."""
 
 
 def describe(func: Any) -> str:
@@ -102,6 +106,19 @@ class RunScope:
     runner: Runner | None = None
     #: the suite file and line of the case (warnings about the run are located there)
     location: tuple[Path, int] | None = None
+    #: what the run's user code sees of the world, recorded or replayed (models/world.py; None: the
+    #: real one, as in live mode and for a replayed cassette run without ``world:``)
+    world: RunWorld | None = None
+
+    def wall_now(self) -> dt.datetime:
+        """The run's wall clock (UTC): the replayed world's when there is one."""
+        if self.world is None:
+            return dt.datetime.now(dt.timezone.utc)
+        return self.world.wall_now(self.clock.now())
+
+    def new_id(self) -> str:
+        """An id the runtime makes for user code: the recorded one in a replay."""
+        return self.world.new_id() if self.world is not None else str(uuid.uuid4())
 
     async def run_invocation(self, invocation: InvocationState) -> RunRecord:
         """Run ``invocation`` (a child or a pipeline stage of this run) through the lifecycle."""
@@ -122,7 +139,8 @@ class RunScope:
         if runner is not None:
             ref = runner.reference(func)
             if ref is not None:
-                return await runner.call(ref, describe(func), args, kwargs)
+                world = self.world.for_call(self.clock.now()) if self.world is not None else None
+                return await runner.call(ref, describe(func), args, kwargs, world)
         try:
             if inspect.iscoroutinefunction(func):
                 return await func(*args, **kwargs)
@@ -241,12 +259,13 @@ class InvocationState:
         # the agent's own `timeout` applies too, whichever is shorter (spec §11.15)
         if config.timeout and (timeout_s is None or float(config.timeout) < timeout_s):
             timeout_s, timeout_label = float(config.timeout), f"timeout of agent '{agent_name}'"
-        record = RunRecord(run_id=str(uuid.uuid4()), agent_name=agent_name, index=scope.run_index)
+        run_id = scope.world.run_id() if scope.world is not None else str(uuid.uuid4())
+        record = RunRecord(run_id=run_id, agent_name=agent_name, index=scope.run_index)
         record.input = delivered
         context: dict[str, Any] = {
             "run_id": record.run_id,
             "agent_name": agent_name,
-            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(),
+            "timestamp": scope.wall_now().isoformat(),
             "payload": delivered,
         }
         record.run_context = context

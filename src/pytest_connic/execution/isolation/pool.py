@@ -418,7 +418,9 @@ class Lease:
             worker = self.worker = await self.pool.acquire()
         return worker
 
-    async def call(self, ref: Ref, label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def call(self, ref: Ref, label: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   world: tuple[str | None, int | None] | None = None) -> Any:
+        """``world``: the run's recorded wall clock for this call and its seed (worker.py)."""
         worker = await self.acquire()
         loop = asyncio.get_running_loop()
         cid = next(self._ids)
@@ -429,7 +431,7 @@ class Lease:
         pending = worker.pending[cid] = _Pending(loop, future, contextvars.copy_context(), label)
         sent = _snapshot(back, args, kwargs)
         try:
-            worker.send(("call", cid, ref, args, kwargs, back))
+            worker.send(("call", cid, ref, args, kwargs, back, world))
         except (OSError, ValueError, BrokenPipeError):
             worker.pending.pop(cid, None)
             if not future.done():

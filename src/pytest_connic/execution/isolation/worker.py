@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import datetime as dt
 import inspect
 import os
 import pickle
+import random
 import signal
 import sys
 import threading
@@ -63,6 +65,7 @@ class _Worker:
         self.loop = asyncio.new_event_loop()
         self.project: LoadedProject | None = None
         self.baseline: set[int] = set()
+        self.world = _World()
 
     def send(self, message: tuple[Any, ...]) -> None:
         with self.send_lock:
@@ -146,7 +149,9 @@ class _Worker:
 
     # -- calls --------------------------------------------------------------------------
     def call(self, cid: int, ref: Ref, args: tuple[Any, ...], kwargs: dict[str, Any],
-             back: tuple[Any, ...]) -> None:
+             back: tuple[Any, ...], world: tuple[str | None, int | None] | None = None) -> None:
+        if world is not None:
+            self.world.enter(*world)
         try:
             func = self.resolve(ref)
         except BaseException as exc:  # noqa: BLE001  (a module of the user's failing to load here)
@@ -248,6 +253,7 @@ class _Worker:
         """The run that leased this worker ended: drop its fresh modules; say whether threads of
         its user code are still alive (the pool then retires this worker)."""
         self.fresh.clear()
+        self.world.leave()
         leftover = [t for t in threading.enumerate()
                     if t.ident not in self.baseline and not t.name.startswith("connic-call")]
         self.send(("released", not leftover))
@@ -272,6 +278,41 @@ class _Worker:
                 self.release()
             elif kind == "stop":
                 os._exit(0)
+
+
+class _World:
+    """The recorded world of the run that leases this worker (models/world.py): ``random`` seeded
+    before its first call, and in a replay the wall clock moved (``time-machine``, imported only
+    then) to the recorded time each call starts at, ticking from there; monotonic clocks are not
+    touched. Calls are started one at a time on the main thread, so no lock is needed; the calls of
+    one run that overlap read the clock of the one started last."""
+
+    def __init__(self) -> None:
+        self.seeded = False
+        self.traveller: Any = None
+        self.coordinates: Any = None
+
+    def enter(self, at: str | None, seed: int | None) -> None:
+        if seed is not None and not self.seeded:
+            random.seed(seed)
+            self.seeded = True
+        if at is None:
+            return
+        destination = dt.datetime.fromisoformat(at)
+        if self.traveller is None:
+            import time_machine
+
+            self.traveller = time_machine.travel(destination, tick=True)
+            self.coordinates = self.traveller.start()
+        else:
+            self.coordinates.move_to(destination)
+
+    def leave(self) -> None:
+        """The run ended: the real clock again, and the next run seeds ``random`` anew."""
+        if self.traveller is not None:
+            self.traveller.stop()
+        self.traveller = self.coordinates = None
+        self.seeded = False
 
 
 def _limit_memory(memory_mb: int | None) -> None:
