@@ -308,9 +308,10 @@ class CaseItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (CaseFailed, CaseErrored)):
             from pytest_connic.plugin.longrepr import case_longrepr
+            from pytest_connic.plugin.usertrace import TraceOptions
 
             return case_longrepr(excinfo.value.text, excinfo.value.outcome, state_of(self.config).masker,
-                                 style=self.config.getoption("tbstyle", "auto"))
+                                 style=self.config.getoption("tbstyle", "auto"), trace=TraceOptions.of(self.config))
         if isinstance(excinfo.value, ConnicWarning):  # made an error with -W: a message, not a bug
             return f"{self.suite.relpath}:{self.spec.line}: {type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo, style=style)

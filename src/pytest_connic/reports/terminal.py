@@ -426,6 +426,8 @@ def span_line(span: dict[str, Any], said: Said | None = None) -> str:
     # a reason still says which call it was, so it is only left out when it is the same text
     if not ok and error and not (said is not None and said.covers(str(error), part=meta.get("kind") == "run")):
         text += f" — {one_line(truncate(str(error), SPAN_ERROR_LIMIT))}"
+    if not ok and meta.get("where"):  # the user's file and line the error was raised at
+        text += f" at {escape_text(str(meta['where']))}"
     return text
 
 

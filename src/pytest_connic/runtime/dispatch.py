@@ -29,6 +29,7 @@ from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailur
 from pytest_connic.runtime.signatures import accepts_positional, takes_context
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
 from pytest_connic.secrets import MASK
+from pytest_connic.usertb import for_record
 
 DISCOVERY = ("search_tools", "use_tool")
 #: exceptions that end a run (or a call) their own way and pass through user code untouched
@@ -45,7 +46,8 @@ async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: An
         raise
     except Exception as exc:  # noqa: BLE001  (user code)
         raise RunFailed(
-            f"middleware {phase} of agent '{inv.config.name}' raised {type(exc).__name__}: {exc}"
+            f"middleware {phase} of agent '{inv.config.name}' raised {type(exc).__name__}: {exc}",
+            traceback=for_record(exc, inv.services.project.root, inv.services.masker.text),
         ) from None
 
 
@@ -285,8 +287,9 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
         return f"Error: {exc.message}"
     except UserCodeError as exc:
         record.error = str(exc)
+        record.traceback = for_record(exc.exc, inv.services.project.root, inv.services.masker.text)
         if body:
-            raise RunFailed(record.error) from None
+            raise RunFailed(record.error, traceback=record.traceback) from None
         return f"Error: {record.error}"
     except SIGNALS:
         raise

@@ -138,6 +138,7 @@ async def _body(inv: InvocationState) -> None:
         _end(inv, "failed", error=inv.record.infrastructure_error)
     except RunFailed as exc:
         _end(inv, "failed", error=exc.message)
+        inv.record.error_traceback = exc.traceback
     except AwaitingApproval as exc:
         _end(inv, "awaiting_approval", error=str(exc) or None)
 

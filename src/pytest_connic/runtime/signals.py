@@ -19,9 +19,11 @@ class RunAborted(ConnicError):
 class RunFailed(ConnicError):
     """Ends the run with status ``failed`` and ``message`` as its error."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, traceback: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        #: the user's traceback when user code's exception ended the run (``usertb.for_record``)
+        self.traceback = traceback
 
 
 class AwaitingApproval(ConnicError):
