@@ -219,4 +219,36 @@ def for_record(exc: BaseException, root: Path | None, mask: Any) -> TracebackDat
     text = traceback_text(data, root)
     if len(text) > _MAX_RECORD_TEXT:
         text = "...\n" + text[-_MAX_RECORD_TEXT:]
-    return {**data, "text": text, "where": innermost(data, root)}
+    record = {**data, "text": text, "where": innermost(data, root)}
+    _remember(exc, record)
+    return record
+
+
+#: with ``--pdb`` (in-process user code), the live exceptions of the last few records, so the
+#: debugger can stop in their frames; never kept otherwise (frames hold every local alive)
+_LIVE: dict[str, BaseException] = {}
+_KEEP = [False]
+_MAX_LIVE = 20
+
+
+def keep_live(on: bool) -> None:
+    """Keep (or stop keeping) the live exceptions behind recorded tracebacks."""
+    _KEEP[0] = on
+    if not on:
+        _LIVE.clear()
+
+
+def _remember(exc: BaseException, data: TracebackData) -> None:
+    if not _KEEP[0] or exc.__traceback__ is None:
+        return
+    token = f"live-{id(exc)}"
+    _LIVE[token] = exc
+    while len(_LIVE) > _MAX_LIVE:
+        _LIVE.pop(next(iter(_LIVE)))
+    data["live"] = token
+
+
+def live_exception(data: TracebackData) -> BaseException | None:
+    """The live exception behind ``data`` (``--pdb`` only), or None."""
+    token = data.get("live")
+    return _LIVE.get(token) if isinstance(token, str) else None

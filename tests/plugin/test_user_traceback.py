@@ -5,6 +5,7 @@ test's (``--tb`` styles, ``-l``, ``--full-trace``); the trace line, the JSON and
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -147,3 +148,33 @@ def test_the_cause_chain_of_a_middleware_crosses_the_worker(project: ConnicProje
         "E   ValueError: no missing key",
         "middleware/mw.py:5: *",
     ])
+
+
+def test_pdb_stops_in_the_tools_frame(deep: ConnicProject) -> None:
+    result = deep.pytester.run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                               *QUIET, "--pdb", stdin=b"p key\np day\nup\np slots\nc\n", timeout=120)
+    out = result.stdout.str()
+    assert "connic: --pdb: user code runs in pytest's process for this session (isolation none)" in out
+    result.stdout.fnmatch_lines(["*>*/tools/helper.py(11)_deep()", "-> return slots[key]",
+                                 "(Pdb) 'chat'", "(Pdb) 'Chat'"])
+    assert "{'mon': 1}" in out  # `up` reached the caller's frame and its locals
+
+
+def test_pdb_with_explicit_process_isolation_is_refused(deep: ConnicProject) -> None:
+    result = deep.run("--pdb", "--connic-isolation=process")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--connic-isolation=process cannot be used with --pdb: the debugger runs in "
+                                 "pytest's process*"])
+
+
+def test_breakpoint_in_a_worker_says_how_to_debug(project: ConnicProject) -> None:
+    project.tool("t", 'def stop(day: str) -> dict:\n    """Stop.\n\n    Args:\n        day: the day\n    """\n'
+                      '    breakpoint()\n    return {"slot": 1}\n')
+    project.agent("planner", tools=["t.stop"])
+    project.suite("planner", "tests:\n  - name: bp\n    payload: hi\n    expected_tool_calls:\n"
+                             "      - stop: result.slot == 1\n")
+    project.replies("planner", "bp", [("stop", {"day": "mon"})], "done")
+    result = project.run(*QUIET)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*BreakpointInWorker: breakpoint() in user code running in a worker process: "
+                                 "run pytest with --pdb*"])

@@ -31,7 +31,15 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
-    settings = config.stash[SETTINGS_KEY] = Settings.from_config(config)
+    settings = Settings.from_config(config)
+    from pytest_connic.plugin.debugging import debugger_flag, with_debugger
+
+    settings = config.stash[SETTINGS_KEY] = with_debugger(config, settings)
+    flag = debugger_flag(config)
+    if flag is not None and settings.source("isolation") == flag:
+        from pytest_connic.plugin.debugging import DebuggerLine
+
+        config.pluginmanager.register(DebuggerLine(flag), "connic-debugger")
     config.stash[ENV_SECRETS_KEY] = frozenset(secret_values_from_env())
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         from pytest_connic.plugin.xdist import ConnicXdist

@@ -386,7 +386,11 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     if outcome.infrastructure_error:
         raise CaseInfrastructureError(failure_text(outcome, state.masker), outcome)
     if not outcome.verdict_passed and outcome.left_out is None:
-        raise CaseFailed(failure_text(outcome, state.masker), outcome)
+        from pytest_connic.plugin.debugging import live_traceback
+
+        failed = CaseFailed(failure_text(outcome, state.masker), outcome)
+        tb = live_traceback(outcome)  # --pdb: the debugger stops in the user's frame
+        raise failed.with_traceback(tb) if tb is not None else failed  # type: ignore[arg-type]
 
 
 def record_invalid(state: ConnicSession, item: CaseItem) -> None:
