@@ -163,8 +163,8 @@ def test_pdb_stops_in_the_tools_frame(deep: ConnicProject) -> None:
 def test_pdb_with_explicit_process_isolation_is_refused(deep: ConnicProject) -> None:
     result = deep.run("--pdb", "--connic-isolation=process")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--connic-isolation=process cannot be used with --pdb: the debugger runs in "
-                                 "pytest's process*"])
+    result.stderr.fnmatch_lines([("*--connic-isolation=process cannot be used with --pdb: the debugger runs in "
+                                 "pytest's process*")])
 
 
 def test_breakpoint_in_a_worker_says_how_to_debug(project: ConnicProject) -> None:
@@ -176,5 +176,5 @@ def test_breakpoint_in_a_worker_says_how_to_debug(project: ConnicProject) -> Non
     project.replies("planner", "bp", [("stop", {"day": "mon"})], "done")
     result = project.run(*QUIET)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*BreakpointInWorker: breakpoint() in user code running in a worker process: "
-                                 "run pytest with --pdb*"])
+    result.stdout.fnmatch_lines([("*BreakpointInWorker: breakpoint() in user code running in a worker process: "
+                                 "run pytest with --pdb*")])

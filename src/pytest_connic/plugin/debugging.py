@@ -9,6 +9,7 @@ traceback (:func:`live_traceback`), so the post-mortem debugger stops in the use
 from __future__ import annotations
 
 import dataclasses
+from types import TracebackType
 
 import pytest
 
@@ -42,7 +43,7 @@ def with_debugger(config: pytest.Config, settings: Settings) -> Settings:
     return dataclasses.replace(settings, isolation="none", sources=sources)
 
 
-def live_traceback(outcome: CaseOutcome) -> object | None:
+def live_traceback(outcome: CaseOutcome) -> TracebackType | None:
     """The traceback object of the user exception a failed case shows (``--pdb`` only), or None."""
     from pytest_connic.plugin.usertrace import case_traceback
 

@@ -388,9 +388,8 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     if not outcome.verdict_passed and outcome.left_out is None:
         from pytest_connic.plugin.debugging import live_traceback
 
-        failed = CaseFailed(failure_text(outcome, state.masker), outcome)
-        tb = live_traceback(outcome)  # --pdb: the debugger stops in the user's frame
-        raise failed.with_traceback(tb) if tb is not None else failed  # type: ignore[arg-type]
+        error = CaseFailed(failure_text(outcome, state.masker), outcome)
+        raise error.with_traceback(live_traceback(outcome))  # --pdb: the debugger stops in the user's frame
 
 
 def record_invalid(state: ConnicSession, item: CaseItem) -> None:
