@@ -445,12 +445,15 @@ async def _custom(inv: InvocationState, entry: CatalogEntry, record: ToolCallRec
     mock = inv.scope.mocks.tool(entry.ref)
     if mock is not None:
         errors = signature_errors(params, entry.parameters, entry.tool.func)
-        if errors:
+        if errors:  # the call's record says which mock refused it and why (not "no result")
+            record.mocked, record.mock_function = True, mock.name
+            record.error = f"rejected by mock {mock.name}: the call does not match the tool's signature: {'; '.join(errors)}"
             raise RunAborted(f"mocked call to {entry.ref} does not match the tool's signature: {'; '.join(errors)}")
         record.mocked, record.mock_function = True, mock.name
         return await user_code(inv.scope.call(mock.func, entry.ref, params, inv.context))
     if inv.scope.mocks.flags.get("strict_mocks"):
         tried = inv.scope.mocks.tried(tool_ladder(entry.ref))
+        record.error = f"rejected by strict_mocks: {entry.ref} has no mock ({tried})"
         raise RunAborted(f"strict_mocks: {entry.ref} has no mock ({tried})")
     assert entry.tool.func is not None
     func = entry.tool.func
