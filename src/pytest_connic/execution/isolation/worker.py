@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
 from pytest_connic.jsonsafe import to_jsonable
@@ -288,7 +289,7 @@ def _limit_memory(memory_mb: int | None) -> None:
         pass
 
 
-class BreakpointInWorker(RuntimeError):
+class BreakpointInWorker(ConnicError):
     """``breakpoint()`` in user code running in a worker process: no terminal to debug in."""
 
 
