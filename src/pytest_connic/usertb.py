@@ -209,12 +209,12 @@ _MAX_RECORD_TEXT = 8000
 
 def for_record(exc: BaseException, root: Path | None, mask: Any) -> TracebackData | None:
     """What a run record keeps of ``exc``'s traceback: the chain (masked), its text as Python prints
-    it (bounded) and ``where`` (``tools/x.py:42``, the innermost user frame); None without frames."""
+    it (bounded) and ``where`` (``tools/x.py:42``, the innermost user frame); None without a user frame."""
     try:
         data = masked(capture(exc), mask)
     except Exception:  # noqa: BLE001  # pragma: no cover - a broken traceback only loses the frames
         return None
-    if not any(frames for _, frames in user_frames(data, full=True)):
+    if not any(frames for _, frames in user_frames(data)):  # no frame of the user: not their traceback
         return None
     text = traceback_text(data, root)
     if len(text) > _MAX_RECORD_TEXT:
