@@ -87,3 +87,19 @@ def test_a_bad_cost_budget_names_its_source(project: ConnicProject, value: str) 
     result = project.run("--connic-budget-cost", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*invalid value '{value}' from --connic-budget-cost:*"])
+
+
+def test_a_case_left_out_is_listed_apart_from_the_failures(project: ConnicProject) -> None:
+    project.agent("bot")
+    project.suite("bot", suite(3, runs=1))
+    for i, ok in enumerate(["true", "false", "true"]):
+        project.cassette("bot", f"case {i}", [{"turns": [
+            {"content": f'{{"ok": {ok}}}', "usage": {"input_tokens": 10, "output_tokens": 5}}]}])
+    result = project.run("--connic-concurrency", "1", "--connic-budget-tokens", "30", "-p", "no:xdist",
+                         "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    out = result.stdout.str()
+    failures = out.split("→ Failure details: in the failure report of each case above")[1].split("→ Not run")[0]
+    assert "bot::case 1" in failures and "bot::case 2" not in failures
+    result.stdout.fnmatch_lines(["  → Not run to a verdict (no failure report):",
+                                 "    - bot::case 2 (tests/bot.yaml:*): skipped, budget spent"])

@@ -98,7 +98,7 @@ def test_custom_guardrails_block_warn_and_run_after_on_block(project: ConnicProj
 
     result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines([
-        "*case 'a block is not completed' (gate) failed*: agent error: run ended blocked",
+        "*case 'a block is not completed' (gate) failed*: agent error: run ended blocked by the input guardrail 'domain-check'*: evil content",
         "*✗ input guardrail domain-check: blocked* — evil content",
     ])
     runs = {c["test_name"]: c["runs_detail"][0] for c in json.loads((project.root / "report.json").read_text())["cases"]}

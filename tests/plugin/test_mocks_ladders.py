@@ -195,6 +195,9 @@ def test_mocked_calls_are_validated_against_the_real_signature(project: ConnicPr
         ("*case 'unknown argument' (crm) failed*: mocked call to data.orders.list_orders does not match the "
         "tool's signature: unknown argument 'limit' (the tool takes: customer_id, note)"),
     ])
+    # the call's own line says which mock refused it (not "no result: the run ended ...")
+    result.stdout.fnmatch_lines(["*✗ refund(charge_id=\"ch_1\")*— rejected by mock * the call does not match*"])
+    result.stdout.no_fnmatch_line("*no result: the run ended while this call was running*")
 
 
 def test_a_missing_mocks_module_fails_the_case_before_the_agent(project: ConnicProject) -> None:

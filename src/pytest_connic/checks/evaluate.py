@@ -84,12 +84,24 @@ def result_bindings(record: RunRecord, context: dict[str, Any]) -> dict[str, Any
     return {"output": record.output, "error": record.error, "status": record.status, "context": context}
 
 
+def _ended(record: RunRecord) -> str:
+    """``run ended <status>``; a blocked run names the guardrail that blocked it, its kind and why."""
+    if record.status == "blocked":
+        rail = next((g for g in record.guardrails if g.status == "blocked"), None)
+        if rail is not None:
+            name = f"'{rail.name}' ({rail.type})" if rail.name and rail.name != rail.type else f"'{rail.type}'"
+            mocked = f", mocked by {rail.mock_function}" if rail.mocked and rail.mock_function else ""
+            reason = f": {rail.message}" if rail.message else ""
+            return f"run ended blocked by the {rail.direction} guardrail {name}{mocked}{reason}"
+    return f"run ended {record.status}"
+
+
 def evaluate_run(record: RunRecord, checks: Checks, context: dict[str, Any]) -> list[str]:
     """Every failed check of ``checks`` for ``record``, in Connic's order."""
     result = checks.result
     decides_status = result is not None and (result.mentions("status") or result.mentions("error"))
     if not decides_status and record.status != "completed":
-        return [f"agent error: {record.error or f'run ended {record.status}'}"]
+        return [f"agent error: {record.error or _ended(record)}"]
     failures = []
     bindings = result_bindings(record, context)
     if result is not None and not result.evaluate(bindings):

@@ -7,6 +7,7 @@ pays (almost) nothing for the plugin being installed.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,9 @@ from pytest_connic.plugin import hookspecs
 from pytest_connic.plugin.options import ENV_SECRETS_KEY, SETTINGS_KEY, Settings, add_options
 from pytest_connic.project.layout import suite_root
 from pytest_connic.secrets import secret_values_from_env
+
+#: the SDK's pydantic models use class-based ``Config`` (``PydanticDeprecatedSince20`` at import)
+SDK_WARNINGS = r"ignore:Support for class-based `config` is deprecated:DeprecationWarning:connic(\.|$)"
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
@@ -29,9 +33,28 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # before pytest's warnings plugin reads its filters
+def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None, None, None]:
+    from pytest_connic.plugin.rootdir import keep_rootdir
+
+    keep_rootdir(early_config)
+    # a conftest.py that imports connic (docs/hooks.md) must not bring the SDK's own deprecation
+    # warnings into the session's summary; set before any conftest is imported
+    early_config.addinivalue_line("filterwarnings", SDK_WARNINGS)
+    return (yield)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
-    settings = config.stash[SETTINGS_KEY] = Settings.from_config(config)
+    settings = Settings.from_config(config)
+    from pytest_connic.plugin.debugging import debugger_flag, with_debugger
+
+    settings = config.stash[SETTINGS_KEY] = with_debugger(config, settings)
+    flag = debugger_flag(config)
+    if flag is not None and settings.source("isolation") == flag:
+        from pytest_connic.plugin.debugging import DebuggerLine
+
+        config.pluginmanager.register(DebuggerLine(flag), "connic-debugger")
     config.stash[ENV_SECRETS_KEY] = frozenset(secret_values_from_env())
     if not hasattr(config, "workerinput") and (settings.json or settings.html or settings.traces
                                                 or settings.coverage_json or settings.history

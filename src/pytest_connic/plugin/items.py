@@ -308,9 +308,10 @@ class CaseItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (CaseFailed, CaseErrored)):
             from pytest_connic.plugin.longrepr import case_longrepr
+            from pytest_connic.plugin.usertrace import TraceOptions
 
             return case_longrepr(excinfo.value.text, excinfo.value.outcome, state_of(self.config).masker,
-                                 style=self.config.getoption("tbstyle", "auto"))
+                                 style=self.config.getoption("tbstyle", "auto"), trace=TraceOptions.of(self.config))
         if isinstance(excinfo.value, ConnicWarning):  # made an error with -W: a message, not a bug
             return f"{self.suite.relpath}:{self.spec.line}: {type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo, style=style)
@@ -385,7 +386,10 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     if outcome.infrastructure_error:
         raise CaseInfrastructureError(failure_text(outcome, state.masker), outcome)
     if not outcome.verdict_passed and outcome.left_out is None:
-        raise CaseFailed(failure_text(outcome, state.masker), outcome)
+        from pytest_connic.plugin.debugging import live_traceback
+
+        error = CaseFailed(failure_text(outcome, state.masker), outcome)
+        raise error.with_traceback(live_traceback(outcome))  # --pdb: the debugger stops in the user's frame
 
 
 def record_invalid(state: ConnicSession, item: CaseItem) -> None:

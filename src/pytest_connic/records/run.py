@@ -36,6 +36,8 @@ class ToolCallRecord:
     via_discovery: bool = False  #: issued through ``use_tool``
     duration_ms: float = 0.0
     agent: str = ""  #: the agent (run) that issued the call
+    #: the user's traceback when the tool (its mock, a hook) raised: ``usertb.for_record``
+    traceback: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -138,6 +140,8 @@ class RunRecord:
     infrastructure_error: str | None = None
     #: the run was never started (early stop)
     skipped: bool = False
+    #: the user's traceback when user code (middleware, a hook, a guardrail) ended the run
+    error_traceback: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -201,6 +205,7 @@ class RunRecord:
             "approvals": [a.to_dict() for a in self.approvals],
             "outbound": list(self.outbound),
             "events": list(self.events),
+            "error_traceback": self.error_traceback,
         }
 
 
@@ -562,6 +567,8 @@ def _turn_meta(turn: ModelTurnRecord) -> dict[str, Any]:
 
 def _call_meta(call: ToolCallRecord) -> dict[str, Any]:
     meta: dict[str, Any] = {"kind": "tool", "tool_name": call.name, **call.to_dict()}
+    if call.traceback is not None:  # a span holds the traceback's text, not its frames
+        meta.update(traceback=call.traceback.get("text"), where=call.traceback.get("where"))
     if call.aborted and not call.error:
         meta["error"] = "aborted by a before-hook (AbortTool)"
     elif call.approval in _BAD_APPROVALS and not call.error:

@@ -426,6 +426,8 @@ def span_line(span: dict[str, Any], said: Said | None = None) -> str:
     # a reason still says which call it was, so it is only left out when it is the same text
     if not ok and error and not (said is not None and said.covers(str(error), part=meta.get("kind") == "run")):
         text += f" — {one_line(truncate(str(error), SPAN_ERROR_LIMIT))}"
+    if not ok and meta.get("where"):  # the user's file and line the error was raised at
+        text += f" at {escape_text(str(meta['where']))}"
     return text
 
 
@@ -501,13 +503,32 @@ def failure_lines(outcomes: list[CaseOutcome], masker: Masker, *, full: bool) ->
     checks and traces) are already in pytest's failure report of the case, so here they are only
     repeated when that report is not shown (``--tb=no``); otherwise one line per failed case with
     where it is."""
+    apart = not_run_lines(outcomes, masker)
     if full:
-        return failure_section(outcomes, masker=masker, max_runs=3)
-    failed = [o for o in sorted_outcomes(outcomes) if not o.passed and o.failure_reason]
+        return failure_section([o for o in outcomes if o.status not in NOT_RUN], masker=masker, max_runs=3) + apart
+    failed = [o for o in sorted_outcomes(outcomes) if not o.passed and o.failure_reason and o.status not in NOT_RUN]
     if not failed:
-        return []
+        return apart
     return ["  → Failure details: in the failure report of each case above",
-            *(f"    ✗ {one_line(f'{o.agent_name}::{o.case_name}')} ({o.suite_path}:{o.line})" for o in failed)]
+            *(f"    ✗ {one_line(f'{o.agent_name}::{o.case_name}')} ({o.suite_path}:{o.line})" for o in failed),
+            *apart]
+
+
+#: a case's statuses that are no failure: it has no verdict and no failure report
+NOT_RUN = ("skipped", "interrupted")
+
+
+def not_run_lines(outcomes: Iterable[CaseOutcome], masker: Masker) -> list[str]:
+    """Skipped (a spent budget) and interrupted cases, apart from the failures, each with why."""
+    apart = [o for o in sorted_outcomes(outcomes) if o.status in NOT_RUN]
+    if not apart:
+        return []
+    lines = ["  → Not run to a verdict (no failure report):"]
+    for o in apart:
+        why = masker.report_text(o.left_out or o.interrupted or o.pytest_reason or o.status)
+        lines.append(f"    - {one_line(f'{o.agent_name}::{o.case_name}')} ({o.suite_path}:{o.line}): "
+                     f"{o.status}, {one_line(truncate(why, SPAN_ERROR_LIMIT))}")
+    return lines
 
 
 def run_progress_line(outcome: CaseOutcome, record: RunRecord, masker: Masker) -> str:

@@ -29,6 +29,7 @@ from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailur
 from pytest_connic.runtime.signatures import accepts_positional, takes_context
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
 from pytest_connic.secrets import MASK
+from pytest_connic.usertb import for_record
 
 DISCOVERY = ("search_tools", "use_tool")
 #: exceptions that end a run (or a call) their own way and pass through user code untouched
@@ -45,7 +46,8 @@ async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: An
         raise
     except Exception as exc:  # noqa: BLE001  (user code)
         raise RunFailed(
-            f"middleware {phase} of agent '{inv.config.name}' raised {type(exc).__name__}: {exc}"
+            f"middleware {phase} of agent '{inv.config.name}' raised {type(exc).__name__}: {exc}",
+            traceback=for_record(exc, inv.services.project.root, inv.services.masker.text),
         ) from None
 
 
@@ -289,8 +291,9 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
         return f"Error: {exc.message}"
     except UserCodeError as exc:
         record.error = str(exc)
+        record.traceback = for_record(exc.exc, inv.services.project.root, inv.services.masker.text)
         if body:
-            raise RunFailed(record.error) from None
+            raise RunFailed(record.error, traceback=record.traceback) from None
         return f"Error: {record.error}"
     except SIGNALS:
         raise
@@ -446,12 +449,15 @@ async def _custom(inv: InvocationState, entry: CatalogEntry, record: ToolCallRec
     mock = inv.scope.mocks.tool(entry.ref)
     if mock is not None:
         errors = signature_errors(params, entry.parameters, entry.tool.func)
-        if errors:
+        if errors:  # the call's record says which mock refused it and why (not "no result")
+            record.mocked, record.mock_function = True, mock.name
+            record.error = f"rejected by mock {mock.name}: the call does not match the tool's signature: {'; '.join(errors)}"
             raise RunAborted(f"mocked call to {entry.ref} does not match the tool's signature: {'; '.join(errors)}")
         record.mocked, record.mock_function = True, mock.name
         return await user_code(inv.scope.call(mock.func, entry.ref, params, inv.context))
     if inv.scope.mocks.flags.get("strict_mocks"):
         tried = inv.scope.mocks.tried(tool_ladder(entry.ref))
+        record.error = f"rejected by strict_mocks: {entry.ref} has no mock ({tried})"
         raise RunAborted(f"strict_mocks: {entry.ref} has no mock ({tried})")
     assert entry.tool.func is not None
     func = entry.tool.func

@@ -157,6 +157,7 @@ async def _body(inv: InvocationState) -> None:
         kept = inv.record.output_raw if exc.keep_output else None
         _end(inv, "failed", error=exc.message)
         inv.record.output_raw = kept
+        inv.record.error_traceback = exc.traceback
     except AwaitingApproval as exc:
         _end(inv, "awaiting_approval", error=str(exc) or None)
 

@@ -20,10 +20,13 @@ class RunFailed(ConnicError):
     """Ends the run with status ``failed`` and ``message`` as its error; with ``keep_output``
     the run keeps the output it has (a guardrail's ``fail_run`` changes the status only)."""
 
-    def __init__(self, message: str, *, keep_output: bool = False) -> None:
+    def __init__(self, message: str, *, keep_output: bool = False,
+                 traceback: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.keep_output = keep_output
+        #: the user's traceback when user code's exception ended the run (``usertb.for_record``)
+        self.traceback = traceback
 
 
 class AwaitingApproval(ConnicError):

@@ -11,6 +11,7 @@ import pickle
 from typing import Any
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.usertb import attach, capture
 
 #: ("module", module name, qualname) or ("fresh", module name, file, qualname)
 Ref = tuple[str, ...]
@@ -37,13 +38,19 @@ def encode_exception(exc: BaseException, text: str) -> tuple[Any, ...]:
 
     An exception whose ``__init__`` does not take its own ``args`` back (the SDK's
     ``TransferCall(number)`` validates a phone number, its message is a sentence) pickles but does
-    not unpickle: it crosses as its class and state instead, rebuilt without calling ``__init__``."""
+    not unpickle: it crosses as its class and state instead, rebuilt without calling ``__init__``.
+    Its traceback and ``__cause__`` / ``__context__`` chain cross as plain data (``usertb``), which
+    pickling an exception would drop."""
     try:
         data: bytes | None = pickle.dumps(exc)
         pickle.loads(data)  # type: ignore[arg-type]
     except Exception:  # noqa: BLE001  (any user exception may refuse pickling or unpickling)
         data = _state_of(exc)
-    return (data, type(exc).__name__, text)
+    try:
+        trace = capture(exc)
+    except Exception:  # noqa: BLE001  # pragma: no cover - the error still crosses, without frames
+        trace = None
+    return (data, type(exc).__name__, text, trace)
 
 
 def _state_of(exc: BaseException) -> bytes | None:
@@ -56,9 +63,9 @@ def _state_of(exc: BaseException) -> bytes | None:
 
 def decode_exception(encoded: tuple[Any, ...]) -> BaseException:
     """The exception ``encode_exception`` sent, or its stand-in."""
-    data, type_name, text = encoded
+    data, type_name, text = encoded[:3]
     exc = _rebuilt(data) if data is not None else None
-    return exc if exc is not None else standin(type_name, text)
+    return attach(exc if exc is not None else standin(type_name, text), encoded[3] if len(encoded) > 3 else None)
 
 
 def _from_state(value: Any) -> Any:

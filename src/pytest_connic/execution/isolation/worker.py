@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
 from pytest_connic.jsonsafe import to_jsonable
@@ -329,9 +330,21 @@ def _limit_memory(memory_mb: int | None) -> None:
         pass
 
 
+class BreakpointInWorker(ConnicError):
+    """``breakpoint()`` in user code running in a worker process: no terminal to debug in."""
+
+
+def _no_breakpoint(*args: Any, **kwargs: Any) -> None:
+    """``sys.breakpointhook`` of a worker: the debugger needs pytest's process and terminal."""
+    raise BreakpointInWorker(
+        "breakpoint() in user code running in a worker process: run pytest with --pdb (or "
+        "--connic-isolation=none) so user code runs in pytest's process and the debugger can stop there")
+
+
 def main(conn: Any, settings: WorkerSettings) -> None:
     """The worker's entry point (``multiprocessing.Process`` target)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.breakpointhook = _no_breakpoint
     if hasattr(os, "setpgid"):
         try:
             os.setpgid(0, 0)
