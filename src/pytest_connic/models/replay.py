@@ -37,6 +37,7 @@ from pytest_connic.models.cassette import (
     CassetteRun,
     RecordedCall,
     RecordedToolCall,
+    SessionStart,
     Tape,
     Turn,
     cassette_to_data,
@@ -49,6 +50,7 @@ from pytest_connic.models.cassette import (
     write_text_atomic,
 )
 from pytest_connic.models.digest import first_difference, request_fingerprint
+from pytest_connic.models.sessions import replayed_start, session_difference, started_with, stored_start
 from pytest_connic.secrets import Masker, secret_values_from_env
 
 MODES = ("none", "once", "new_runs", "all", "digests", "live")
@@ -242,6 +244,10 @@ class RunModelsImpl:
         #: recorded ``calls`` entries this run replayed (their indices) / recorded
         self._calls_used: set[int] = set()
         self._calls: list[RecordedCall] = []
+        #: the session history this run started with (models/sessions.py), and whether the
+        #: cassette gave it
+        self._session: SessionStart | None = None
+        self._session_replayed = False
 
     @property
     def recording(self) -> bool:
@@ -318,6 +324,22 @@ class RunModelsImpl:
             "(record the case again with --connic-record-mode=all, against the real server, or add the "
             f"answer by hand under runs[{plan.position}].calls, docs/models.md \"Calls\")"
         )
+
+    def session_begins(self, agent: str, key: str | None, history: list[dict[str, Any]], cases: list[str],
+                       *, fresh: bool) -> SessionStart | None:
+        """The run's session starts with ``history`` (made by ``cases``): returns the history to start
+        from instead (the cassette's ``session`` section), or None. Only the first session of a run
+        is recorded and replayed; ``fresh``: no earlier case used it (runtime/sessions.py)."""
+        if self.case.mode == "live" or self._session is not None:
+            return None
+        plan = self.plan()
+        if plan.kind == "record":
+            start = stored_start(self.case._load, self.index, agent, key) if fresh else None
+            self._session = start or started_with(agent, key, history, cases)
+            return start
+        start = replayed_start(plan.run, agent, key)
+        self._session, self._session_replayed = start or started_with(agent, key, history, cases), bool(start)
+        return start
 
     def plan(self) -> _Plan:
         """Resolved on the first model call of the run (this is when the cassette is read)."""
@@ -412,6 +434,9 @@ class RunModelsImpl:
         if turn.request is None or key in self._noted:
             return
         difference = first_difference(turn.request, request)
+        if difference and self._session is not None:
+            difference = session_difference(turn.request, request, self._session,
+                                                     self._session_replayed) or difference
         if difference:
             self._noted.add(key)
             self.notes.append(
@@ -436,6 +461,7 @@ class RunModelsImpl:
             if tapes:
                 run.children[agent] = tapes
         run.calls = list(self._calls)
+        run.session = self._session
         return run
 
 
