@@ -49,6 +49,8 @@ class HookedRunModels:
         self.services = services
         self.case = case
         self.index = index
+        #: the agents whose model is the cassette's (or live), not the user's hook's
+        self._based: set[str] = set()
 
     @property
     def notes(self) -> list[str]:
@@ -58,7 +60,17 @@ class HookedRunModels:
         supplied = self.services.user_model(self.services.agent(agent_name), self.case, self.index)
         if supplied is not None:
             return supplied
+        self._based.add(agent_name)
         return self.base.model_for(agent_name, root=root)  # type: ignore[no-any-return]
+
+    def session_begins(self, agent: str, key: str | None, history: list[dict[str, Any]], cases: list[str],
+                       *, fresh: bool) -> Any:
+        """The cassette's session start (runtime/sessions.py ``begin_session``); None for an agent
+        whose model the user's hook supplies (its cassette is never read)."""
+        begins = getattr(self.base, "session_begins", None)
+        if agent not in self._based or begins is None:
+            return None
+        return begins(agent, key, history, cases, fresh=fresh)
 
     async def external(self, kind: str, name: str, arguments: Any,
                        call: Callable[[], Awaitable[Any]]) -> Any:

@@ -33,7 +33,8 @@ VERSION = 1
 #: a file name longer than this (UTF-8 bytes, without ``.yaml``) is cut and gets a hash suffix
 MAX_NAME_BYTES = 120
 
-_RUN_KEYS = ("turns", "children", "calls", "world")
+_RUN_KEYS = ("turns", "children", "calls", "world", "session")
+_SESSION_KEYS = ("agent", "key", "from", "history")
 _EXTERNAL_KEYS = ("kind", "name", "arguments", "result", "error")
 #: what a run's ``calls`` record: answers from outside the model (docs/models.md, "Calls")
 CALL_KINDS = {
@@ -111,15 +112,29 @@ class RecordedCall:
 
 
 @dataclass
+class SessionStart:
+    """A run's ``session`` section: the session history the run started with (docs/models.md,
+    "Sessions"), so that a case of an agent with ``session:`` replays without the cases before it."""
+
+    agent: str | None  #: the agent whose session it is (None: the first that asks)
+    key: str | None  #: the session key's value (None: ``session: true``)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    #: the cases whose runs made the history, oldest first
+    cases: list[str] = field(default_factory=list)
+    where: str = ""
+
+
+@dataclass
 class CassetteRun:
-    """One run: the case's own agent (``turns``; None when left out), its children, and the
-    answers of everything else it called (``calls``)."""
+    """One run: the case's own agent (``turns``; None when left out), its children, the
+    answers of everything else it called (``calls``), and the session history it started with."""
 
     turns: Tape | None = None
     children: dict[str, list[Tape]] = field(default_factory=dict)
     calls: list[RecordedCall] = field(default_factory=list)
     #: what the run's user code saw of the world (``world:``; None: not recorded, replay as today)
     world: World | None = None
+    session: SessionStart | None = None
 
 
 @dataclass
@@ -388,7 +403,21 @@ class _Checker:
             wkp = (*kp, "world")
             section = self.mapping(raw["world"], wkp, WORLD_KEYS)
             run.world = world_from_data(section, lambda key, msg: self.fail((*wkp, key) if key else wkp, msg))
+        if raw.get("session") is not None:
+            run.session = self.session(raw["session"], (*kp, "session"))
         return run
+
+    def session(self, value: Any, kp: tuple[Any, ...]) -> SessionStart:
+        raw = self.mapping(value, kp, _SESSION_KEYS)
+        history = self.sequence(raw.get("history") or [], (*kp, "history"), "messages (each with 'role')")
+        for i, message in enumerate(history):
+            if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+                raise self.fail((*kp, "history", i), f"expected a message with a 'role', found {_kind(message)}")
+        cases = self.sequence(raw.get("from") or [], (*kp, "from"), "case names")
+        key = raw.get("key")
+        return SessionStart(self.text(raw.get("agent"), (*kp, "agent")),
+                            None if key is None else key if isinstance(key, str) else json.dumps(key),
+                            [dict(m) for m in history], [str(c) for c in cases], format_path(kp))
 
     def external(self, value: Any, kp: tuple[Any, ...]) -> RecordedCall:
         raw = self.mapping(value, kp, _EXTERNAL_KEYS)
@@ -633,6 +662,15 @@ def call_to_data(call: RecordedCall) -> dict[str, Any]:
     return out
 
 
+def session_to_data(start: SessionStart) -> dict[str, Any]:
+    """A run's ``session`` section as the plain data written to a file."""
+    out: dict[str, Any] = {"agent": start.agent, "key": start.key}
+    if start.cases:
+        out["from"] = list(start.cases)
+    out["history"] = [dict(m) for m in start.history]
+    return out
+
+
 def cassette_to_data(cassette: Cassette) -> dict[str, Any]:
     """The whole cassette as plain data."""
     runs = []
@@ -649,6 +687,8 @@ def cassette_to_data(cassette: Cassette) -> dict[str, Any]:
             entry["calls"] = [call_to_data(c) for c in run.calls]
         if run.world is not None and world_to_data(run.world):
             entry["world"] = world_to_data(run.world)
+        if run.session is not None:
+            entry["session"] = session_to_data(run.session)
         runs.append(entry)
     if cassette.match:
         return {"version": VERSION, "match": [dict(r.data) for r in cassette.match], "runs": runs}

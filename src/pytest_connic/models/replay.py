@@ -37,6 +37,7 @@ from pytest_connic.models.cassette import (
     CassetteRun,
     RecordedCall,
     RecordedToolCall,
+    SessionStart,
     Tape,
     Turn,
     cassette_to_data,
@@ -53,6 +54,7 @@ from pytest_connic.models.digest import request_fingerprint
 from pytest_connic.models.divergence import explain
 from pytest_connic.models.matching import MatchRule, normalise
 from pytest_connic.models.world import RunWorld
+from pytest_connic.models.sessions import replayed_start, session_difference, started_with, stored_start
 from pytest_connic.secrets import Masker, secret_values_from_env
 
 MODES = ("none", "once", "new_runs", "all", "digests", "live")
@@ -287,6 +289,10 @@ class RunModelsImpl:
         #: recorded ``calls`` entries this run replayed (their indices) / recorded
         self._calls_used: set[int] = set()
         self._calls: list[RecordedCall] = []
+        #: the session history this run started with (models/sessions.py), and whether the
+        #: cassette gave it
+        self._session: SessionStart | None = None
+        self._session_replayed = False
         self._world: RunWorld | None = None
 
     def world(self, now: float) -> RunWorld | None:
@@ -387,6 +393,22 @@ class RunModelsImpl:
             f"answer by hand under runs[{plan.position}].calls, docs/models.md \"Calls\")"
         )
 
+    def session_begins(self, agent: str, key: str | None, history: list[dict[str, Any]], cases: list[str],
+                       *, fresh: bool) -> SessionStart | None:
+        """The run's session starts with ``history`` (made by ``cases``): returns the history to start
+        from instead (the cassette's ``session`` section), or None. Only the first session of a run
+        is recorded and replayed; ``fresh``: no earlier case used it (runtime/sessions.py)."""
+        if self.case.mode == "live" or self._session is not None:
+            return None
+        plan = self.plan()
+        if plan.kind == "record":
+            start = stored_start(self.case._load, self.index, agent, key) if fresh else None
+            self._session = start or started_with(agent, key, history, cases)
+            return start
+        start = replayed_start(plan.run, agent, key)
+        self._session, self._session_replayed = start or started_with(agent, key, history, cases), bool(start)
+        return start
+
     def plan(self) -> _Plan:
         """Resolved on the first model call of the run (this is when the cassette is read)."""
         if self._plan is None:
@@ -480,6 +502,9 @@ class RunModelsImpl:
         if turn.request is None or key in self._noted:
             return
         difference = explain(turn.request, request, self.case.rules())
+        if difference and self._session is not None:
+            difference = session_difference(turn.request, request, self._session,
+                                            self._session_replayed) or difference
         if difference:
             self._noted.add(key)
             self.notes.append(
@@ -506,6 +531,7 @@ class RunModelsImpl:
         run.calls = list(self._calls)
         if self._world is not None and self._world.recording:
             run.world = self._world.world
+        run.session = self._session
         return run
 
 

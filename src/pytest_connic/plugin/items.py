@@ -108,7 +108,7 @@ class SuiteFile(pytest.File):
         if unknown:
             raise self.CollectError(unknown)
         self._check_statically(state, suite, index)
-        group = _session_group(self.config, index.agents, suite.agent_name)
+        group = _session_group(self.config, state, index.agents, suite.agent_name)
         suffix = f"@{group}" if group is not None and _loadgroup_suffix_needed(self.config) else ""
         items: list[pytest.Item] = []
         for case in suite.cases:
@@ -158,13 +158,21 @@ def case_name(name: str) -> str:
     return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), name)
 
 
-def _session_group(config: pytest.Config, agents: Any, agent_name: str) -> str | None:
+def _session_group(config: pytest.Config, state: ConnicSession, agents: Any, agent_name: str) -> str | None:
     """The ``xdist_group`` of the cases of an agent with a session, so that ``--dist loadgroup``
-    keeps them on one worker's session store (runtime/sessions.py, docs/running.md "Sessions")."""
+    keeps them on one worker's session store (runtime/sessions.py, docs/running.md "Sessions").
+    Only where history flows from case to case as on Connic: ``--connic-live``, a recording
+    session, models from a ``pytest_connic_make_model`` hook. A case replayed from its cassette
+    starts its session from the cassette (docs/models.md "Sessions") and needs no earlier case."""
     if not config.pluginmanager.hasplugin("xdist"):
         return None
+    from pytest_connic.models.replay import REPLAY_ONLY
     from pytest_connic.runtime.sessions import xdist_group
 
+    settings = state.settings
+    hooked = bool(config.pluginmanager.hook.pytest_connic_make_model.get_hookimpls())
+    if not settings.live and settings.record_mode in REPLAY_ONLY and not hooked:
+        return None
     return xdist_group(agents, agent_name)
 
 

@@ -84,6 +84,14 @@ class Session:
     runs: int = 0
     #: session-clock time of the last update (``SessionStore.now``)
     updated: float = 0.0
+    #: the cases whose runs made ``history``, oldest first (named by a divergence note)
+    cases: list[str] = field(default_factory=list)
+
+    def restart(self, history: list[dict[str, Any]], cases: list[str]) -> None:
+        """Start from a cassette's history (a replayed case is self-contained, docs/models.md
+        "Sessions"), whatever earlier cases left in the store."""
+        self.history = copy.deepcopy(history)
+        self.cases = list(cases)
 
     @property
     def label(self) -> str:
@@ -119,11 +127,28 @@ class SessionStore:
         current.updated = now
         return current, expired
 
-    def remember(self, session: Session, messages: list[dict[str, Any]], now: float) -> None:
-        """Add one run's conversation to ``session``."""
+    def remember(self, session: Session, messages: list[dict[str, Any]], now: float, case: str | None = None) -> None:
+        """Add one run's conversation (of case ``case``) to ``session``."""
         session.history.extend(copy.deepcopy(messages))
         session.runs += 1
         session.updated = now
+        if case is not None and case not in session.cases:
+            session.cases.append(case)
+
+
+def begin_session(models: Any, session: Session) -> None:
+    """Before a run's model sees ``session``'s history: the run's models (models/replay.py) may
+    hold the history the run started with when it was recorded (a cassette's ``session``
+    section); the session then starts from it. While recording, they take note of the history
+    the run starts with (``fresh``: no earlier case of this process used the session, so
+    re-recording one case alone may start from its cassette's history)."""
+    begins = getattr(models, "session_begins", None)
+    if begins is None:
+        return
+    fresh = session.runs == 0 and not session.history
+    start = begins(session.agent, session.key, list(session.history), list(session.cases), fresh=fresh)
+    if start is not None:
+        session.restart(start.history, start.cases)
 
 
 def _session_owner(agents: Mapping[str, Any], name: str, seen: set[str] | None = None) -> str | None:

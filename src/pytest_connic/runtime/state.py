@@ -26,7 +26,13 @@ from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.payload import deliver
 from pytest_connic.runtime.retries import ReflectionBudget
-from pytest_connic.runtime.sessions import Session, resolve_key, session_config, session_warnings
+from pytest_connic.runtime.sessions import (
+    Session,
+    begin_session,
+    resolve_key,
+    session_config,
+    session_warnings,
+)
 from pytest_connic.runtime.signals import ExitCalled, UserCodeEnded
 
 if TYPE_CHECKING:
@@ -307,6 +313,7 @@ class InvocationState:
         config = session_config(self.config)
         if self.session is None or config is None or not config.history:
             return []
+        begin_session(self.scope.models, self.session)  # a cassette's history comes first
         return [dict(m) for m in self.session.history]
 
     def remember(self, messages: list[dict[str, Any]]) -> None:
@@ -315,7 +322,7 @@ class InvocationState:
         if self.session is None or config is None or not config.history:
             return
         store = self.services.sessions
-        store.remember(self.session, messages, store.now(self.scope.clock))
+        store.remember(self.session, messages, store.now(self.scope.clock), self.scope.case.get("name"))
 
     def remaining_s(self) -> float | None:
         """Seconds left before this invocation or its run times out (None: no limit)."""

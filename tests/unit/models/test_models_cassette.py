@@ -137,6 +137,14 @@ runs:
             "runs:\n  - turns:\n      - tool_calls: [{name: add, arguments: [1]}]\n",
             ":3:45: runs[0].turns[0].tool_calls[0].arguments: expected a mapping of arguments, found a list",
         ),
+        (
+            "runs:\n  - turns: [{content: a}]\n    session:\n      history: [hello]\n",
+            ":4:17: runs[0].session.history[0]: expected a message with a 'role', found str 'hello'",
+        ),
+        (
+            "runs:\n  - turns: [{content: a}]\n    session: {histroy: []}\n",
+            "runs[0].session",
+        ),
     ],
 )
 def test_load_errors_are_located(tmp_path: Path, text: str, expected: str) -> None:
@@ -597,3 +605,15 @@ def test_replay_mode_none_runs_many_runs_concurrently(tmp_path: Path) -> None:
         return await asyncio.gather(*(one(i) for i in range(1, 8, 2)))
 
     assert asyncio.run(main()) == ['{"sum": 11}'] * 4
+
+
+def test_a_session_section_round_trips(tmp_path: Path) -> None:
+    from pytest_connic.models.cassette import cassette_to_data
+
+    text = ("runs:\n  - turns: [{content: a}]\n    session:\n      key: ann\n      from: [first]\n"
+            "      history: [{role: user, content: hi}]\n")
+    cassette = load_cassette(write(tmp_path, text))
+    start = cassette.runs[0].session
+    assert start is not None and (start.agent, start.key, start.cases) == (None, "ann", ["first"])
+    assert cassette_to_data(cassette)["runs"][0]["session"] == {
+        "agent": None, "key": "ann", "from": ["first"], "history": [{"role": "user", "content": "hi"}]}
