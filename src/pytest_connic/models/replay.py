@@ -53,8 +53,8 @@ from pytest_connic.models.cassette import (
 from pytest_connic.models.digest import request_fingerprint
 from pytest_connic.models.divergence import explain
 from pytest_connic.models.matching import MatchRule, normalise
-from pytest_connic.models.world import RunWorld
 from pytest_connic.models.sessions import replayed_start, session_difference, started_with, stored_start
+from pytest_connic.models.world import RunWorld
 from pytest_connic.secrets import Masker, secret_values_from_env
 
 MODES = ("none", "once", "new_runs", "all", "digests", "live")

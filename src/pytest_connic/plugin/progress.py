@@ -26,7 +26,7 @@ def progress_line(cases_done: int, cases_total: int | None, runs_done: int, runs
                  f"{head}, {tokens} so far", f"{head} so far"):
         if width is None or len(line) <= width:
             return line
-    return line[: max(width, 1)]
+    return line[: max(width or 0, 1)]
 
 
 class ConnicProgress:
