@@ -25,6 +25,7 @@ STRICT = ("-W", "error::pytest_connic.warnings.CassetteDivergenceWarning")
 
 PROBE = '''
 import random
+from datetime import date, datetime
 
 from connic.tools import trigger_agent
 
@@ -36,7 +37,8 @@ async def ask(question: str) -> dict:
         question: what to ask
     """
     child = await trigger_agent("helper", {"question": question})
-    return {"child_run": child["run_id"], "draws": [random.random(), random.random()]}
+    return {"child_run": child["run_id"], "draws": [random.random(), random.random()],
+            "at": datetime.now().isoformat(), "day": date.today().isoformat()}
 
 
 def body(payload: dict) -> dict:
@@ -49,8 +51,8 @@ from datetime import datetime
 
 
 def before(content, context):
-    stamp = datetime.now().isoformat(timespec="seconds")
-    content["parts"].append({"text": f"sent {stamp}"})
+    stamp = datetime.now().isoformat()  # to the microsecond
+    content["parts"].append({"text": f"sent {stamp} (run started {context['timestamp']})"})
     return content
 '''
 

@@ -105,6 +105,8 @@ class RunWorld:
         self._start = now
         self._lock = threading.Lock()
         self._taken = {"run_ids": 0, "ids": 0, "elapsed": 0}
+        #: the elapsed time the latest call of user code read (``wall_now``)
+        self._last = 0.0
 
     def _next(self, name: str, make: Callable[[], Any]) -> Any:
         """The next recorded value of ``name`` (replay; made fresh past the recorded ones), or a
@@ -127,19 +129,23 @@ class RunWorld:
         return str(self._next("ids", lambda: str(uuid.uuid4())))
 
     def wall_now(self, now: float) -> dt.datetime:
-        """The wall clock at run-clock reading ``now``: real in a recording, the recorded start plus
-        the elapsed run time in a replay (real when the cassette records no start)."""
+        """The wall clock an invocation starting now reads (``context["timestamp"]``): the run's
+        start plus the elapsed time of its latest call of user code, so that it is the same
+        instant in the recording and in every replay (to the microsecond); the real clock when
+        the cassette records no start. ``now`` is unused: kept for the clock-reading callers."""
         started = self.world.started_at
-        if self.recording or started is None:
+        if started is None:
             return dt.datetime.now(dt.timezone.utc)
-        return (started + dt.timedelta(seconds=max(now - self._start, 0.0))).astimezone(dt.timezone.utc)
+        return (started + dt.timedelta(seconds=self._last)).astimezone(dt.timezone.utc)
 
     def for_call(self, now: float) -> tuple[str | None, int | None]:
-        """What a call of user code carries to its worker: the wall clock it starts at (None in a
-        recording: user code reads the real one) and the run's seed."""
-        elapsed = max(now - self._start, 0.0)
+        """What a call of user code carries to its worker: the wall clock it reads (the run's start
+        plus the call's elapsed time, recorded to the microsecond: the worker holds the clock
+        there for the call, in the recording and in a replay alike) and the run's seed."""
+        elapsed = round(max(now - self._start, 0.0), 6)
         at = self._next("elapsed", lambda: elapsed)
+        self._last = float(at)
         started = self.world.started_at
-        if self.recording or started is None:
+        if started is None:
             return None, self.world.seed
         return (started + dt.timedelta(seconds=float(at))).isoformat(), self.world.seed

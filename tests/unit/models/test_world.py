@@ -59,12 +59,17 @@ def test_a_replayed_world_gives_the_recorded_values_then_fresh_ones() -> None:
     assert world.run_id() not in ("root", "")  # past the recorded ones: a fresh id
     assert world.for_call(100.1) == ("2026-12-01T10:00:02+00:00", 5)  # the recorded elapsed
     assert world.for_call(103.0)[0] == "2026-12-01T10:00:03+00:00"  # past them: the run's own
-    assert world.wall_now(101.0) == start + dt.timedelta(seconds=1)
+    # an invocation starting now reads the latest call's time: the same instant in the recording
+    assert world.wall_now(101.0) == start + dt.timedelta(seconds=3)
 
 
 def test_a_recording_world_records_what_it_hands_out() -> None:
     world = RunWorld(None, recording=True, now=0.0)
     ids = (world.run_id(), world.run_id(), world.new_id())
-    assert world.for_call(0.25) == (None, world.world.seed)
+    started = world.world.started_at
+    assert started is not None and started.tzinfo is not None
+    assert world.wall_now(0.1) == started  # before any call: the run's start itself
+    # the recording holds user code's clock where the replay will: start + the call's elapsed
+    assert world.for_call(0.25) == ((started + dt.timedelta(seconds=0.25)).isoformat(), world.world.seed)
     assert (world.world.run_ids, world.world.ids, world.world.elapsed) == (list(ids[:2]), [ids[2]], [0.25])
-    assert world.world.started_at is not None and world.world.started_at.tzinfo is not None
+    assert world.wall_now(0.3) == started + dt.timedelta(seconds=0.25)

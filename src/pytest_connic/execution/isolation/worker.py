@@ -283,8 +283,9 @@ class _Worker:
 
 class _World:
     """The recorded world of the run that leases this worker (models/world.py): ``random`` seeded
-    before its first call, and in a replay the wall clock moved (``time-machine``, imported only
-    then) to the recorded time each call starts at, ticking from there; monotonic clocks are not
+    before its first call, and the wall clock held (``time-machine``, imported only then) at the
+    time each call reads, in the recording and in a replay alike, so a timestamp written into a
+    prompt is the same to the microsecond; monotonic clocks and ``perf_counter`` are not
     touched. Calls are started one at a time on the main thread, so no lock is needed; the calls of
     one run that overlap read the clock of the one started last."""
 
@@ -303,7 +304,7 @@ class _World:
         if self.traveller is None:
             import time_machine
 
-            self.traveller = time_machine.travel(destination, tick=True)
+            self.traveller = time_machine.travel(destination, tick=False)
             self.coordinates = self.traveller.start()
         else:
             self.coordinates.move_to(destination)
