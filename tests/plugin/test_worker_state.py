@@ -351,3 +351,58 @@ def test_after_a_timeout_its_worker_is_gone_and_the_next_async_tool_runs(project
     cases = _cases(project.root)
     assert "run timed out after 1s (timeout_s)" in cases["times out"]["runs_detail"][0]["error"]
     assert _output(cases["next"]) == {"gone": True, "me": True}
+
+
+def _signalled(root: Path, signum: int, *args: str) -> tuple[int, str]:
+    """pytest in a subprocess, sent ``signum`` once ``ready.txt`` appears (user code writes it)."""
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": SRC, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:timeout",
+               "-p", "no:xdist", "--connic-json", "report.json", *args]
+    with subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, start_new_session=True) as proc:
+        try:
+            for _ in range(1200):  # a hang guard, not a measurement: up to 60 s for the file
+                if (root / "ready.txt").exists() or proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+            assert (root / "ready.txt").exists(), proc.communicate(timeout=30)[0]
+            proc.send_signal(signum)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return proc.returncode, out
+
+
+SLOW_IMPORT = '''
+import multiprocessing
+import pathlib
+import time
+
+if {where}:
+    pathlib.Path("ready.txt").write_text("importing")
+    time.sleep(3600)
+
+
+def echo(payload: dict) -> dict:
+    return payload
+'''
+
+
+@pytest.mark.parametrize("where", ["pytest", "worker"])
+def test_sigterm_during_a_hanging_project_import_stops_the_session(project: ConnicProject, where: str) -> None:
+    """In pytest's process (it imports the project for metadata) or in a worker: the session
+    stops on the signal, interrupted, with the case in the report (a hang would time out here)."""
+    condition = "multiprocessing.parent_process() " + ("is None" if where == "pytest" else "is not None")
+    project.tool("slow", SLOW_IMPORT.format(where=condition))
+    _tool_agent(project, "echo", "slow")
+    project.suite("echo", "tests:\n  - name: one\n    payload: '{}'\n    timeout_s: 100\n")
+    code, out = _signalled(project.root, __import__("signal").SIGTERM)
+    assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert "interrupted by SIGTERM" in out
+    assert "INTERNALERROR" not in out
+    assert {c["test_name"]: c["status"] for c in _cases(project.root).values()} == {"one": "interrupted"}
