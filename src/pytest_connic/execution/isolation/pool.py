@@ -363,8 +363,10 @@ class WorkerPool:
         limit = START_TIMEOUT_S if timeout_s is None else min(timeout_s, START_TIMEOUT_S)
         try:
             ready = await loop.run_in_executor(None, worker.ready_event.wait, limit)
-        except BaseException:  # cancelled (the session stops) or no thread left to wait on
+        except BaseException as exc:  # cancelled (the session stops) or no thread left to wait on
             self.discard(worker, "its start was cancelled")
+            if isinstance(exc, RuntimeError):
+                raise WorkerStartError(f"a worker process could not start: RuntimeError: {safe_text(exc)}") from None
             raise
         if not ready:
             self.discard(worker, "it did not start in time")
