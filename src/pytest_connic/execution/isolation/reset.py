@@ -162,6 +162,12 @@ class Baseline:
         base.owner_calls = _calls(owner)
         return base
 
+    def adopt(self, name: str, module: types.ModuleType) -> None:
+        """``module`` is part of the project as the worker loads it (middleware, hooks and
+        guardrails are loaded on first use, as in pytest's process): kept from now on."""
+        self.modules.add(name)
+        self.project[name] = module
+
     def restore(self) -> str | None:
         """Put the baseline back; the reason the worker must be retired instead, or None."""
         for step in _STEPS:

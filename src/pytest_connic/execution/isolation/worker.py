@@ -147,6 +147,8 @@ class _Worker:
         if module is None:
             raise ImportError(f"module {name} is not loaded in the worker process")
         self.rebind([module])
+        if self.state is not None:
+            self.state.adopt(name, module)
         return module
 
     # -- calls --------------------------------------------------------------------------
