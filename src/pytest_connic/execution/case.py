@@ -388,7 +388,9 @@ class CaseRun:
             clock=RunClock(virtual=not getattr(self.models, "live", False)),  # live runs really wait
             location=self._location(),
         )
-        lease = await self._lease(builder_module is not None or mocks_module is not None)
+        lease = await self._lease(builder_module is not None or mocks_module is not None, index)
+        if isinstance(lease, RunRecord):
+            return lease
         scope.runner = lease
         world = getattr(run_models, "world", None)  # a model source of cassettes records/replays one
         scope.world = world(scope.clock.now()) if world is not None else None
@@ -411,15 +413,30 @@ class CaseRun:
             record.failures.append(cleanup_failure)
         return record
 
-    async def _lease(self, fresh_modules: bool) -> Lease | None:
+    async def _lease(self, fresh_modules: bool, index: int = 0) -> Lease | RunRecord | None:
         """The run's worker process (``--connic-isolation=process``), taken before the run's clock
-        starts when the run will call user code."""
+        starts when the run will call user code; a worker that cannot start within the case's
+        ``timeout_s`` (a hanging import) or is stopped meanwhile is that run's failure."""
+        from pytest_connic.execution.isolation.pool import WorkerStartError
+
         pool = self.runtime.pool
         if pool is None:
             return None
-        lease = pool.lease()
+        lease = pool.lease(float(self.case["timeout_s"]))
         if fresh_modules or self.runtime.has_user_code:
-            await lease.acquire()
+            try:
+                finished, _ = await self.runtime.stop.race(lease.acquire())
+            except WorkerStartError as exc:
+                finished, error = True, str(exc)
+            else:
+                if finished:
+                    return lease
+                error = str(self.runtime.stop.reason)
+            await lease.release()
+            record = RunRecord(run_id=f"worker-{index}", agent_name=self.agent_name, index=index,
+                               status="failed" if finished else "cancelled", error=error)
+            record.failures.append(error)
+            return record
         return lease
 
     def _load(self, kind: str, index: int) -> types.ModuleType | RunRecord | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pytest_connic.project.apispec import ApiRegistry
     from pytest_connic.project.envfile import AppliedEnv
     from pytest_connic.project.index import ProjectIndex
+    from pytest_connic.project.loaded import LoadedProject
     from pytest_connic.records.run import CaseOutcome
 
 
@@ -72,6 +73,8 @@ class ConnicSession:
         self.budget_section: dict[str, Any] | None = None
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}
+        #: projects whose import hung in this process: the message every later case gets
+        self._hung: dict[Path, str] = {}
         self._envs: dict[Path, AppliedEnv] = {}
         self._apis: dict[Path, ApiRegistry] = {}
         self._lock = threading.RLock()
@@ -162,12 +165,32 @@ class ConnicSession:
                                          hosted=hosted,
                                          mcp_urls=settings.mcp_urls(),
                                          budget=budget_for(self.config))
+                api = self.api_registry(root)
                 self._runtimes[root] = ProjectRuntime(
-                    LoadedProject(root, self.interrupts.real, self.api_registry(root)), options, masker=self.masker,
+                    self._load_project(root, lambda: LoadedProject(root, self.interrupts.real, api)),
+                    options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,
                     stop=self.stop,
                 )
             return self._runtimes[root]
+
+    def _load_project(self, root: Path, load: Callable[[], LoadedProject]) -> LoadedProject:
+        """The project imported in pytest's process, bounded (``project/bounded.py``): a signal
+        during the import stops the session at once (pytest's own interruption), an import that
+        hangs is every case's setup error."""
+        from pytest_connic.project.bounded import ImportHung, ImportStopped, load_bounded
+        from pytest_connic.project.load import ProjectError
+
+        if root in self._hung:
+            raise ProjectError(self._hung[root])
+        try:
+            return load_bounded(load, root, lambda: self.stop.reason if self.stop.is_set() else None)
+        except ImportStopped as exc:
+            self.interrupts.raised = True
+            raise KeyboardInterrupt(exc.reason) from None
+        except ImportHung as exc:
+            self._hung[root] = f"the Connic project failed to load: {exc}"
+            raise ProjectError(self._hung[root]) from None
 
     def api_registry(self, root: Path) -> ApiRegistry:
         """The project's OpenAPI specs (``--connic-api-spec``, ``apis/``), read once per root."""

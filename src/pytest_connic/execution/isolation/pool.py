@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.execution.isolation import procs
 from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
 from pytest_connic.execution.isolation.worker import WorkerSettings, main
 from pytest_connic.project.located import safe_text
@@ -115,16 +116,21 @@ class Worker:
     ready_event: threading.Event = field(default_factory=threading.Event)
     released: Any = None  #: (loop, future) awaiting the worker's answer to "release"
     services: set[asyncio.Task[Any]] = field(default_factory=set)
+    #: the worker's own pid (under its keeper, ``procs.py``), once it said it started
+    wpid: int | None = None
+    #: the module of the project the worker said it is importing while it starts
+    loading: str | None = None
 
     def send(self, message: tuple[Any, ...]) -> None:
         with self.send_lock:
             self.conn.send(message)
 
     def kill(self, reason: str) -> None:
-        """SIGKILL the worker's process group (children of user code included)."""
+        """SIGKILL the worker's process group; its keeper then ends every process left in its
+        tree (detached ones included) and exits as the worker did (``procs.py``)."""
         if self.stopped is None:
             self.stopped = reason
-        pid = self.process.pid
+        pid = self.wpid if self.wpid is not None and procs.supported() else self.process.pid
         if pid is None:
             return
         try:
@@ -133,20 +139,37 @@ class Worker:
             else:  # pragma: no cover
                 self.process.kill()
         except (ProcessLookupError, PermissionError, OSError):
-            try:
+            pass
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        if self.wpid is None:  # still starting: no user code ran yet, the keeper goes at once
+            with contextlib.suppress(OSError, ValueError, AttributeError):
                 self.process.kill()
-            except (OSError, ValueError, AttributeError):
-                pass
+
+    def messages(self) -> Iterator[tuple[Any, ...]]:
+        """What the worker sends, until it ends: its pipe closes, or its process (the keeper)
+        ends, even while a process user code left behind still holds the pipe open."""
+        from multiprocessing.connection import wait
+
+        sentinel = self.process.sentinel
+        while True:
+            ready = wait([self.conn, sentinel])
+            if self.conn not in ready:  # ended with nothing more to read
+                return
+            try:
+                yield self.conn.recv()
+            except (EOFError, OSError, pickle.UnpicklingError):
+                return
 
     def read(self) -> None:
         """The reader thread: settles calls, starts service requests, notices the worker's death."""
-        while True:
-            try:
-                message = self.conn.recv()
-            except (EOFError, OSError, pickle.UnpicklingError):
-                break
+        for message in self.messages():
             kind = message[0]
-            if kind in ("ready", "failed"):
+            if kind == "started":
+                self.wpid = message[1]
+            elif kind == "importing":
+                self.loading = message[1]
+            elif kind in ("ready", "failed"):
                 self.ready = message
                 self.ready_event.set()
             elif kind == "result":
@@ -286,6 +309,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._idle: list[Worker] = []
         self._all: set[Worker] = set()
+        self._booting: set[Worker] = set()
         self._starting = 0
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Worker | None]]] = []
         self._closed = False
@@ -307,8 +331,8 @@ class WorkerPool:
         return ref
 
     # -- workers -------------------------------------------------------------------------
-    def _start(self) -> Worker:
-        """Start a worker and wait until it has loaded the project (blocking: run in a thread)."""
+    def _spawn(self) -> Worker:
+        """Start a worker process (blocking for the few milliseconds ``multiprocessing`` takes)."""
         ctx = _context()
         parent, child = ctx.Pipe(duplex=True)
         settings = WorkerSettings(root=str(self.root), cwd=os.getcwd(), env=dict(os.environ),
@@ -318,18 +342,46 @@ class WorkerPool:
             process.start()
         child.close()
         worker = Worker(process, parent, self.memory_mb)
-        threading.Thread(target=worker.read, name=f"connic-worker-reader-{process.pid}", daemon=True).start()
-        if not worker.ready_event.wait(START_TIMEOUT_S):
-            worker.kill("it did not start in time")
-            raise WorkerStartError(f"a worker process did not load the project within {START_TIMEOUT_S:g}s")
+        with self._lock:
+            self._booting.add(worker)  # from now on the session's end kills it, started or not
+        try:
+            threading.Thread(target=worker.read, name=f"connic-worker-reader-{process.pid}", daemon=True).start()
+        except RuntimeError:
+            self.discard(worker, "it could not start")
+            raise
+        return worker
+
+    async def _start(self, timeout_s: float | None) -> Worker:
+        """A new worker, once it loaded the project: within ``timeout_s`` (the timeout of the case
+        that needs it), else it is killed and the error names the module it was importing."""
+        loop = asyncio.get_running_loop()
+        try:
+            worker = await loop.run_in_executor(None, self._spawn)
+        except (RuntimeError, OSError) as exc:  # out of processes or threads (a fork bomb, a pids limit)
+            raise WorkerStartError(f"a worker process could not start: {type(exc).__name__}: {safe_text(exc)}") \
+                from None
+        limit = START_TIMEOUT_S if timeout_s is None else min(timeout_s, START_TIMEOUT_S)
+        try:
+            ready = await loop.run_in_executor(None, worker.ready_event.wait, limit)
+        except BaseException as exc:  # cancelled (the session stops) or no thread left to wait on
+            self.discard(worker, "its start was cancelled")
+            if isinstance(exc, RuntimeError):
+                raise WorkerStartError(f"a worker process could not start: RuntimeError: {safe_text(exc)}") from None
+            raise
+        if not ready:
+            self.discard(worker, "it did not start in time")
+            what = f"importing {worker.loading}" if worker.loading else "loading the project"
+            label = "timeout_s" if timeout_s is not None and timeout_s <= START_TIMEOUT_S else "the start-up limit"
+            raise WorkerStartError(f"a worker process did not finish {what} within {limit:g}s ({label})")
         if worker.ready[0] != "ready":
-            worker.kill("it failed to start")
+            self.discard(worker, "it failed to start")
             raise WorkerStartError(f"a worker process could not load the project: {worker.ready[1]}")
         with self._lock:
+            self._booting.discard(worker)
             self._all.add(worker)
         return worker
 
-    async def acquire(self) -> Worker:
+    async def acquire(self, timeout_s: float | None = None) -> Worker:
         """An idle worker, a new one when fewer than ``size`` exist, else the next one released."""
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -347,10 +399,10 @@ class WorkerPool:
         if not start:
             worker_or_none = await future
             if worker_or_none is None:  # a worker went away: there is room to start one
-                return await self.acquire()
+                return await self.acquire(timeout_s)
             return worker_or_none
         try:
-            return await loop.run_in_executor(None, self._start)
+            return await self._start(timeout_s)
         finally:
             with self._lock:
                 self._starting -= 1
@@ -377,17 +429,20 @@ class WorkerPool:
         worker.kill(reason)
         with self._lock:
             self._all.discard(worker)
+            self._booting.discard(worker)
         self._wake(None)
 
-    def lease(self) -> Lease:
-        return Lease(self)
+    def lease(self, timeout_s: float | None = None) -> Lease:
+        """A run's lease; a worker it starts must load the project within ``timeout_s``."""
+        return Lease(self, timeout_s)
 
     def close(self) -> None:
         """Kill every worker (the session ends; cleanup has run)."""
         self._closed = True
         with self._lock:
-            workers = list(self._all)
+            workers = [*self._all, *self._booting]
             self._all.clear()
+            self._booting.clear()
             self._idle.clear()
         for worker in workers:
             worker.kill("the session ended")
@@ -400,9 +455,12 @@ class Lease:
 
     _ids = itertools.count(1)
 
-    def __init__(self, pool: WorkerPool) -> None:
+    def __init__(self, pool: WorkerPool, timeout_s: float | None = None) -> None:
         self.pool = pool
+        self.timeout_s = timeout_s
         self.worker: Worker | None = None
+        #: why this run's worker could not start (the run's later calls fail at once with it)
+        self.failed: WorkerStartError | None = None
         #: a call of a child or a stage was cancelled (its own timeout) and left running: the
         #: worker is retired when the run ends
         self.abandoned = False
@@ -415,7 +473,14 @@ class Lease:
         if worker is None or worker.dead or worker.stopped is not None:
             if worker is not None:
                 self.pool.discard(worker, worker.stopped or "it died")
-            worker = self.worker = await self.pool.acquire()
+            self.worker = None
+            if self.failed is not None:
+                raise WorkerStartError(str(self.failed))
+            try:
+                worker = self.worker = await self.pool.acquire(self.timeout_s)
+            except WorkerStartError as exc:
+                self.failed = exc
+                raise
         return worker
 
     async def call(self, ref: Ref, label: str, args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -13,6 +13,7 @@ stops, and kills the whole group, children of user code included); it exits when
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import datetime as dt
 import inspect
@@ -23,7 +24,7 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution.executors import ReusingDaemonExecutor
+from pytest_connic.execution.isolation import procs
+from pytest_connic.execution.isolation.reset import Baseline
 from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
 from pytest_connic.jsonsafe import to_jsonable
 from pytest_connic.project.loaded import LoadedProject
@@ -67,6 +70,8 @@ class _Worker:
         self.project: LoadedProject | None = None
         self.baseline: set[int] = set()
         self.world = _World()
+        #: the process state every run starts from (taken once the project is loaded)
+        self.state: Baseline | None = None
 
     def send(self, message: tuple[Any, ...]) -> None:
         with self.send_lock:
@@ -146,6 +151,8 @@ class _Worker:
         if module is None:
             raise ImportError(f"module {name} is not loaded in the worker process")
         self.rebind([module])
+        if self.state is not None:
+            self.state.adopt(name, module)
         return module
 
     # -- calls --------------------------------------------------------------------------
@@ -167,18 +174,22 @@ class _Worker:
                     back: tuple[Any, ...]) -> None:
         async def run() -> Any:
             CALL_ID.set(cid)
-            return await func(*args, **kwargs)
+            return await _boxed(func(*args, **kwargs))
 
         task = contextvars.Context().run(self.loop.create_task, run())
+        task.add_done_callback(lambda t: self._reply_task(cid, t, args, kwargs, back))
 
-        def done(task: asyncio.Task[Any]) -> None:
-            if task.cancelled():
-                self._reply(cid, asyncio.CancelledError(), None, args, kwargs, back)
-                return
-            exc = task.exception()
-            self._reply(cid, exc, None if exc is not None else task.result(), args, kwargs, back)
-
-        task.add_done_callback(done)
+    def _reply_task(self, cid: int, task: asyncio.Task[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                    back: tuple[Any, ...]) -> None:
+        """A coroutine's outcome; a ``BaseException`` it raised arrives boxed (``_boxed``)."""
+        if task.cancelled():
+            self._reply(cid, asyncio.CancelledError(), None, args, kwargs, back)
+            return
+        exc = task.exception()
+        result = None if exc is not None else task.result()
+        if isinstance(result, _Raised):
+            exc, result = result.exc, None
+        self._reply(cid, exc, result, args, kwargs, back)
 
     def _run_sync(self, cid: int, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                   back: tuple[Any, ...]) -> None:
@@ -192,13 +203,11 @@ class _Worker:
             if inspect.isawaitable(result):
                 async def wait() -> Any:
                     CALL_ID.set(cid)
-                    return await result
+                    return await _boxed(result)
 
                 def start() -> None:
                     task = contextvars.Context().run(self.loop.create_task, wait())
-                    task.add_done_callback(lambda t: self._reply(
-                        cid, asyncio.CancelledError() if t.cancelled() else t.exception(),
-                        None if t.cancelled() or t.exception() else t.result(), args, kwargs, back))
+                    task.add_done_callback(lambda t: self._reply_task(cid, t, args, kwargs, back))
 
                 self.loop.call_soon_threadsafe(start)
                 return
@@ -251,16 +260,31 @@ class _Worker:
             future.set_exception(decode_exception(value))
 
     def release(self) -> None:
-        """The run that leased this worker ended: drop its fresh modules; say whether threads of
-        its user code are still alive (the pool then retires this worker)."""
+        """The run that leased this worker ended: drop its fresh modules, end the processes its
+        user code left running, put the process state back (``reset.py``); say whether the worker
+        is clean (threads of user code still alive, or state that cannot be put back: the pool
+        then retires this worker)."""
         self.fresh.clear()
         self.world.leave()
+        if procs.supported() and procs.has_children():
+            procs.kill_tree(os.getpid())
         leftover = [t for t in threading.enumerate()
                     if t.ident not in self.baseline and not t.name.startswith("connic-call")]
-        self.send(("released", not leftover))
+        unclean = self.state.restore() if self.state is not None and not leftover else None
+        self.send(("released", not leftover and unclean is None))
+
+    def run_loop(self) -> None:
+        """The worker's event loop; a ``BaseException`` that escapes a callback of user code does
+        not end it (nor print a traceback: the call it belongs to reports it)."""
+        while True:
+            try:
+                self.loop.run_forever()
+                return
+            except BaseException:  # noqa: BLE001, S112  (the loop goes on for the other calls)
+                continue
 
     def serve(self) -> None:
-        threading.Thread(target=self.loop.run_forever, name="connic-worker-loop", daemon=True).start()
+        threading.Thread(target=self.run_loop, name="connic-worker-loop", daemon=True).start()
         self.baseline = {t.ident for t in threading.enumerate() if t.ident is not None}
         while True:
             try:
@@ -317,6 +341,23 @@ class _World:
         self.seeded = False
 
 
+class _Raised:
+    """A ``BaseException`` of user code, carried out of its task as a value: raised in a task,
+    ``KeyboardInterrupt`` and ``SystemExit`` would also escape the event loop."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+async def _boxed(awaitable: Any) -> Any:
+    try:
+        return await awaitable
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:  # noqa: BLE001  (KeyboardInterrupt, SystemExit, GeneratorExit, ...)
+        return _Raised(exc)
+
+
 def _limit_memory(memory_mb: int | None) -> None:
     if not memory_mb:
         return
@@ -343,7 +384,15 @@ def _no_breakpoint(*args: Any, **kwargs: Any) -> None:
 
 
 def main(conn: Any, settings: WorkerSettings) -> None:
-    """The worker's entry point (``multiprocessing.Process`` target)."""
+    """The worker's entry point (``multiprocessing.Process`` target): the worker itself, under a
+    keeper process where processes can be kept in a tree (``procs.py``)."""
+    if procs.supported():
+        procs.keep(_main, conn, settings)
+    else:  # pragma: no cover  (macOS, Windows)
+        _main(conn, settings)
+
+
+def _main(conn: Any, settings: WorkerSettings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.breakpointhook = _no_breakpoint
     if hasattr(os, "setpgid"):
@@ -351,6 +400,8 @@ def main(conn: Any, settings: WorkerSettings) -> None:
             os.setpgid(0, 0)
         except OSError:
             pass
+    procs.become_subreaper()  # a detached grandchild stays this worker's child while it lives
+    conn.send(("started", os.getpid()))
     try:  # user code may start processes of its own (a daemonic process may not)
         import multiprocessing
 
@@ -364,11 +415,60 @@ def main(conn: Any, settings: WorkerSettings) -> None:
     worker = _Worker(conn, settings)
     try:
         worker.install_placeholders()
-        project = worker.project = LoadedProject(Path(settings.root))
+        with _reporting_imports(worker, Path(settings.root)):
+            project = worker.project = LoadedProject(Path(settings.root))
         worker.rebind(project.modules())
     except BaseException as exc:  # noqa: BLE001  (reported to pytest's process)
         conn.send(("failed", f"{type(exc).__name__}: {safe_text(exc)}"))
         return
     _limit_memory(settings.memory_mb)  # after loading: the limit is for user code's calls
+    worker.state = Baseline.take(worker.root, owner=worker)
     conn.send(("ready", os.getpid()))
     worker.serve()
+
+
+class _ImportReporter:
+    """A ``sys.meta_path`` entry that finds nothing: it tells pytest's process which module of
+    the project is being imported (a start that hangs then names it)."""
+
+    def __init__(self, worker: _Worker, root: Path) -> None:
+        self.worker = worker
+        self.root = root
+
+    def report(self, origin: Any) -> None:
+        try:
+            path = Path(str(origin)).resolve()
+            if path.is_relative_to(self.root):
+                self.worker.send(("importing", path.relative_to(self.root).as_posix()))
+        except (OSError, ValueError):
+            pass
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        if spec is not None and spec.origin:
+            self.report(spec.origin)
+
+
+@contextlib.contextmanager
+def _reporting_imports(worker: _Worker, root: Path) -> Iterator[None]:
+    """While the project loads: every module of the project imported (through ``import`` or the
+    SDK's ``spec_from_file_location``) is named to pytest's process."""
+    import importlib.util
+
+    reporter = _ImportReporter(worker, root.resolve())
+    original = importlib.util.spec_from_file_location
+
+    def spec_from_file_location(name: str, location: Any = None, *args: Any, **kwargs: Any) -> Any:
+        reporter.report(location)
+        return original(name, location, *args, **kwargs)
+
+    sys.meta_path.insert(0, reporter)
+    importlib.util.spec_from_file_location = spec_from_file_location
+    try:
+        yield
+    finally:
+        importlib.util.spec_from_file_location = original
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(reporter)
