@@ -136,6 +136,7 @@ class ConnicSession:
                 from pytest_connic.execution.models import ModelSource
                 from pytest_connic.plugin.budget import budget_for
                 from pytest_connic.plugin.host import PytestHost
+                from pytest_connic.plugin.unrecorded import notes_for
                 from pytest_connic.project.loaded import LoadedProject
 
                 self._apply_env(root)
@@ -143,7 +144,8 @@ class ConnicSession:
                 models = ModelSource(cassette_dir=settings.cassette_dir,
                                      mode="live" if settings.live else settings.record_mode,
                                      masker=self.masker, aliases=settings.model_aliases,
-                                     cassette_size_limit=settings.cassette_size_limit)
+                                     cassette_size_limit=settings.cassette_size_limit,
+                                     unrecorded=notes_for(self.config))
                 from pytest_connic.runtime.hosted import HostedSettings
 
                 hosted = HostedSettings(guardrail_model=settings.guardrail_model,
