@@ -125,7 +125,7 @@ def test_a_check_without_a_judgement_fails_the_case_saying_how_to_supply_one(pro
 
     # recording needs a judge model: without one the case says so, it does not pass silently
     recording = project.run("-k", "harmless", "--connic-record-mode", "all")
-    recording.assert_outcomes(failed=1)
+    recording.assert_outcomes(errors=1)  # a recording that cannot complete is an error of the case
     recording.stdout.fnmatch_lines(["*no judgement*the run calls services for real and no judge model is set*"])
     assert "42 EUR" in (project.root / "cassettes/bank/harmless.yaml").read_text("utf-8")  # not overwritten
 

@@ -274,7 +274,8 @@ class CaseRun:
         self.outcome.records = [r for r in records if r is not None]
         save = getattr(self.models, "save", None)
         if save is not None:
-            save()
+            save(interrupted=self.outcome.interrupted)
+            self.outcome.recording_error = getattr(self.models, "unrecorded", None)
 
     def _check_modules(self) -> None:
         if self.case.get("builder"):

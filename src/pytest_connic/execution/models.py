@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_connic.models.base import Model
 from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, cassette_path
 from pytest_connic.models.matching import MatchRule
-from pytest_connic.models.replay import REPLAY_ONLY, CaseModels
+from pytest_connic.models.replay import REPLAY_ONLY, CaseModels, UnrecordedNotes
 from pytest_connic.warnings import CassetteDivergenceWarning
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ class ModelSource:
     cassette_size_limit: int = DEFAULT_SIZE_LIMIT
     #: the matching rules of ini ``connic_match_rules`` (docs/models.md, "Matching rules")
     match_rules: tuple[MatchRule, ...] = ()
+    #: why earlier recording sessions wrote no cassette (pytest's cache; None without one)
+    unrecorded: UnrecordedNotes | None = None
 
     def replaying(self) -> ModelSource:
         """The same source, replaying only (never recording, never live)."""
@@ -103,8 +105,13 @@ class HookedCaseModels:
     def for_run(self, index: int) -> HookedRunModels:
         return HookedRunModels(self.base.for_run(index), self.services, self.case, index)
 
-    def save(self) -> Path | None:
-        return self.base.save()
+    def save(self, *, interrupted: str | None = None) -> Path | None:
+        return self.base.save(interrupted=interrupted)
+
+    @property
+    def unrecorded(self) -> str | None:
+        """Why this session's recording wrote no cassette (an error of the case)."""
+        return self.base.unrecorded
 
 
 def divergence_notes(outcome: CaseOutcome) -> list[str]:
@@ -180,5 +187,5 @@ def models_at(
 
     base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
                       size_limit=source.cassette_size_limit, taken=taken,
-                      warn=_located_notice, rules=source.match_rules)
+                      warn=_located_notice, rules=source.match_rules, unrecorded=source.unrecorded)
     return HookedCaseModels(base, services, case)

@@ -3,6 +3,7 @@ that newly passes, and one whose pass rate moved outside the interval it had las
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -47,3 +48,17 @@ def changes(current: Mapping[str, CaseRow], previous: Mapping[str, CaseRow]) -> 
         if found_change is not None:
             found[nodeid] = found_change
     return found
+
+
+def changed_parts(current: str | None, previous: str | None) -> list[str]:
+    """The parts whose digest differs between two stored ``config_parts`` (JSON ``{part: digest}``;
+    added and removed parts too); ``[]`` when either is unknown (a row of an older version)."""
+    if not current or not previous:
+        return []
+    try:
+        now, before = json.loads(current), json.loads(previous)
+    except ValueError:
+        return []
+    if not isinstance(now, dict) or not isinstance(before, dict):
+        return []
+    return sorted(k for k in now.keys() | before.keys() if now.get(k) != before.get(k))

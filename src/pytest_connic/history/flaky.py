@@ -1,5 +1,6 @@
-"""Flaky cases: the verdict flipped in the recent sessions while the case's cassette and its agent
-configuration stayed the same.
+"""Flaky cases: the verdict flipped in the recent sessions while the case's cassette and its
+configuration (everything its verdict depends on: suite, agents, tools, middleware, hooks,
+guardrails, builders, mocks, schemas, settings; plugin/digests.py) stayed the same.
 
 One flip is a change (``compare.py``: newly failing, newly passing); a case is flaky when its
 verdict flipped at least twice (it went both ways) within the last ``window`` sessions that ran

@@ -20,7 +20,8 @@ from pytest_connic.files import IrregularFileError, refuse_irregular
 
 #: ``PRAGMA application_id`` of a pytest-connic history ("CNIC")
 APPLICATION_ID = 0x434E4943
-SCHEMA_VERSION = 1
+#: 2: ``cases.config_parts`` (added to a version-1 file when a session is written)
+SCHEMA_VERSION = 2
 #: how long a write waits for another process's lock, in seconds
 LOCK_TIMEOUT_S = 2.0
 
@@ -50,6 +51,7 @@ CREATE TABLE IF NOT EXISTS cases (
     latency_ms REAL,
     cassette_digest TEXT,
     config_digest TEXT,
+    config_parts TEXT,
     PRIMARY KEY (session_id, nodeid)
 );
 CREATE INDEX IF NOT EXISTS cases_by_node ON cases (nodeid, session_id);
@@ -78,6 +80,8 @@ class CaseRow:
     latency_ms: float | None  #: median over the executed runs
     cassette_digest: str | None
     config_digest: str | None
+    #: JSON ``{part: digest}`` of what ``config_digest`` covers (None in a version-1 row)
+    config_parts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,10 +203,11 @@ class HistoryStore:
             with closing(self._connect(write=False)) as conn:
                 if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sessions'").fetchone()[0]:
                     return []
+                columns = _case_columns(conn)
                 found = []
                 for sid, started, git_commit, command, sel, tokens, cost in conn.execute(sql, [*args, limit]):
                     session = self._valid(SessionRow(started, git_commit, command, sel, tokens, cost, id=sid))
-                    rows = conn.execute(f"SELECT {', '.join(_CASE_COLUMNS)} FROM cases WHERE session_id = ?",
+                    rows = conn.execute(f"SELECT {columns} FROM cases WHERE session_id = ?",
                                         (sid,))
                     found.append(StoredSession(session, {r[0]: self._valid(CaseRow(*r)) for r in rows}))
         except HistoryError:
@@ -229,6 +234,8 @@ class HistoryStore:
                 try:
                     for statement in filter(str.strip, _SCHEMA.split(";")):
                         conn.execute(statement)
+                    if "config_parts" not in _stored_columns(conn):  # a version-1 file
+                        conn.execute("ALTER TABLE cases ADD COLUMN config_parts TEXT")
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     cur = conn.execute(
@@ -250,3 +257,13 @@ class HistoryStore:
         except (sqlite3.Error, OSError) as exc:
             raise self._error("cannot be written", exc) from None
         return sid
+
+
+def _stored_columns(conn: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in conn.execute("PRAGMA table_info(cases)")}
+
+
+def _case_columns(conn: sqlite3.Connection) -> str:
+    """The SELECT list of ``CaseRow``'s fields; NULL for a column an older file lacks."""
+    stored = _stored_columns(conn)
+    return ", ".join(c if c in stored else "NULL" for c in _CASE_COLUMNS)

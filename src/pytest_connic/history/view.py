@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_connic.history.compare import Change, change, percent
+from pytest_connic.history.compare import Change, change, changed_parts, percent
 from pytest_connic.history.flaky import Flaky, flakiness
 from pytest_connic.history.store import CaseRow, StoredSession
 
@@ -23,6 +23,9 @@ class CaseHistory:
     flaky: Flaky | None = None
     #: ``(pass rate, median latency ms)`` per session, oldest first, the current one last
     trend: list[tuple[float | None, float | None]] = field(default_factory=list)
+    #: the parts of the case's configuration that changed since the session compared with
+    #: (``tools/x.py``, ``plugin settings``): plugin/digests.py
+    changed: list[str] = field(default_factory=list)
 
     def mark(self) -> str:
         """The case's mark in the results table (empty when nothing to say)."""
@@ -63,6 +66,7 @@ class HistoryView:
                     "change": None if c.change is None else {"kind": c.change.kind, "text": c.change.text},
                     "flaky": None if c.flaky is None else {"flips": c.flaky.flips, "sessions": c.flaky.sessions},
                     "trend": [{"pass_rate": rate, "latency_ms": latency} for rate, latency in c.trend],
+                    "changed": list(c.changed),
                 }
                 for nodeid, c in sorted(self.cases.items())
             },
@@ -78,7 +82,8 @@ def build_view(path: str, current: Mapping[str, CaseRow], past: Sequence[StoredS
         rows = [s.cases[nodeid] for s in past if nodeid in s.cases] + [row]
         before = compared.cases.get(nodeid) if compared is not None else None
         trend = [(r.pass_rate, r.latency_ms) for r in rows[-TREND_SESSIONS:]]
-        cases[nodeid] = CaseHistory(change(row, before), flakiness(rows, window), trend)
+        changed = changed_parts(row.config_parts, before.config_parts) if before is not None else []
+        cases[nodeid] = CaseHistory(change(row, before), flakiness(rows, window), trend, changed)
     described = None
     if compared is not None:
         s = compared.session
@@ -96,6 +101,9 @@ def terminal_lines(view: HistoryView) -> list[str]:
         lines.append(f"  history: {changed} case(s) changed since {view.compared_with} ({_shown(view.path)})")
     else:
         lines.append(f"  history: no earlier session of this selection in {_shown(view.path)}")
+    for nodeid, case in sorted(view.cases.items()):
+        if case.change is not None and case.changed:  # what the user changed, where the verdict did
+            lines.append(f"  {nodeid}: {case.change.text}; changed: {', '.join(case.changed)}")
     for nodeid, flaky in sorted(view.flaky().items()):
         lines.append(f"  {nodeid}: {flaky.text}")
     return lines

@@ -10,6 +10,7 @@ whose runs never call a model needs no cassette.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import json
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -65,6 +66,17 @@ LiveFactory = Callable[[str], Model]
 TapeKey = tuple[Any, ...]
 
 
+class UnrecordedNotes(Protocol):
+    """Why a recording session wrote no cassette at a path, kept for the next replay's message
+    (the plugin keeps them in pytest's cache; keys are the cassettes' absolute paths)."""
+
+    def why(self, path: str) -> str | None: ...
+
+    def remember(self, path: str, why: str) -> None: ...
+
+    def forget(self, path: str) -> None: ...
+
+
 @dataclass
 class _Plan:
     kind: str  #: replay | record
@@ -78,12 +90,14 @@ class CaseModels:
     def __init__(self, path: Path, *, mode: str, live: LiveFactory | None, masker: Masker,
                  root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT,
                  taken: Callable[[], frozenset[str]] = frozenset,
-                 warn: Callable[[str, Path], None] | None = None, rules: Sequence[MatchRule] = ()) -> None:
+                 warn: Callable[[str, Path], None] | None = None, rules: Sequence[MatchRule] = (),
+                 unrecorded: UnrecordedNotes | None = None) -> None:
         """``root``: the project (a cassette that is a link must stay inside it); ``size_limit``:
         the largest cassette read, in bytes; ``taken()``: the file names of the other cases'
         cassettes in the folder (an old file name one of them has now is theirs, not this case's),
         computed only when an old file name exists; ``rules``: the session's matching rules (ini
-        ``connic_match_rules``), applied before the cassette's own ``match:``."""
+        ``connic_match_rules``), applied before the cassette's own ``match:``; ``unrecorded``: why
+        earlier recording sessions wrote no cassette (named when a replay finds none)."""
         if mode not in MODES:
             raise ValueError(f"unknown record mode {mode!r}; expected one of {', '.join(MODES)}")
         if mode == "live" and live is None:
@@ -102,6 +116,9 @@ class CaseModels:
         #: ``digests`` mode: the fresh digests of replayed turns whose ``request`` was missing or
         #: stale, by ``id(turn)`` (the turns live as long as the cassette)
         self.refreshed: dict[int, dict[str, Any]] = {}
+        self.unrecorded_notes = unrecorded
+        #: why this session's recording wrote no cassette (set by ``save``): an error of the case
+        self.unrecorded: str | None = None
         self._lock = threading.RLock()
         self._loaded = False
         self._cassette: Cassette | None = None
@@ -169,7 +186,7 @@ class CaseModels:
                 raise CassetteError(
                     f"no cassette for this case: expected {self.shown_path}; record one with "
                     "--connic-record-mode=once (needs provider credentials) or write it by hand "
-                    "(docs/models.md)"
+                    f"(docs/models.md){self._why_missing()}"
                 )
             return _Plan("record")
         count = len(cassette.runs)
@@ -177,6 +194,12 @@ class CaseModels:
             return _Plan("record")
         position = run_index % count
         return _Plan("replay", cassette.runs[position], position)
+
+    def _why_missing(self) -> str:
+        """Why the last recording session wrote no cassette here, when it said so."""
+        notes = self.unrecorded_notes
+        why = notes.why(str(self.path)) if notes is not None else None
+        return f"; the last recording session wrote none: {why}" if why else ""
 
     def _load(self) -> Cassette | None:
         with self._lock:
@@ -214,18 +237,23 @@ class CaseModels:
             "one with --connic-record-mode=all (docs/models.md, \"Where cassettes live\")"
         )
 
-    def save(self) -> Path | None:
+    def save(self, *, interrupted: str | None = None) -> Path | None:
         """Write the recorded runs (ordered by run index); None when nothing was recorded.
 
         ``new_runs`` appends to the runs the file had; ``once`` and ``all`` write only
-        the recorded runs. Runs whose model call failed are left out (a partial run would
-        not replay). Secrets are masked with the masker plus the secret-looking
+        the recorded runs. A recording that is not complete (a run whose model call or outside
+        call failed for a reason no replay can give back, or ``interrupted``: the session was
+        stopped) writes nothing: ``unrecorded`` says why, and so will the next replay's "no
+        cassette" message. Secrets are masked with the masker plus the secret-looking
         environment values of this moment.
         """
         with self._lock:
             if self.mode == "digests":
                 return self._save_digests()
-            recorded = [r for i, r in sorted(self._runs.items()) if r.recording and not r.broken]
+            recording = [r for i, r in sorted(self._runs.items()) if r.recording]
+            if recording and self._incomplete(recording, interrupted):
+                return None
+            recorded = [r for r in recording if not r.broken]
             if not recorded:
                 return None
             runs = list(self._cassette.runs) if self.mode == "new_runs" and self._cassette else []
@@ -243,8 +271,29 @@ class CaseModels:
                     "the cassette was not written (docs/models.md, \"Secrets\")"
                 )
             write_text_atomic(self.path, text)
+            if self.unrecorded_notes is not None:
+                self.unrecorded_notes.forget(str(self.path))
             return self.path
 
+    def _incomplete(self, recording: list[RunModelsImpl], interrupted: str | None) -> bool:
+        """Whether the recording misses something (then ``unrecorded`` says what and how to fix it)."""
+        broken = [r for r in recording if r.broken]
+        if broken:
+            run = broken[0]
+            cause = f"run {run.index + 1}: {run.why_broken or 'a call failed while recording'}"
+        elif interrupted:
+            cause = f"the session was {interrupted} before the case's runs finished"
+        else:
+            return False
+        kept = "the cassette already there was left as it was" if self.path.exists() else "no cassette was written"
+        self.unrecorded = (
+            f"{self.shown_path}: the recording is incomplete, so {kept} (a cassette without that answer "
+            f"would not replay): {cause}; fix the cause, then record again (--connic-record-mode={self.mode}; "
+            "docs/models.md, \"A recording never fails in silence\")"
+        )
+        if self.unrecorded_notes is not None:
+            self.unrecorded_notes.remember(str(self.path), f"{cause} (--connic-record-mode={self.mode})")
+        return True
 
     def _save_digests(self) -> Path | None:
         """``digests`` mode: the cassette's own text with the digests of this replay's requests set on
@@ -279,6 +328,8 @@ class RunModelsImpl:
         #: divergence notes (a request that differs from the recorded one), for traces and warnings
         self.notes: list[str] = []
         self.broken = False
+        #: why this run's recording is incomplete (the first cause)
+        self.why_broken: str | None = None
         self._plan: _Plan | None = None
         self._counts: dict[str, int] = {}
         self._cursors: dict[TapeKey, int] = {}
@@ -369,12 +420,22 @@ class RunModelsImpl:
             with self.case._lock:
                 self._calls.append(RecordedCall(kind, name, copy.deepcopy(arguments), error=str(exc)))
             raise
-        except BaseException:
-            self.broken = True
+        except BaseException as exc:
+            self.mark_broken(f"its {kind} call {name!r} failed while recording", exc)
             raise
         with self.case._lock:
             self._calls.append(RecordedCall(kind, name, copy.deepcopy(arguments), copy.deepcopy(result)))
         return result
+
+    def mark_broken(self, what: str, exc: BaseException) -> None:
+        """This run's recording cannot be written: remember the first cause, in words."""
+        self.broken = True
+        if self.why_broken is not None:
+            return
+        if isinstance(exc, asyncio.CancelledError):
+            self.why_broken = f"{what}: it was cut short (the run timed out or the session was stopped)"
+        else:
+            self.why_broken = f"{what}: {type(exc).__name__}: {self.case.masker.text(str(exc))}"
 
     def _unrecorded(self, kind: str, name: str, arguments: Any, plan: _Plan) -> str:
         assert plan.run is not None
@@ -568,8 +629,8 @@ class InvocationModel:
             if self._live is None:
                 self._live = self.run.case.live_model(self.agent_name)
             response = await self._live.complete(request)
-        except BaseException:
-            self.run.broken = True
+        except BaseException as exc:
+            self.run.mark_broken(f"the model call of agent {self.agent_name!r} failed", exc)
             raise
         recorded = turn_from_response(response, request, self.run.case.rules())
         self.run.add_recorded(self.key, recorded)

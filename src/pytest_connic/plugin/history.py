@@ -4,6 +4,7 @@ and the budget ledger every process of the session charges (``history/``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Generator
@@ -269,8 +270,8 @@ def project_root(config: pytest.Config, outcome: CaseOutcome) -> Path | None:
 
 
 class _Digests:
-    """The cassette and agent-configuration digests of a session's cases: each suite's case names,
-    each project's agent files and each agent's digest computed once, not once per case."""
+    """The cassette and configuration digests of a session's cases: each suite's case names once,
+    each file's digest and each agent's reach once (``CaseParts``), not once per case."""
 
     def __init__(self, config: pytest.Config, outcomes: list[CaseOutcome]) -> None:
         self.config = config
@@ -278,8 +279,9 @@ class _Digests:
         self.siblings: dict[str, list[str]] = {}
         for o in outcomes:
             self.siblings.setdefault(o.suite_path, []).append(o.case_name)
-        self._agent_files: dict[Path, tuple[list[Path], list[Path]]] = {}
-        self._configs: dict[tuple[Path, str], str | None] = {}
+        from pytest_connic.plugin.digests import CaseParts
+
+        self.parts = CaseParts(config.stash[SETTINGS_KEY])
 
     def cassette(self, root: Path, outcome: CaseOutcome) -> str | None:
         from pytest_connic.models.cassette import cassette_path
@@ -290,18 +292,12 @@ class _Digests:
         except Exception:  # noqa: BLE001  (a case name no cassette can have: no digest)
             return None
 
-    def agent_config(self, root: Path, agent_name: str) -> str | None:
-        import fnmatch
+    def configuration(self, root: Path, outcome: CaseOutcome) -> tuple[str, str]:
+        """The case's configuration: one digest, and its parts as JSON (plugin/digests.py)."""
+        from pytest_connic.plugin.digests import combined
 
-        key = (root, agent_name)
-        if key not in self._configs:
-            if root not in self._agent_files:
-                agents = root / "agents"
-                files = sorted(agents.rglob("*.y*ml")) if agents.is_dir() else []
-                self._agent_files[root] = (files, [p for p in files if fnmatch.fnmatch(p.name, "_defaults.y*ml")])
-            files, defaults = self._agent_files[root]
-            self._configs[key] = _digest([p for p in files if p.stem == agent_name] + defaults)
-        return self._configs[key]
+        parts = self.parts.parts(root, outcome.suite_path, outcome.case_name, outcome.agent_name)
+        return combined(parts), json.dumps(parts, sort_keys=True)
 
 
 def case_row(outcome: CaseOutcome, digests: _Digests) -> CaseRow:
@@ -309,11 +305,11 @@ def case_row(outcome: CaseOutcome, digests: _Digests) -> CaseRow:
     from pytest_connic.history.store import CaseRow
     from pytest_connic.reports.stats import case_status, case_wilson, pass_rate
 
-    cassette = config_digest = None
+    cassette = config_digest = parts = None
     root = project_root(digests.config, outcome)
     if root is not None:
         cassette = digests.cassette(root, outcome)
-        config_digest = digests.agent_config(root, outcome.agent_name)
+        config_digest, parts = digests.configuration(root, outcome)
     interval = case_wilson(outcome)
     verdict = "skipped" if outcome.left_out is not None else case_status(outcome)
     return CaseRow(
@@ -321,5 +317,5 @@ def case_row(outcome: CaseOutcome, digests: _Digests) -> CaseRow:
         runs=outcome.runs, pass_rate=pass_rate(outcome), rate_low=interval[0] if interval else None,
         rate_high=interval[1] if interval else None, input_tokens=outcome.input_tokens,
         output_tokens=outcome.output_tokens, cost=round(outcome.cost, 8), latency_ms=outcome.median_latency_ms,
-        cassette_digest=cassette, config_digest=config_digest,
+        cassette_digest=cassette, config_digest=config_digest, config_parts=parts,
     )

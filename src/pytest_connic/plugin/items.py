@@ -393,6 +393,8 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     item.outcome = state.add_outcome(outcome)
     if outcome.infrastructure_error:
         raise CaseInfrastructureError(failure_text(outcome, state.masker), outcome)
+    if outcome.recording_error is not None:  # no cassette was written: an error, never a silent pass
+        raise CaseErrored(failure_text(outcome, state.masker), outcome)
     if not outcome.verdict_passed and outcome.left_out is None:
         from pytest_connic.plugin.debugging import live_traceback
 

@@ -146,6 +146,7 @@ class ConnicSession:
                 from pytest_connic.execution.models import ModelSource
                 from pytest_connic.plugin.budget import budget_for
                 from pytest_connic.plugin.host import PytestHost
+                from pytest_connic.plugin.unrecorded import notes_for
                 from pytest_connic.project.loaded import LoadedProject
 
                 self._apply_env(root)
@@ -154,7 +155,8 @@ class ConnicSession:
                                      mode="live" if settings.live else settings.record_mode,
                                      masker=self.masker, aliases=settings.model_aliases,
                                      cassette_size_limit=settings.cassette_size_limit,
-                                     match_rules=settings.matching_rules())
+                                     match_rules=settings.matching_rules(),
+                                     unrecorded=notes_for(self.config))
                 from pytest_connic.runtime.hosted import HostedSettings
 
                 hosted = HostedSettings(guardrail_model=settings.guardrail_model,

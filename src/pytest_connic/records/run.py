@@ -238,6 +238,9 @@ class CaseOutcome:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     #: why the case could not finish and is skipped (``budget spent``): it has no verdict
     left_out: str | None = None
+    #: why a recording session wrote no cassette for the case (a run's recording is incomplete):
+    #: an error of the case, never a silent pass (docs/models.md, "A recording never fails in silence")
+    recording_error: str | None = None
 
     @property
     def successes(self) -> int:
@@ -248,7 +251,7 @@ class CaseOutcome:
         """The runs' own verdict (Connic's threshold rule), whatever pytest said of the item."""
         if self.setup_error is not None or self.infrastructure_error is not None or self.interrupted:
             return False
-        if self.left_out is not None:
+        if self.left_out is not None or self.recording_error is not None:
             return False
         return self.successes * 100 >= self.success_threshold * self.runs
 
@@ -271,7 +274,7 @@ class CaseOutcome:
             return "skipped"
         if self.pytest_outcome in ("error", "skipped", "xfailed"):
             return self.pytest_outcome
-        if self.infrastructure_error is not None or self.setup_error is not None:
+        if self.infrastructure_error is not None or self.setup_error is not None or self.recording_error is not None:
             return "error"
         return "passed" if self.passed else "failed"
 
@@ -302,6 +305,8 @@ class CaseOutcome:
             return self.interrupted
         if self.left_out is not None:
             return self.left_out
+        if self.recording_error is not None:
+            return self.recording_error
         for record in self.records:
             if record.infrastructure_error:
                 return record.infrastructure_error
@@ -350,6 +355,7 @@ class CaseOutcome:
             "pytest_reason": self.pytest_reason,
             "attempts": list(self.attempts),
             "left_out": self.left_out,
+            "recording_error": self.recording_error,
             "agent_run_ids": [r.run_id for r in self.executed],
             "agent_run_passed": [r.passed for r in self.executed],
             "median_latency_ms": self.median_latency_ms,

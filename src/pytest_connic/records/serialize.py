@@ -54,5 +54,5 @@ def outcome_from_dict(data: dict[str, Any]) -> CaseOutcome:
         skipped_runs=data.get("skipped_runs", 0), early_stop_reason=data.get("early_stop_reason"),
         interrupted=data.get("interrupted"), pytest_outcome=data.get("pytest_outcome"),
         pytest_reason=data.get("pytest_reason"), attempts=list(data.get("attempts") or []),
-        left_out=data.get("left_out"),
+        left_out=data.get("left_out"), recording_error=data.get("recording_error"),
     )

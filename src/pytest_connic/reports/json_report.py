@@ -112,6 +112,7 @@ def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
         "left_out": outcome.left_out,
         "setup_error": masked(outcome.setup_error, masker),
         "infrastructure_error": masked(outcome.infrastructure_error, masker),
+        "recording_error": masked(outcome.recording_error, masker),
         "pytest_outcome": outcome.pytest_outcome,
         "pytest_reason": masked(outcome.pytest_reason, masker),
         "attempts": masked(outcome.attempts, masker),

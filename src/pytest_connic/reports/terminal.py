@@ -244,6 +244,8 @@ def failure_header(outcome: CaseOutcome, *, masker: Masker | None = None) -> str
         return f"{head} was left out ({outcome.left_out}): {done} of {outcome.runs} run(s) started, no verdict"
     if outcome.infrastructure_error is not None:
         return f"{head} hit an infrastructure error"
+    if outcome.recording_error is not None:
+        return f"{head} could not be recorded"
     skipped = outcome.runs - len(outcome.executed)
     counts = f"{outcome.successes}/{outcome.runs} runs passed" + (f", {skipped} not started" if skipped else "")
     verdict = "passed" if outcome.passed else "failed"

@@ -315,7 +315,12 @@ def _judge_call(inv: InvocationState, rule: GuardrailRule, direction: str, text:
             retry_options={"attempts": 2, "initial_delay": 1, "max_delay": 5},
         )
         response = await judge.complete(request)
-        return parse_judgement(response.content)
+        try:
+            return parse_judgement(response.content)
+        except CallFailed as exc:
+            # an error of the case, never a judgement: raised as no recorded failure is, so the
+            # recording is incomplete and no cassette keeps the bad answer (docs/guardrails.md)
+            raise RunAborted(f"the judgement of the {direction} guardrail '{rule.type}' failed: {exc}") from None
 
     return call
 

@@ -44,7 +44,8 @@ CONNIC_CASE_KEYS = [
 ]
 EXTRA_CASE_KEYS = [
     "nodeid", "suite", "line", "status", "pass_rate", "wilson_95", "median_latency_ms", "tokens", "cost",
-    "skipped_runs", "early_stop_reason", "interrupted", "left_out", "setup_error", "infrastructure_error", "pytest_outcome",
+    "skipped_runs", "early_stop_reason", "interrupted", "left_out", "setup_error", "infrastructure_error", "recording_error",
+    "pytest_outcome",
     "pytest_reason", "attempts", "runs_detail",
 ]
 SPAN_KEYS = ["name", "status", "duration_ms", "span_id", "parent_span_id", "span_order", "metadata_json"]
