@@ -63,7 +63,8 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
     reporter.write_sep("=", "connic results")
     marks = state.history.marks() if state.history is not None else None
     if state.config.get_verbosity() > -2:  # ``-qq`` drops the table
-        for line in results_table(state.outcomes, width=table_width(state.config), marks=marks):
+        for line in results_table(state.outcomes, width=table_width(state.config), marks=marks,
+                                  encoding=console_encoding(reporter)):
             reporter.write_line(line)
     early = [o for o in state.outcomes if o.skipped_runs]
     for outcome in early:
@@ -87,6 +88,14 @@ def table_width(config: pytest.Config) -> int | None:
         return None
     width: int = config.get_terminal_writer().fullwidth
     return width
+
+
+def console_encoding(reporter: Any) -> str | None:
+    """The encoding of the terminal pytest writes to (None: unknown), so that a console without
+    box characters (``PYTHONIOENCODING=cp1252``) gets an ASCII table rather than escapes."""
+    writer = getattr(reporter, "_tw", None)  # pytest has no public name for its output file
+    encoding = getattr(getattr(writer, "_file", None), "encoding", None)
+    return encoding if isinstance(encoding, str) else None
 
 
 def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[str, Any]:

@@ -9,9 +9,11 @@ recommendation; the HTML page gets the same as static, escaped markup.
 from __future__ import annotations
 
 import html
+import textwrap
 from typing import Any
 
-from pytest_connic.reports.terminal import escape_text, one_line, table
+from pytest_connic.reports.table import Column, fit_table, for_console
+from pytest_connic.reports.terminal import escape_text, one_line
 
 #: the section's own styles (report.css styles the cases); colours from report.css's variables
 STYLE = (".ab{padding:16px 24px 0;max-width:1200px}.ab table{border-collapse:collapse;margin:8px 0}"
@@ -20,6 +22,11 @@ STYLE = (".ab{padding:16px 24px 0;max-width:1200px}.ab table{border-collapse:col
          ".ab .delta.better{color:var(--pass);background:var(--pass-bg)}"
          ".ab .delta.worse{color:var(--fail);background:var(--fail-bg)}")
 HEADERS = ["Case", "Arm", "Runs", "Pass rate [95% CI]", "Mean", "P50", "P95", "Tokens/run", "Cost/run"]
+#: the terminal table's columns: on a narrow terminal the case name is cut (rows kept distinct)
+#: and the latency mean and P95, the cost and the tokens are hidden, in that order
+COLUMNS = [Column("Case", shrink=True, min_width=12, comfort=20), Column("Arm"), Column("Runs"),
+           Column(HEADERS[3]), Column("Mean", drop=4), Column("P50"), Column("P95", drop=5),
+           Column("Tokens/run", drop=2), Column("Cost/run", drop=3)]
 
 
 def _pct(x: float | None) -> str:
@@ -72,14 +79,15 @@ def _rows(label: str, block: dict[str, Any]) -> list[list[str]]:
             difference_row(block["difference"])]
 
 
-def comparison_table(comp: dict[str, Any]) -> list[str]:
-    """The table of one comparison: each case, then the pooled arms."""
+def comparison_table(comp: dict[str, Any], width: int | None = None) -> list[str]:
+    """The table of one comparison: each case, then the pooled arms; fitted to ``width``
+    terminal columns (None: as wide as its cells)."""
     rows: list[list[str]] = []
     for case in comp["cases"]:
         rows += _rows(escape_text(case["test_name"]), case)
     if len(comp["cases"]) > 1:
         rows += _rows("overall", comp["overall"])
-    return table(HEADERS, rows)
+    return fit_table(COLUMNS, rows, width=width)
 
 
 def case_notes(comp: dict[str, Any], confidence: str = "95%") -> list[str]:
@@ -144,8 +152,26 @@ def _confidence(section: dict[str, Any]) -> str:
     return f"{plan['confidence'] * 100:g}%" if plan else "95%"
 
 
-def terminal_lines(section: dict[str, Any]) -> list[str]:
-    """The whole A/B section for the terminal."""
+def terminal_lines(section: dict[str, Any], width: int | None = None, encoding: str | None = None) -> list[str]:
+    """The whole A/B section for the terminal, fitted to ``width`` columns (None: unwrapped); a
+    console ``encoding`` without box characters gets an ASCII table."""
+    lines = _section_lines(section, width)
+    if width is not None:
+        lines = [part for line in lines for part in _wrap(line, width)]
+    return for_console(lines, encoding)
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    """A prose line of the section wrapped at ``width``, continuation lines indented once more
+    (table lines fit already)."""
+    if len(line) <= width or line.lstrip()[:1] in ("┌", "│", "├", "└"):
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()))
+    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "  ",
+                         break_long_words=True, break_on_hyphens=False) or [line]
+
+
+def _section_lines(section: dict[str, Any], width: int | None) -> list[str]:
     lines = []
     plan = plan_line(section)
     if plan:
@@ -155,7 +181,7 @@ def terminal_lines(section: dict[str, Any]) -> list[str]:
     confidence = _confidence(section)
     for comp in section["comparisons"]:
         lines.append(f"  {comp['base']} (control) vs {comp['variant']} (variant): {len(comp['cases'])} case(s)")
-        lines += comparison_table(comp)
+        lines += comparison_table(comp, width)
         lines += case_notes(comp, confidence)
         lines += overall_lines(comp)
     return lines

@@ -389,11 +389,11 @@ def test_results_table_cells() -> None:
     assert header == ["Result", "Test", "Runs", "Threshold", "Median latency", "Tokens"]
     rows = [[c.strip() for c in line.strip().strip("│").split("│")] for line in lines[3:-1]]
     assert rows == [
-        ["FAIL", f"calc::{XSS}", "0/2", "50%", "—", "—"],
+        ["ERROR", f"calc::{XSS}", "0/2", "50%", "—", "—"],
         ["FAIL", "calc::adds numbers", "1/5", "80%", "202ms", "1,000 in / 100 out"],
         ["PASS", "greeter::greets user", "3/3", "100%", "110ms", "300 in / 30 out"],
     ]
-    assert lines[3].startswith("    │  FAIL  │ ") and lines[5].startswith("    │  PASS  │ ")
+    assert lines[3].startswith("    │  ERROR  │ ") and lines[4].startswith("    │  FAIL   │ ")
     assert len({len(line) for line in lines}) == 1  # every row as wide as the box
 
 
