@@ -12,8 +12,8 @@ import html
 import textwrap
 from typing import Any
 
-from pytest_connic.reports.table import Column, fit_table, for_console
-from pytest_connic.reports.terminal import escape_text, one_line
+from pytest_connic.reports.table import Column, escape_text, fit_table, for_console
+from pytest_connic.reports.terminal import one_line
 
 #: the section's own styles (report.css styles the cases); colours from report.css's variables
 STYLE = (".ab{padding:16px 24px 0;max-width:1200px}.ab table{border-collapse:collapse;margin:8px 0}"

@@ -27,11 +27,11 @@ from pytest_connic.reports.table import (  # noqa: F401 -- re-exported: the tabl
     cut,
     display_width,
     encodable,
-    escape_text,
     fit_table,
     for_console,
     table,
 )
+from pytest_connic.reports.table import escape_text as escape_text  # noqa: PLC0414 -- importers use it from here
 from pytest_connic.secrets import Masker
 
 FIELD_LIMIT = 800  #: Connic's ``_truncate`` default
