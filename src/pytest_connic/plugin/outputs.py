@@ -24,12 +24,13 @@ def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -
     settings = state.settings
     if not (settings.json or settings.html or settings.traces):
         return
-    from pytest_connic.reports.json_report import build_json_report, report_text
+    from pytest_connic.reports.json_report import add_warnings, build_json_report, report_text
     from pytest_connic.reports.stats import session_status
 
     status = "error" if state.infrastructure_errors else session_status(state.outcomes)
     report = build_json_report(state.outcomes, masker=state.masker, session_status=status,
                                environment_id=settings.env)
+    add_warnings(report, case_warnings(state.config), masker=state.masker)
     if state.history is not None:
         report["history"] = state.history.section()
     if state.budget_section is not None:
@@ -88,6 +89,17 @@ def table_width(config: pytest.Config) -> int | None:
         return None
     width: int = config.get_terminal_writer().fullwidth
     return width
+
+
+def case_warnings(config: pytest.Config) -> dict[str, list[str]]:
+    """The warnings pytest recorded so far, per node id (what its warnings summary will list)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    found: dict[str, list[str]] = {}
+    for report in (getattr(reporter, "stats", None) or {}).get("warnings", []):
+        nodeid, message = getattr(report, "nodeid", ""), getattr(report, "message", None)
+        if nodeid and isinstance(message, str):
+            found.setdefault(nodeid, []).append(message.strip())
+    return found
 
 
 def console_encoding(reporter: Any) -> str | None:

@@ -188,7 +188,7 @@
   }
 
   function searchText(c) {
-    const parts = [c.agent_name, c.test_name, c.nodeid, c.failure_reason, c.setup_error];
+    const parts = [c.agent_name, c.test_name, c.nodeid, c.failure_reason, c.setup_error, ...(c.warnings || [])];
     for (const run of c.runs_detail || []) {
       parts.push(run.run_id, pretty(run.output), run.error, ...(run.failures || []));
       for (const span of run.traces || []) { const m = meta(span); parts.push(m.tool_name, m.name); }
@@ -199,11 +199,36 @@
   // failures first (failed, error, interrupted), then skipped, then passed; stable otherwise
   function rank(status) { return status === "passed" ? 2 : status === "skipped" ? 1 : 0; }
 
+  // The notes of a case's runs (divergence notes first, each text once) and its warnings: shown on
+  // the card itself, in the always-visible summary, not only inside a collapsed trace.
+  function caseNotes(c) {
+    const notes = new Map();
+    for (const run of c.runs_detail || []) {
+      for (const event of run.events || []) {
+        if (event && event.type === "note" && event.text && !notes.has(event.text)) notes.set(event.text, !!event.divergence);
+      }
+    }
+    const ordered = [...notes].sort((a, b) => Number(b[1]) - Number(a[1]));
+    const lines = ordered.map(([text, divergence]) => el("div", "card-note" + (divergence ? " divergence" : ""),
+      (divergence ? "Divergence: " : "Note: ") + text));
+    for (const warning of c.warnings || []) lines.push(el("div", "card-note warning", "Warning: " + warning));
+    return lines.length ? add(el("div", "card-notes"), ...lines) : null;
+  }
+
+  // A failure's traceback (the user's frames), when the runs carry one: on the card, above the runs.
+  function caseTraceback(c) {
+    const texts = [c.traceback, ...(c.runs_detail || []).filter((r) => !r.passed).map((r) => r.traceback)];
+    const text = texts.find((t) => typeof t === "string" && t.trim());
+    return text ? add(el("div", "field"), el("div", "label", "Traceback"), el("pre", "traceback", text)) : null;
+  }
+
   function caseNode(c, index) {
     const status = caseStatus(c);
-    const summary = add(el("summary"), badge(status), el("span", "case-name", c.agent_name + "::" + c.test_name), caseFacts(c));
+    const summary = add(el("summary"), badge(status), el("span", "case-name", c.agent_name + "::" + c.test_name), caseFacts(c),
+      caseNotes(c));
     const body = add(el("div", "case-body"), el("div", "where", c.nodeid + "  (" + c.suite + ":" + c.line + ")"));
     if (c.failure_reason) add(body, el("div", "reason", c.failure_reason));
+    add(body, caseTraceback(c));
     if (c.skipped_runs) add(body, el("div", "note", c.skipped_runs + " run(s) not started" + (c.early_stop_reason ? ": " + c.early_stop_reason : "")));
     add(body, ...(c.runs_detail || []).map((run) => runNode(run, c.failure_reason)));
     const details = add(el("details"), summary, body);
