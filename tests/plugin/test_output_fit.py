@@ -42,7 +42,7 @@ def test_the_bundled_example_fits_80_columns(pytester: pytest.Pytester, narrow: 
     assert not too_long, "\n".join(too_long)
     assert "    │ Result │ Test " in lines[1] and lines[1].endswith("│ Runs │ Threshold │")
     assert any("…" in line for line in lines)  # long names cut, not wrapped
-    assert lines[-1] == "    (Median latency and Tokens hidden to fit 80 columns)"
+    assert lines[-1] == "    (Median latency, Tokens and Cost hidden to fit 80 columns)"
 
 
 def test_a_wide_terminal_shows_every_column(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:

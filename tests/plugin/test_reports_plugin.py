@@ -151,9 +151,11 @@ def test_junit_xml_one_testcase_per_case_with_properties(calc: ConnicProject) ->
     for key, case in cases.items():
         assert [n for n, _ in properties(case)] == PROPERTY_NAMES, key
     adds = dict(properties(cases["tests.calc.yaml::adds"]))
-    assert adds | {"median_latency_ms": "x"} == {
+    cost = next(c["cost"] for c in report["cases"] if c["test_name"] == "adds")  # LiteLLM's price, if installed
+    assert float(adds["cost"]) == pytest.approx(cost, abs=1e-8)
+    assert adds | {"median_latency_ms": "x", "cost": "x"} == {
         "runs": "3", "successes": "3", "success_threshold": "100", "pass_rate": "1", "wilson_low": "0.438503",
-        "wilson_high": "1", "median_latency_ms": "x", "input_tokens": "300", "output_tokens": "27", "cost": "0",
+        "wilson_high": "1", "median_latency_ms": "x", "input_tokens": "300", "output_tokens": "27", "cost": "x",
         "run_ids": run_ids["adds"], "skipped_runs": "0"}
     assert dict(properties(cases["tests.calc.yaml::invalid"]))["pass_rate"] == ""
     failure = cases["tests.calc.yaml::wrong sum"].find("failure")

@@ -395,6 +395,9 @@ class CaseRun:
         finally:
             if lease is not None:
                 await lease.release()
+        prices = getattr(self.models, "prices", None)
+        if prices is not None:  # before the budget, the A/B arms and the reports read the cost
+            prices.price_run(record)
         completed = record.status == "completed" and not record.failures
         divergences = run_models.finish(completed=completed)
         record.failures.extend(divergences)

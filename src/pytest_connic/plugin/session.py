@@ -134,6 +134,7 @@ class ConnicSession:
             if root not in self._runtimes:
                 from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
                 from pytest_connic.execution.models import ModelSource
+                from pytest_connic.models.pricing import Prices
                 from pytest_connic.plugin.budget import budget_for
                 from pytest_connic.plugin.host import PytestHost
                 from pytest_connic.project.loaded import LoadedProject
@@ -143,7 +144,8 @@ class ConnicSession:
                 models = ModelSource(cassette_dir=settings.cassette_dir,
                                      mode="live" if settings.live else settings.record_mode,
                                      masker=self.masker, aliases=settings.model_aliases,
-                                     cassette_size_limit=settings.cassette_size_limit)
+                                     cassette_size_limit=settings.cassette_size_limit,
+                                     prices=Prices(settings.model_prices(), _valid_aliases(settings)))
                 from pytest_connic.runtime.hosted import HostedSettings
 
                 hosted = HostedSettings(guardrail_model=settings.guardrail_model,
@@ -242,3 +244,12 @@ SESSION_KEY = pytest.StashKey[ConnicSession]()
 def state(config: pytest.Config) -> ConnicSession:
     """The session's state (``plugin.activation.activate`` creates it)."""
     return config.stash[SESSION_KEY]
+
+
+def _valid_aliases(settings: Any) -> dict[str, str]:
+    """The model aliases for pricing; a bad one is reported where a live model needs it."""
+    try:
+        aliases: dict[str, str] = settings.model_aliases()
+    except pytest.UsageError:
+        return {}
+    return aliases

@@ -28,7 +28,7 @@ def run_from_dict(data: dict[str, Any]) -> RunRecord:
         input=data.get("input"), run_context=data.get("run_context") or {}, duration_ms=data.get("duration_ms", 0.0),
         failures=list(data.get("failures") or []), infrastructure_error=data.get("infrastructure_error"),
         skipped=bool(data.get("skipped")), outbound=list(data.get("outbound") or []),
-        events=list(data.get("events") or []),
+        events=list(data.get("events") or []), virtual_ms=float(data.get("virtual_ms") or 0.0),
     )
     record.tool_calls = [ToolCallRecord(**_fields(ToolCallRecord, c)) for c in data.get("tool_calls") or []]
     record.model_turns = [ModelTurnRecord(**_fields(ModelTurnRecord, t)) for t in data.get("model_turns") or []]

@@ -9,7 +9,6 @@ recommendation; the HTML page gets the same as static, escaped markup.
 from __future__ import annotations
 
 import html
-import textwrap
 from typing import Any
 
 from pytest_connic.reports.table import Column, escape_text, fit_table, for_console
@@ -153,22 +152,9 @@ def _confidence(section: dict[str, Any]) -> str:
 
 
 def terminal_lines(section: dict[str, Any], width: int | None = None, encoding: str | None = None) -> list[str]:
-    """The whole A/B section for the terminal, fitted to ``width`` columns (None: unwrapped); a
-    console ``encoding`` without box characters gets an ASCII table."""
-    lines = _section_lines(section, width)
-    if width is not None:
-        lines = [part for line in lines for part in _wrap(line, width)]
-    return for_console(lines, encoding)
-
-
-def _wrap(line: str, width: int) -> list[str]:
-    """A prose line of the section wrapped at ``width``, continuation lines indented once more
-    (table lines fit already)."""
-    if len(line) <= width or line.lstrip()[:1] in ("┌", "│", "├", "└"):
-        return [line]
-    indent = " " * (len(line) - len(line.lstrip()))
-    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "  ",
-                         break_long_words=True, break_on_hyphens=False) or [line]
+    """The whole A/B section for the terminal, its tables fitted to ``width`` columns (None: as
+    wide as their cells); a console ``encoding`` without box characters gets ASCII tables."""
+    return for_console(_section_lines(section, width), encoding)
 
 
 def _section_lines(section: dict[str, Any], width: int | None) -> list[str]:

@@ -48,6 +48,14 @@
     return x >= 1000 ? (x / 1000).toFixed(2) + "s" : Math.round(x) + "ms";
   }
 
+  // a latency with the skipped retry delays it includes: "30.01s (30.00s virtual)"
+  function latency(x, virtual) { return ms(x) + (virtual > 0 && x ? " (" + ms(virtual) + " virtual)" : ""); }
+  // dollars, "—" when a price is unknown (cost_known false), never a made-up $0.0000
+  function dollars(cost, known) {
+    if (cost === null || cost === undefined || known === false) return "—";
+    return cost === 0 ? "$0" : "$" + Number(cost).toFixed(cost >= 0.0001 ? 4 : 6);
+  }
+
   function badge(status) {
     const text = { passed: "PASS", failed: "FAIL", error: "ERROR", skipped: "SKIPPED" }[status] || status;
     return el("span", "badge " + status, text);
@@ -160,7 +168,7 @@
     const status = run.skipped ? "skipped" : run.passed ? "passed" : "failed";
     const tokens = run.tokens || {};
     const summary = add(el("summary"), badge(status), el("strong", null, "Run " + ((run.index || 0) + 1)),
-      el("span", "run-id", run.run_id), el("span", "facts", [run.status, ms(run.duration_ms),
+      el("span", "run-id", run.run_id), el("span", "facts", [run.status, latency(run.duration_ms, run.virtual_ms),
         (tokens.input || 0) + " in / " + (tokens.output || 0) + " out tokens"].join(" · ")));
     const body = el("div", "run-body");
     const said = Said(reason);
@@ -182,7 +190,8 @@
     const tokens = c.tokens || {};
     const wilson = c.wilson_95 ? "95% CI " + pct(c.wilson_95[0]) + "–" + pct(c.wilson_95[1]) : null;
     const facts = [c.successes + "/" + c.runs + " runs", "threshold " + c.success_threshold + "%",
-      "pass rate " + pct(c.pass_rate), wilson, "median " + ms(c.median_latency_ms),
+      "pass rate " + pct(c.pass_rate), wilson, "median " + latency(c.median_latency_ms, c.median_latency_virtual_ms),
+      c.runs_detail && c.runs_detail.some((r) => !r.skipped) ? "cost " + dollars(c.cost, c.cost_known) : null,
       (tokens.input || 0) + " in / " + (tokens.output || 0) + " out tokens"];
     return el("span", "facts", facts.filter(Boolean).join(" · "));
   }
@@ -256,15 +265,15 @@
     });
     const cells = [add(el("td"), badge(status)), add(el("td"), link), el("td", "where", c.suite + ":" + c.line),
       el("td", "num", c.successes + "/" + c.runs), el("td", "num", c.success_threshold + "%"),
-      el("td", "num", pct(c.pass_rate)), el("td", "num", ms(c.median_latency_ms)),
+      el("td", "num", pct(c.pass_rate)), el("td", "num", latency(c.median_latency_ms, c.median_latency_virtual_ms)),
       el("td", "num", (tokens.input || 0) + " in / " + (tokens.output || 0) + " out"),
-      el("td", "num", c.cost === null || c.cost === undefined ? "—" : "$" + Number(c.cost).toFixed(4))];
+      el("td", "num", (c.runs_detail || []).some((r) => !r.skipped) ? dollars(c.cost, c.cost_known) : "—")];
     add(row, ...cells);
     row.sortKeys = {
       order: rank(status), name: (c.agent_name + "::" + c.test_name).toLowerCase(), where: c.suite + ":" + String(c.line).padStart(8, "0"),
       runs: c.runs ? c.successes / c.runs : 0, threshold: c.success_threshold, rate: c.pass_rate === null || c.pass_rate === undefined ? -1 : c.pass_rate,
       latency: c.median_latency_ms === null || c.median_latency_ms === undefined ? -1 : c.median_latency_ms,
-      tokens: (tokens.input || 0) + (tokens.output || 0), cost: c.cost || 0,
+      tokens: (tokens.input || 0) + (tokens.output || 0), cost: c.cost_known === false ? -1 : c.cost || 0,
     };
     return row;
   }

@@ -236,7 +236,8 @@ def fit_table(columns: list[Column], rows: list[list[str]], *, indent: int = 4,
     lines = [rule("┌", "┬", "┐"), line({i: cut(columns[i].header, widths[i]) for i in shown}), rule("├", "┼", "┤"),
              *body, rule("└", "┴", "┘")]
     if hidden:
-        names = " and ".join(columns[i].header for i in sorted(hidden))
+        headers = [columns[i].header for i in sorted(hidden)]
+        names = " and ".join(headers) if len(headers) < 3 else ", ".join(headers[:-1]) + " and " + headers[-1]
         lines.append(cut(f"{space}({names} hidden to fit {width} columns)", max(width or 0, 20)))
     return lines
 

@@ -79,15 +79,32 @@ RESULT_COLUMNS: list[ResultColumn] = [
     ResultColumn("Test", shrink=True, min_width=16, cell=lambda o: f"{o.agent_name}::{o.case_name}"),
     ResultColumn("Runs", cell=lambda o: f"{o.successes}/{o.runs}"),
     ResultColumn("Threshold", cell=lambda o: f"{o.success_threshold}%"),
-    ResultColumn("Median latency", drop=1, cell=lambda o: _latency(o.median_latency_ms)),
+    ResultColumn("Median latency", drop=1, cell=lambda o: median_latency(o)),
     ResultColumn("Tokens", drop=2, cell=_tokens),
+    ResultColumn("Cost", drop=3, cell=lambda o: case_cost(o)),
 ]
+
+
+def median_latency(outcome: CaseOutcome) -> str:
+    """``202ms``; ``30.01s (30.00s virtual)`` when retry delays a replay skipped are part of it."""
+    text = _latency(outcome.median_latency_ms)
+    virtual = outcome.median_virtual_ms
+    return f"{text} ({_latency(virtual)} virtual)" if virtual > 0 and outcome.median_latency_ms else text
+
+
+def case_cost(outcome: CaseOutcome) -> str:
+    """The case's cost in US dollars, ``—`` when a turn's price is unknown (models/pricing.py)."""
+    from pytest_connic.models.pricing import format_cost
+
+    if not outcome.executed:
+        return "—"
+    return format_cost(outcome.cost if outcome.cost_known else None)
 
 
 def results_table(outcomes: Iterable[CaseOutcome], *, width: int | None = None,
                   columns: list[ResultColumn] | None = None,
                   marks: Mapping[str, str] | None = None, encoding: str | None = None) -> list[str]:
-    """Result | Test | Runs | Threshold (Connic's columns) | Median latency | Tokens, fitted to
+    """Result | Test | Runs | Threshold (Connic's columns) | Median latency | Tokens | Cost, fitted to
     ``width`` terminal columns (None: as wide as the cells); and a History column when ``marks``
     (node id -> ``newly failing``, ``flaky (3 flips)``, ...) has any. A console ``encoding`` that
     has no box characters (cp1252) gets an ASCII table."""
