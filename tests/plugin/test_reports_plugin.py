@@ -381,3 +381,12 @@ def test_no_secret_reaches_any_file_or_the_terminal(project: ConnicProject, monk
         assert "bad token ***" in texts["<terminal>"]  # the tool's error, in the failure report
         assert "bad token *** / ***" in texts["out/report.json"]
         assert '"token":"***"' in texts["out/report.json"].replace(" ", "")
+
+
+def test_a_cases_warnings_are_in_its_json_entry(calc: ConnicProject) -> None:
+    write_mixed(calc)  # hand-written cassettes: pytest warns, at each case, that they carry no digests
+    calc.run("-p", "no:randomly", "--connic-json", "report.json")
+    cases = {c["test_name"]: c for c in json.loads((calc.root / "report.json").read_text("utf-8"))["cases"]}
+    (warning,) = cases["adds"]["warnings"]
+    assert "carry no `request` digests" in warning and "cassettes/calc/adds.yaml" in warning
+    assert "warnings" not in cases["invalid"]  # no warning, no key
