@@ -42,7 +42,7 @@ def test_the_bundled_example_fits_80_columns(pytester: pytest.Pytester, narrow: 
     assert not too_long, "\n".join(too_long)
     assert "    │ Result │ Test " in lines[1] and lines[1].endswith("│ Runs │ Threshold │")
     assert any("…" in line for line in lines)  # long names cut, not wrapped
-    assert lines[-1] == "    (Median latency and Tokens hidden to fit 80 columns)"
+    assert lines[-1] == "    (Median latency, Tokens and Cost hidden to fit 80 columns)"
 
 
 def test_a_wide_terminal_shows_every_column(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,3 +110,49 @@ def test_a_runtime_warning_points_at_its_case(project: ConnicProject) -> None:
     assert summary.count("GuardrailNotEvaluatedWarning") == 1, summary
     result.stdout.fnmatch_lines(["tests/smart.yaml::first", "  tests/smart.yaml:2: GuardrailNotEvaluatedWarning: *"])
     assert "guardrails.py" not in summary and "session.py" not in summary
+
+
+LONG = "answers a question about the refund policy"  # the three names share these 42 characters
+LONG_NAMES = [f"{LONG} for premium members", f"{LONG} for basic members", f"{LONG} for guests"]
+ANSWER = {"turns": [{"tool_calls": [{"name": "add", "arguments": {"a": 4, "b": 6}}]},
+                    {"content": '{"sum": 10}', "usage": {"input_tokens": 100, "output_tokens": 10}}]}
+
+
+def _rows(lines: list[str]) -> list[str]:
+    """The text of each body row (the header and the rules left out)."""
+    return [line for line in lines[3:] if line.lstrip().startswith(("│", "|"))]
+
+
+def test_long_names_that_share_a_prefix_stay_distinct_at_80_columns(calc: ConnicProject, narrow: None) -> None:
+    calc.agent("calc-test-fast", tools=["calc.add", "calc.multiply"], system_prompt="You are calc, but fast.")
+    calc.suite("calc", "tests:\n" + "".join(f"  - name: {name}\n    payload: '4 + 6?'\n"
+                                           "    expected_result: output.sum == 10\n" for name in LONG_NAMES))
+    for name in LONG_NAMES:
+        calc.cassette("calc", name, [ANSWER])
+        calc.cassette("calc", f"{name}@calc-test-fast", [ANSWER])
+    result = calc.run("-p", "no:randomly", "--connic-ab", "fast")
+    assert result.ret == 0
+    text = result.stdout.str()
+    results = table_lines(text.split("= connic A/B")[0])
+    ab = [line for line in text.split("= connic A/B")[1].splitlines() if line.lstrip()[:1] in "┌│├└"]
+    for lines in (results, ab):
+        too_long = [line for line in lines if display_width(line) > 80]
+        assert not too_long, "\n".join(too_long)
+    shown = [row.split("│")[2].strip() for row in _rows(results)]
+    assert len(set(shown)) == 3, shown  # cut, yet each row its own
+    assert all("…" in cell for cell in shown)
+    assert any(cell.endswith("premium members") for cell in shown)
+    cases = [row.split("│")[1].strip() for row in _rows(ab) if row.split("│")[1].strip()]
+    assert len(set(cases)) == len(cases) == 4 and cases[-1] == "overall", cases
+
+
+def test_a_console_without_box_characters_gets_an_ascii_table(calc: ConnicProject, narrow: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    write_mixed(calc)
+    monkeypatch.setenv("PYTHONIOENCODING", "cp1252")
+    result = calc.run_subprocess("-p", "no:randomly")
+    text = result.stdout.str()
+    section = text.split("= connic results =")[1]
+    assert "\\u2502" not in text and "│" not in section
+    assert "    +---------+-" in section
+    result.stdout.fnmatch_lines(["*|  PASS   | calc::adds *|", "*|  ERROR  | calc::invalid *|"])

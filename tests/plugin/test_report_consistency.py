@@ -16,7 +16,7 @@ from pytest_connic.errors import ConnicError
 from pytest_connic.plugin.items import CaseFailed
 
 OUTPUTS = ("--connic-json", "report.json", "--connic-html", "report.html", "--junitxml", "junit.xml")
-WORD = {"passed": "PASS", "failed": "FAIL", "error": "FAIL"}
+WORD = {"passed": "PASS", "failed": "FAIL", "error": "ERROR"}
 
 
 def reports(project: ConnicProject, stdout: str) -> dict[str, Any]:

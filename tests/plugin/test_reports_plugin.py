@@ -43,13 +43,13 @@ def test_terminal_table_failure_details_and_summary_line(calc: ConnicProject, mo
     assert result.ret == 1
     result.stdout.fnmatch_lines([
         "*= connic results =*",
-        "*│ Result │ Test * │ Runs │ Threshold │ Median latency │ Tokens *│",
-        "*│  PASS  │ calc::multiplies * │ 1/1  │ 100%      │ *ms * │ 50 in / 5 out *│",
-        "*│  PASS  │ calc::adds * │ 3/3  │ 100%      │ *ms * │ 300 in / 27 out *│",
-        "*│  FAIL  │ calc::wrong sum * │ 0/4  │ 100%      │ *ms * │ 400 in / 36 out *│",
-        "*│  FAIL  │ calc::missing fixture *│ 0/3  │ 100%      │ — * │ — *│",
-        "*│  FAIL  │ calc::invalid * │ 0/3  │ 100%      │ — * │ — *│",
-        "*│  PASS  │ echo::echoes * │ 1/1  │ 100%      │ *ms * │ 0 in / 0 out *│",
+        "*│ Result * │ Test * │ Runs │ Threshold │ Median latency │ Tokens *│",
+        "*│  PASS * │ calc::multiplies * │ 1/1  │ 100%      │ *ms * │ 50 in / 5 out *│",
+        "*│  PASS * │ calc::adds * │ 3/3  │ 100%      │ *ms * │ 300 in / 27 out *│",
+        "*│  FAIL * │ calc::wrong sum * │ 0/4  │ 100%      │ *ms * │ 400 in / 36 out *│",
+        "*│  ERROR  │ calc::missing fixture *│ 0/3  │ 100%      │ — * │ — *│",
+        "*│  ERROR  │ calc::invalid * │ 0/3  │ 100%      │ — * │ — *│",
+        "*│  PASS * │ echo::echoes * │ 1/1  │ 100%      │ *ms * │ 0 in / 0 out *│",
         "  → Failure details: in the failure report of each case above",
         "    ✗ calc::wrong sum (tests/calc.yaml:9)",
         "    ✗ calc::missing fixture (tests/calc.yaml:13)",
@@ -151,9 +151,11 @@ def test_junit_xml_one_testcase_per_case_with_properties(calc: ConnicProject) ->
     for key, case in cases.items():
         assert [n for n, _ in properties(case)] == PROPERTY_NAMES, key
     adds = dict(properties(cases["tests.calc.yaml::adds"]))
-    assert adds | {"median_latency_ms": "x"} == {
+    cost = next(c["cost"] for c in report["cases"] if c["test_name"] == "adds")  # LiteLLM's price, if installed
+    assert float(adds["cost"]) == pytest.approx(cost, abs=1e-8)
+    assert adds | {"median_latency_ms": "x", "cost": "x"} == {
         "runs": "3", "successes": "3", "success_threshold": "100", "pass_rate": "1", "wilson_low": "0.438503",
-        "wilson_high": "1", "median_latency_ms": "x", "input_tokens": "300", "output_tokens": "27", "cost": "0",
+        "wilson_high": "1", "median_latency_ms": "x", "input_tokens": "300", "output_tokens": "27", "cost": "x",
         "run_ids": run_ids["adds"], "skipped_runs": "0"}
     assert dict(properties(cases["tests.calc.yaml::invalid"]))["pass_rate"] == ""
     failure = cases["tests.calc.yaml::wrong sum"].find("failure")
@@ -379,3 +381,12 @@ def test_no_secret_reaches_any_file_or_the_terminal(project: ConnicProject, monk
         assert "bad token ***" in texts["<terminal>"]  # the tool's error, in the failure report
         assert "bad token *** / ***" in texts["out/report.json"]
         assert '"token":"***"' in texts["out/report.json"].replace(" ", "")
+
+
+def test_a_cases_warnings_are_in_its_json_entry(calc: ConnicProject) -> None:
+    write_mixed(calc)  # hand-written cassettes: pytest warns, at each case, that they carry no digests
+    calc.run("-p", "no:randomly", "--connic-json", "report.json")
+    cases = {c["test_name"]: c for c in json.loads((calc.root / "report.json").read_text("utf-8"))["cases"]}
+    (warning,) = cases["adds"]["warnings"]
+    assert "carry no `request` digests" in warning and "cassettes/calc/adds.yaml" in warning
+    assert "warnings" not in cases["invalid"]  # no warning, no key

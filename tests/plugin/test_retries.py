@@ -207,7 +207,10 @@ def test_after_middleware_sees_the_fallback_model_and_the_token_usage(project: C
     result.assert_outcomes(passed=2)
 
 
-def test_a_replay_says_that_its_duration_counts_retry_delays_it_skipped(project: ConnicProject) -> None:
+def test_a_replay_says_that_its_duration_counts_retry_delays_it_skipped(project: ConnicProject,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the table's latency column shown
+    monkeypatch.delenv("CI", raising=False)
     project.tool("retry", FLAKY)
     tool_agent(project, "three", attempts=3)  # Connic's default delays: 10 s, then 20 s
     project.suite("three", '''
@@ -215,9 +218,13 @@ def test_a_replay_says_that_its_duration_counts_retry_delays_it_skipped(project:
           - name: fails twice then works
             payload: '{"key": "three", "fail": 2}'
     ''')
-    result = project.run("--connic-json", "report.json")
+    result = project.run("--connic-json", "report.json", "--connic-html", "report.html")
     result.assert_outcomes(passed=1)
     report = json.loads((project.root / "report.json").read_text("utf-8"))
     (case,) = report["cases"]
     assert case["median_latency_ms"] >= 30000  # Connic's run would take the waits
     assert "30s of retry delays were skipped (not waited) in this replay" in json.dumps(case)
+    # each report says how much of the latency is skipped time
+    assert case["median_latency_virtual_ms"] == 30000 and case["runs_detail"][0]["virtual_ms"] == 30000
+    result.stdout.fnmatch_lines(["*│ 30.*s (30.00s virtual) │*"])
+    assert "virtual" in (project.root / "report.html").read_text("utf-8")  # the page's script says it

@@ -400,6 +400,9 @@ class CaseRun:
         finally:
             if lease is not None:
                 await lease.release()
+        prices = getattr(self.models, "prices", None)
+        if prices is not None:  # before the budget, the A/B arms and the reports read the cost
+            prices.price_run(record)
         completed = record.status == "completed" and not record.failures and not record.stopped
         divergences = run_models.finish(completed=completed)
         record.failures.extend(divergences)

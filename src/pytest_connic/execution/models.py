@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_connic.models.base import Model
 from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, cassette_path
 from pytest_connic.models.matching import MatchRule
+from pytest_connic.models.pricing import Prices
 from pytest_connic.models.replay import REPLAY_ONLY, CaseModels, UnrecordedNotes
 from pytest_connic.warnings import CassetteDivergenceWarning
 
@@ -37,6 +38,8 @@ class ModelSource:
     match_rules: tuple[MatchRule, ...] = ()
     #: why earlier recording sessions wrote no cassette (pytest's cache; None without one)
     unrecorded: UnrecordedNotes | None = None
+    #: what model turns cost (``connic_model_prices`` over LiteLLM's map)
+    prices: Prices = field(default_factory=Prices)
 
     def replaying(self) -> ModelSource:
         """The same source, replaying only (never recording, never live)."""
@@ -92,10 +95,13 @@ class HookedRunModels:
 class HookedCaseModels:
     """The model source of one case."""
 
-    def __init__(self, base: CaseModels, services: RuntimeServices, case: dict[str, Any] | None) -> None:
+    def __init__(self, base: CaseModels, services: RuntimeServices, case: dict[str, Any] | None,
+                 prices: Prices | None = None) -> None:
         self.base = base
         self.services = services
         self.case = case
+        #: what the runs' model turns cost (priced when a run ends)
+        self.prices = prices or Prices()
 
     @property
     def live(self) -> bool:
@@ -188,4 +194,4 @@ def models_at(
     base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
                       size_limit=source.cassette_size_limit, taken=taken,
                       warn=_located_notice, rules=source.match_rules, unrecorded=source.unrecorded)
-    return HookedCaseModels(base, services, case)
+    return HookedCaseModels(base, services, case, source.prices)

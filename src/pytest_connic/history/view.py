@@ -132,12 +132,18 @@ def sparkline(values: Sequence[float | None], *, label: str, high: float | None 
             f"{dots}</svg>")
 
 
-def history_html(section: Any) -> str:
-    """The ``history`` section of a JSON report as static, escaped HTML (empty without one)."""
+def history_html(section: Any, names: Mapping[str, str] | None = None) -> str:
+    """The ``history`` section of a JSON report as static, escaped HTML (empty without one);
+    ``names``: node id -> the case's name as the page shows it (``agent::name``), else the node id
+    unescaped (``%3A%3A`` read as ``::``)."""
     if not isinstance(section, dict) or not section.get("cases"):
         return ""
+    import urllib.parse
+
+    names = names or {}
     rows = []
     for nodeid, case in section["cases"].items():
+        name = names.get(nodeid) or urllib.parse.unquote(nodeid)
         trend = case.get("trend") or []
         rates = [t.get("pass_rate") for t in trend]
         latencies = [t.get("latency_ms") for t in trend]
@@ -152,7 +158,7 @@ def history_html(section: Any) -> str:
         rate_label = "pass rate over the last sessions: " + ", ".join(percent(r) for r in rates)
         latency_label = "median latency over the last sessions: " + ", ".join(
             "—" if v is None else f"{v:.0f} ms" for v in latencies)
-        rows.append(f'<tr data-nodeid="{html.escape(nodeid)}"><td>{html.escape(nodeid)}</td>'
+        rows.append(f'<tr data-nodeid="{html.escape(nodeid)}"><td class="history-name">{html.escape(name)}</td>'
                     f"<td>{' '.join(marks)}</td>"
                     f"<td>{sparkline(rates, label=rate_label, high=1.0)} {percent(rates[-1] if rates else None)}</td>"
                     f"<td>{sparkline(latencies, label=latency_label)}</td></tr>")
@@ -162,12 +168,17 @@ def history_html(section: Any) -> str:
     return ('<section id="history" class="history"><style>' + _STYLE + '</style><h2>History</h2>'
             f'<p class="caption">{html.escape(caption)}</p>'
             + (f'<p class="note">{html.escape(str(section["note"]))}</p>' if section.get("note") else "")
-            + '<table><thead><tr><th>Case</th><th>Since last time</th><th>Pass rate</th><th>Latency</th>'
-            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>")
+            + '<div class="history-scroll"><table><thead><tr><th>Case</th><th>Since last time</th><th>Pass rate</th>'
+            "<th>Latency</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div></section>")
 
 
 #: the section's own looks (the page's stylesheet belongs to ``reports/report.css``)
-_STYLE = (".history table{border-collapse:collapse;margin:4px 0 12px}"
+_STYLE = (".history{padding:16px 24px 0;max-width:1200px}.history h2{font-size:16px;margin:0 0 4px}"
+          ".history-scroll{overflow-x:auto;max-width:100%}.history .caption{overflow-wrap:anywhere}"
+          ".history table{border-collapse:collapse;margin:4px 0 12px;width:100%}"
+          ".history td.history-name{overflow-wrap:break-word;word-break:normal;min-width:8em}"
+          "@media (max-width:640px){.history th:nth-child(4),.history td:nth-child(4){display:none}"
+          ".history svg.trend{width:72px}}"
           ".history th,.history td{padding:2px 10px;text-align:left;border-bottom:1px solid #ddd}"
           ".history svg.trend{vertical-align:middle;color:#2563eb}"
           ".history .mark.newly-failing,.history .mark.flaky{color:#b91c1c}"

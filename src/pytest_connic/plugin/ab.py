@@ -205,9 +205,11 @@ class ABPlugin:
         if is_worker(self.config) or self.config.option.collectonly:
             return
         from pytest_connic.jsonsafe import masked
+        from pytest_connic.plugin.outputs import console_encoding, table_width
         from pytest_connic.reports.ab_report import terminal_lines
 
-        lines = terminal_lines(masked(self.ab.section(), self.state.masker))
+        lines = terminal_lines(masked(self.ab.section(), self.state.masker), table_width(self.config),
+                               console_encoding(terminalreporter))
         if lines:
             terminalreporter.write_sep("=", f"connic A/B ({self.ab.options.mode})")
             for line in lines:

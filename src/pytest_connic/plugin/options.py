@@ -48,6 +48,9 @@ SETTINGS: tuple[Setting, ...] = (
             cli=True, metavar="DIR"),
     Setting("model_alias", "map a Connic-hosted model to a LiteLLM model: connic/x=openai/y (repeatable)",
             kind="list", default=(), ini_name="connic_model_aliases", metavar="FROM=TO"),
+    Setting("model_price", "the price of a model in US dollars per million input/output tokens, for aliases, "
+            "local and unknown models: MODEL=IN/OUT, e.g. openai/gpt-4.1-mini=0.4/1.6 (repeatable; default: "
+            "LiteLLM's price map)", kind="list", default=(), ini_name="connic_model_prices", metavar="MODEL=IN/OUT"),
     Setting("api_spec", "the OpenAPI spec of api:NAME tools, relative to the project root (repeatable; "
             "default: apis/NAME.yaml|yml|json)", kind="list", default=(), ini_name="connic_api_specs",
             metavar="NAME=PATH"),
@@ -225,6 +228,7 @@ class Settings:
     live: bool
     cassette_dir: str
     model_alias: tuple[str, ...]
+    model_price: tuple[str, ...]
     api_spec: tuple[str, ...]
     api_url: tuple[str, ...]
     mcp_url: tuple[str, ...]
@@ -276,7 +280,8 @@ class Settings:
             values[s.name], sources[s.name] = _resolve(config, s)
         settings = cls(**values, sources=sources)
         # NAME=VALUE pairs: refused at start (a usage error), naming their source
-        settings.api_specs(), settings.api_urls(), settings.mcp_urls(), settings.matching_rules()
+        settings.api_specs(), settings.api_urls(), settings.mcp_urls(), settings.matching_rules(),
+        settings.model_prices()
         return settings
 
     def source(self, name: str) -> str:
@@ -302,6 +307,15 @@ class Settings:
     def model_aliases(self) -> dict[str, str]:
         """``--connic-model-alias`` entries as a mapping, validated."""
         return self._pairs("model_alias", "FROM=TO", "connic/gpt-5.6-terra=openai/gpt-4.1-mini")
+
+    def model_prices(self) -> dict[str, tuple[float, float]]:
+        """``connic_model_prices`` (``--connic-model-price``) entries: model -> dollars per million
+        input and output tokens, validated."""
+        from pytest_connic.models.pricing import parse_price
+
+        pairs = self._pairs("model_price", "MODEL=IN/OUT (US dollars per million input/output tokens)",
+                            "openai/gpt-4.1-mini=0.4/1.6", valid=lambda text: parse_price(text) is not None)
+        return {model: parse_price(text) or (0.0, 0.0) for model, text in pairs.items()}
 
     def mcp_urls(self) -> dict[str, str]:
         """``--connic-mcp-url`` entries as a mapping (server name to URL), validated."""

@@ -55,7 +55,7 @@ def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -
 
 def _json_report(state: ConnicSession) -> dict[str, Any]:
     """The JSON report's data, which the HTML report renders too."""
-    from pytest_connic.reports.json_report import build_json_report
+    from pytest_connic.reports.json_report import add_warnings, build_json_report
     from pytest_connic.reports.stats import session_status
 
     settings = state.settings
@@ -64,6 +64,7 @@ def _json_report(state: ConnicSession) -> dict[str, Any]:
         status = "error"
     report = build_json_report(state.outcomes, masker=state.masker, session_status=status,
                                environment_id=settings.env)
+    add_warnings(report, case_warnings(state.config), masker=state.masker)
     if state.history is not None:
         report["history"] = state.history.section()
     if state.budget_section is not None:
@@ -113,7 +114,8 @@ def _results(state: ConnicSession, reporter: Any) -> None:
     outcomes = [masked_names(o, state.masker) for o in state.outcomes]
     marks = state.history.marks() if state.history is not None else None
     if state.config.get_verbosity() > -2:  # ``-qq`` drops the table
-        for line in results_table(outcomes, width=table_width(state.config), marks=marks):
+        for line in results_table(outcomes, width=table_width(state.config), marks=marks,
+                                  encoding=console_encoding(reporter)):
             reporter.write_line(line)
     early = [o for o in outcomes if o.skipped_runs]
     for outcome in early:
@@ -146,6 +148,25 @@ def table_width(config: pytest.Config) -> int | None:
         return None
     width: int = config.get_terminal_writer().fullwidth
     return width
+
+
+def case_warnings(config: pytest.Config) -> dict[str, list[str]]:
+    """The warnings pytest recorded so far, per node id (what its warnings summary will list)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    found: dict[str, list[str]] = {}
+    for report in (getattr(reporter, "stats", None) or {}).get("warnings", []):
+        nodeid, message = getattr(report, "nodeid", ""), getattr(report, "message", None)
+        if nodeid and isinstance(message, str):
+            found.setdefault(nodeid, []).append(message.strip())
+    return found
+
+
+def console_encoding(reporter: Any) -> str | None:
+    """The encoding of the terminal pytest writes to (None: unknown), so that a console without
+    box characters (``PYTHONIOENCODING=cp1252``) gets an ASCII table rather than escapes."""
+    writer = getattr(reporter, "_tw", None)  # pytest has no public name for its output file
+    encoding = getattr(getattr(writer, "_file", None), "encoding", None)
+    return encoding if isinstance(encoding, str) else None
 
 
 def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[str, Any]:

@@ -144,6 +144,7 @@ class ConnicSession:
             if root not in self._runtimes:
                 from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
                 from pytest_connic.execution.models import ModelSource
+                from pytest_connic.models.pricing import Prices
                 from pytest_connic.plugin.budget import budget_for
                 from pytest_connic.plugin.host import PytestHost
                 from pytest_connic.plugin.unrecorded import notes_for
@@ -156,7 +157,8 @@ class ConnicSession:
                                      masker=self.masker, aliases=settings.model_aliases,
                                      cassette_size_limit=settings.cassette_size_limit,
                                      match_rules=settings.matching_rules(),
-                                     unrecorded=notes_for(self.config))
+                                     unrecorded=notes_for(self.config),
+                                     prices=Prices(settings.model_prices(), _valid_aliases(settings)))
                 from pytest_connic.runtime.hosted import HostedSettings
 
                 hosted = HostedSettings(guardrail_model=settings.guardrail_model,
@@ -275,3 +277,12 @@ SESSION_KEY = pytest.StashKey[ConnicSession]()
 def state(config: pytest.Config) -> ConnicSession:
     """The session's state (``plugin.activation.activate`` creates it)."""
     return config.stash[SESSION_KEY]
+
+
+def _valid_aliases(settings: Any) -> dict[str, str]:
+    """The model aliases for pricing; a bad one is reported where a live model needs it."""
+    try:
+        aliases: dict[str, str] = settings.model_aliases()
+    except pytest.UsageError:
+        return {}
+    return aliases

@@ -45,7 +45,8 @@ class ToolCallRecord:
 
 @dataclass
 class ModelTurnRecord:
-    """One model call: what it answered and what it cost."""
+    """One model call: what it answered and what it cost (None: no price known for its model,
+    ``models/pricing.py``)."""
 
     agent: str
     index: int
@@ -53,8 +54,9 @@ class ModelTurnRecord:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
-    cost: float = 0.0
+    cost: float | None = 0.0
     duration_ms: float = 0.0
+    model: str | None = None  #: the model that answered
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -142,6 +144,8 @@ class RunRecord:
     skipped: bool = False
     #: the user's traceback when user code (middleware, a hook, a guardrail) ended the run
     error_traceback: dict[str, Any] | None = None
+    #: how much of ``duration_ms`` is retry delays a replay skipped (runtime/clock.py)
+    virtual_ms: float = 0.0
 
     @property
     def passed(self) -> bool:
@@ -178,8 +182,15 @@ class RunRecord:
 
     @property
     def cost(self) -> float:
-        own = sum(t.cost for t in self.model_turns)
+        """The known part of the run's cost (``cost_known``: whether that is all of it)."""
+        own = sum(t.cost or 0.0 for t in self.model_turns)
         return own + sum(t.child_run.cost for t in self.triggers if t.child_run)
+
+    @property
+    def cost_known(self) -> bool:
+        """Whether every model turn (child runs' too) has a price: else the cost is unknown."""
+        return (all(t.cost is not None for t in self.model_turns)
+                and all(t.child_run.cost_known for t in self.triggers if t.child_run))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,6 +209,8 @@ class RunRecord:
             "infrastructure_error": self.infrastructure_error,
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             "cost": self.cost,
+            "cost_known": self.cost_known,
+            "virtual_ms": self.virtual_ms,
             "tool_calls": [c.to_dict() for c in self.tool_calls],
             "model_turns": [t.to_dict() for t in self.model_turns],
             "triggers": [t.to_dict() for t in self.triggers],
@@ -324,6 +337,21 @@ class CaseOutcome:
         return statistics.median(durations) if durations else None
 
     @property
+    def median_virtual_ms(self) -> float:
+        """How much of the median latency is skipped retry delays: the virtual part of the median
+        run (the mean of the two middle runs' for an even count)."""
+        runs = sorted(self.executed, key=lambda r: r.duration_ms)
+        if not runs:
+            return 0.0
+        middle = runs[(len(runs) - 1) // 2: len(runs) // 2 + 1]
+        return sum(r.virtual_ms for r in middle) / len(middle)
+
+    @property
+    def cost_known(self) -> bool:
+        """Whether every run's cost is known (a case that ran no model turn costs a known $0)."""
+        return all(r.cost_known for r in self.records)
+
+    @property
     def input_tokens(self) -> int:
         return sum(r.input_tokens for r in self.records)
 
@@ -359,8 +387,10 @@ class CaseOutcome:
             "agent_run_ids": [r.run_id for r in self.executed],
             "agent_run_passed": [r.passed for r in self.executed],
             "median_latency_ms": self.median_latency_ms,
+            "median_latency_virtual_ms": self.median_virtual_ms,
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             "cost": self.cost,
+            "cost_known": self.cost_known,
             "records": [r.to_dict() for r in self.records],
         }
 
@@ -561,6 +591,7 @@ def _run_meta(record: RunRecord, child: bool) -> dict[str, Any]:
         "error": record.infrastructure_error or record.error,
         "tokens": {"input": record.input_tokens, "output": record.output_tokens},
         "cost": record.cost,
+        "cost_known": record.cost_known,
     }
     if child:
         meta.update(child=True, input=record.input, output=record.output_raw)

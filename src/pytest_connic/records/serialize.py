@@ -29,6 +29,7 @@ def run_from_dict(data: dict[str, Any]) -> RunRecord:
         failures=list(data.get("failures") or []), infrastructure_error=data.get("infrastructure_error"),
         skipped=bool(data.get("skipped")), outbound=list(data.get("outbound") or []),
         events=list(data.get("events") or []), error_traceback=data.get("error_traceback"),
+        virtual_ms=float(data.get("virtual_ms") or 0.0),
     )
     record.tool_calls = [ToolCallRecord(**_fields(ToolCallRecord, c)) for c in data.get("tool_calls") or []]
     record.model_turns = [ModelTurnRecord(**_fields(ModelTurnRecord, t)) for t in data.get("model_turns") or []]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from pytest_connic.reports.terminal import escape_text, one_line, table
+from pytest_connic.reports.table import Column, escape_text, fit_table, for_console
+from pytest_connic.reports.terminal import one_line
 
 #: the section's own styles (report.css styles the cases); colours from report.css's variables
 STYLE = (".ab{padding:16px 24px 0;max-width:1200px}.ab table{border-collapse:collapse;margin:8px 0}"
@@ -20,6 +21,11 @@ STYLE = (".ab{padding:16px 24px 0;max-width:1200px}.ab table{border-collapse:col
          ".ab .delta.better{color:var(--pass);background:var(--pass-bg)}"
          ".ab .delta.worse{color:var(--fail);background:var(--fail-bg)}")
 HEADERS = ["Case", "Arm", "Runs", "Pass rate [95% CI]", "Mean", "P50", "P95", "Tokens/run", "Cost/run"]
+#: the terminal table's columns: on a narrow terminal the case name is cut (rows kept distinct)
+#: and the latency mean and P95, the cost and the tokens are hidden, in that order
+COLUMNS = [Column("Case", shrink=True, min_width=12, comfort=20), Column("Arm"), Column("Runs"),
+           Column(HEADERS[3]), Column("Mean", drop=4), Column("P50"), Column("P95", drop=5),
+           Column("Tokens/run", drop=2), Column("Cost/run", drop=3)]
 
 
 def _pct(x: float | None) -> str:
@@ -72,14 +78,15 @@ def _rows(label: str, block: dict[str, Any]) -> list[list[str]]:
             difference_row(block["difference"])]
 
 
-def comparison_table(comp: dict[str, Any]) -> list[str]:
-    """The table of one comparison: each case, then the pooled arms."""
+def comparison_table(comp: dict[str, Any], width: int | None = None) -> list[str]:
+    """The table of one comparison: each case, then the pooled arms; fitted to ``width``
+    terminal columns (None: as wide as its cells)."""
     rows: list[list[str]] = []
     for case in comp["cases"]:
         rows += _rows(escape_text(case["test_name"]), case)
     if len(comp["cases"]) > 1:
         rows += _rows("overall", comp["overall"])
-    return table(HEADERS, rows)
+    return fit_table(COLUMNS, rows, width=width)
 
 
 def case_notes(comp: dict[str, Any], confidence: str = "95%") -> list[str]:
@@ -144,8 +151,13 @@ def _confidence(section: dict[str, Any]) -> str:
     return f"{plan['confidence'] * 100:g}%" if plan else "95%"
 
 
-def terminal_lines(section: dict[str, Any]) -> list[str]:
-    """The whole A/B section for the terminal."""
+def terminal_lines(section: dict[str, Any], width: int | None = None, encoding: str | None = None) -> list[str]:
+    """The whole A/B section for the terminal, its tables fitted to ``width`` columns (None: as
+    wide as their cells); a console ``encoding`` without box characters gets ASCII tables."""
+    return for_console(_section_lines(section, width), encoding)
+
+
+def _section_lines(section: dict[str, Any], width: int | None) -> list[str]:
     lines = []
     plan = plan_line(section)
     if plan:
@@ -155,7 +167,7 @@ def terminal_lines(section: dict[str, Any]) -> list[str]:
     confidence = _confidence(section)
     for comp in section["comparisons"]:
         lines.append(f"  {comp['base']} (control) vs {comp['variant']} (variant): {len(comp['cases'])} case(s)")
-        lines += comparison_table(comp)
+        lines += comparison_table(comp, width)
         lines += case_notes(comp, confidence)
         lines += overall_lines(comp)
     return lines

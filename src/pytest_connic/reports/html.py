@@ -148,7 +148,8 @@ def _history_html(report: dict[str, Any]) -> str:
     """The budget line and the ``history`` section (changes, flaky cases, inline SVG trends)."""
     from pytest_connic.history.view import budget_html, history_html
 
-    return budget_html(report.get("budget")) + history_html(report.get("history"))
+    names = {str(c.get("nodeid")): f"{c.get('agent_name')}::{c.get('test_name')}" for c in report.get("cases") or []}
+    return budget_html(report.get("budget")) + history_html(report.get("history"), names)
 
 
 def _asset(name: str) -> str:

@@ -4,13 +4,14 @@ Connic's keys keep their names, order and meaning, so a script written against `
 --json`` reads this report unchanged. The extras (per case ``nodeid``, ``suite``, ``line``,
 ``status``, ``pass_rate``, ``wilson_95``, ``median_latency_ms``, ``tokens``, ``cost``,
 ``skipped_runs``, ``early_stop_reason``, ``setup_error``, ``infrastructure_error``,
-``pytest_outcome``, ``pytest_reason``, ``attempts``, ``runs_detail``; top-level ``summary``) follow Connic's keys. Every string passes through the
+``pytest_outcome``, ``pytest_reason``, ``attempts``, ``runs_detail``, ``warnings``; top-level
+``summary``) follow Connic's keys. Every string passes through the
 masker, and every value is plain JSON.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_connic.jsonsafe import dumps, masked, to_jsonable
@@ -48,6 +49,15 @@ def build_json_report(
         "cases": [case_entry(o, masker=masker) for o in ordered],
         "summary": summary_counts(ordered),
     }
+
+
+def add_warnings(report: dict[str, Any], warnings: Mapping[str, list[str]], *, masker: Masker) -> None:
+    """Give each case of ``report`` the warnings pytest recorded for its node id (``warnings``:
+    node id -> messages, in order), masked, under ``warnings``; a case without any has none."""
+    for case in report.get("cases") or []:
+        found = warnings.get(str(case.get("nodeid")))
+        if found:
+            case["warnings"] = [masker.text(text) for text in dict.fromkeys(found)]
 
 
 def report_text(report: dict[str, Any]) -> str:
@@ -104,8 +114,10 @@ def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
         "pass_rate": pass_rate(outcome),
         "wilson_95": list(wilson) if wilson else None,
         "median_latency_ms": outcome.median_latency_ms,
+        "median_latency_virtual_ms": outcome.median_virtual_ms,
         "tokens": {"input": outcome.input_tokens, "output": outcome.output_tokens},
         "cost": outcome.cost,
+        "cost_known": outcome.cost_known,
         "skipped_runs": outcome.skipped_runs,
         "early_stop_reason": outcome.early_stop_reason,
         "interrupted": outcome.interrupted,

@@ -48,6 +48,14 @@
     return x >= 1000 ? (x / 1000).toFixed(2) + "s" : Math.round(x) + "ms";
   }
 
+  // a latency with the skipped retry delays it includes: "30.01s (30.00s virtual)"
+  function latency(x, virtual) { return ms(x) + (virtual > 0 && x ? " (" + ms(virtual) + " virtual)" : ""); }
+  // dollars, "—" when a price is unknown (cost_known false), never a made-up $0.0000
+  function dollars(cost, known) {
+    if (cost === null || cost === undefined || known === false) return "—";
+    return cost === 0 ? "$0" : "$" + Number(cost).toFixed(cost >= 0.0001 ? 4 : 6);
+  }
+
   function badge(status) {
     const text = { passed: "PASS", failed: "FAIL", error: "ERROR", skipped: "SKIPPED" }[status] || status;
     return el("span", "badge " + status, text);
@@ -160,7 +168,7 @@
     const status = run.skipped ? "skipped" : run.passed ? "passed" : "failed";
     const tokens = run.tokens || {};
     const summary = add(el("summary"), badge(status), el("strong", null, "Run " + ((run.index || 0) + 1)),
-      el("span", "run-id", run.run_id), el("span", "facts", [run.status, ms(run.duration_ms),
+      el("span", "run-id", run.run_id), el("span", "facts", [run.status, latency(run.duration_ms, run.virtual_ms),
         (tokens.input || 0) + " in / " + (tokens.output || 0) + " out tokens"].join(" · ")));
     const body = el("div", "run-body");
     const said = Said(reason);
@@ -182,13 +190,14 @@
     const tokens = c.tokens || {};
     const wilson = c.wilson_95 ? "95% CI " + pct(c.wilson_95[0]) + "–" + pct(c.wilson_95[1]) : null;
     const facts = [c.successes + "/" + c.runs + " runs", "threshold " + c.success_threshold + "%",
-      "pass rate " + pct(c.pass_rate), wilson, "median " + ms(c.median_latency_ms),
+      "pass rate " + pct(c.pass_rate), wilson, "median " + latency(c.median_latency_ms, c.median_latency_virtual_ms),
+      c.runs_detail && c.runs_detail.some((r) => !r.skipped) ? "cost " + dollars(c.cost, c.cost_known) : null,
       (tokens.input || 0) + " in / " + (tokens.output || 0) + " out tokens"];
     return el("span", "facts", facts.filter(Boolean).join(" · "));
   }
 
   function searchText(c) {
-    const parts = [c.agent_name, c.test_name, c.nodeid, c.failure_reason, c.setup_error];
+    const parts = [c.agent_name, c.test_name, c.nodeid, c.failure_reason, c.setup_error, ...(c.warnings || [])];
     for (const run of c.runs_detail || []) {
       parts.push(run.run_id, pretty(run.output), run.error, ...(run.failures || []));
       for (const span of run.traces || []) { const m = meta(span); parts.push(m.tool_name, m.name); }
@@ -199,11 +208,36 @@
   // failures first (failed, error, interrupted), then skipped, then passed; stable otherwise
   function rank(status) { return status === "passed" ? 2 : status === "skipped" ? 1 : 0; }
 
+  // The notes of a case's runs (divergence notes first, each text once) and its warnings: shown on
+  // the card itself, in the always-visible summary, not only inside a collapsed trace.
+  function caseNotes(c) {
+    const notes = new Map();
+    for (const run of c.runs_detail || []) {
+      for (const event of run.events || []) {
+        if (event && event.type === "note" && event.text && !notes.has(event.text)) notes.set(event.text, !!event.divergence);
+      }
+    }
+    const ordered = [...notes].sort((a, b) => Number(b[1]) - Number(a[1]));
+    const lines = ordered.map(([text, divergence]) => el("div", "card-note" + (divergence ? " divergence" : ""),
+      (divergence ? "Divergence: " : "Note: ") + text));
+    for (const warning of c.warnings || []) lines.push(el("div", "card-note warning", "Warning: " + warning));
+    return lines.length ? add(el("div", "card-notes"), ...lines) : null;
+  }
+
+  // A failure's traceback (the user's frames), when the runs carry one: on the card, above the runs.
+  function caseTraceback(c) {
+    const texts = [c.traceback, ...(c.runs_detail || []).filter((r) => !r.passed).map((r) => r.traceback)];
+    const text = texts.find((t) => typeof t === "string" && t.trim());
+    return text ? add(el("div", "field"), el("div", "label", "Traceback"), el("pre", "traceback", text)) : null;
+  }
+
   function caseNode(c, index) {
     const status = caseStatus(c);
-    const summary = add(el("summary"), badge(status), el("span", "case-name", c.agent_name + "::" + c.test_name), caseFacts(c));
+    const summary = add(el("summary"), badge(status), el("span", "case-name", c.agent_name + "::" + c.test_name), caseFacts(c),
+      caseNotes(c));
     const body = add(el("div", "case-body"), el("div", "where", c.nodeid + "  (" + c.suite + ":" + c.line + ")"));
     if (c.failure_reason) add(body, el("div", "reason", c.failure_reason));
+    add(body, caseTraceback(c));
     if (c.skipped_runs) add(body, el("div", "note", c.skipped_runs + " run(s) not started" + (c.early_stop_reason ? ": " + c.early_stop_reason : "")));
     add(body, ...(c.runs_detail || []).map((run) => runNode(run, c.failure_reason)));
     const details = add(el("details"), summary, body);
@@ -231,15 +265,15 @@
     });
     const cells = [add(el("td"), badge(status)), add(el("td"), link), el("td", "where", c.suite + ":" + c.line),
       el("td", "num", c.successes + "/" + c.runs), el("td", "num", c.success_threshold + "%"),
-      el("td", "num", pct(c.pass_rate)), el("td", "num", ms(c.median_latency_ms)),
+      el("td", "num", pct(c.pass_rate)), el("td", "num", latency(c.median_latency_ms, c.median_latency_virtual_ms)),
       el("td", "num", (tokens.input || 0) + " in / " + (tokens.output || 0) + " out"),
-      el("td", "num", c.cost === null || c.cost === undefined ? "—" : "$" + Number(c.cost).toFixed(4))];
+      el("td", "num", (c.runs_detail || []).some((r) => !r.skipped) ? dollars(c.cost, c.cost_known) : "—")];
     add(row, ...cells);
     row.sortKeys = {
       order: rank(status), name: (c.agent_name + "::" + c.test_name).toLowerCase(), where: c.suite + ":" + String(c.line).padStart(8, "0"),
       runs: c.runs ? c.successes / c.runs : 0, threshold: c.success_threshold, rate: c.pass_rate === null || c.pass_rate === undefined ? -1 : c.pass_rate,
       latency: c.median_latency_ms === null || c.median_latency_ms === undefined ? -1 : c.median_latency_ms,
-      tokens: (tokens.input || 0) + (tokens.output || 0), cost: c.cost || 0,
+      tokens: (tokens.input || 0) + (tokens.output || 0), cost: c.cost_known === false ? -1 : c.cost || 0,
     };
     return row;
   }

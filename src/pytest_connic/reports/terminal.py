@@ -15,12 +15,23 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wcwidth import wcswidth, wcwidth
-
 from pytest_connic.jsonsafe import dumps, masked
 from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
 from pytest_connic.reports.json_report import as_text
 from pytest_connic.reports.stats import runs_needed, sorted_outcomes
+from pytest_connic.reports.table import (  # noqa: F401 -- re-exported: the table's home was here
+    TEST_COMFORT,
+    Column,
+    ascii_lines,
+    cell_text,
+    cut,
+    display_width,
+    encodable,
+    fit_table,
+    for_console,
+    table,
+)
+from pytest_connic.reports.table import escape_text as escape_text  # noqa: PLC0414 -- importers use it from here
 from pytest_connic.secrets import Masker
 
 FIELD_LIMIT = 800  #: Connic's ``_truncate`` default
@@ -28,16 +39,9 @@ SPAN_ERROR_LIMIT = 160
 PARAMS_LIMIT = 120
 RESULT_LIMIT = 80
 TRUNCATED = " … (truncated)"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NO_MASK = Masker()
 #: a failing run's reason in a ``-v`` progress line is cut here
 PROGRESS_REASON_LIMIT = 120
-
-
-def escape_text(text: str) -> str:
-    """C0, DEL and C1 control characters as visible ``\\xNN`` (Connic's ``escape_terminal_text``)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def truncate(text: str | None, limit: int = FIELD_LIMIT) -> str:
@@ -47,26 +51,6 @@ def truncate(text: str | None, limit: int = FIELD_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit] + TRUNCATED
 
 
-def table(headers: list[str], rows: list[list[str]], indent: int = 4) -> list[str]:
-    """Connic's box-drawn table, one string per line; cells must be escaped already."""
-    return fit_table([Column(h) for h in headers], rows, indent=indent)
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column of a box-drawn table.
-
-    ``shrink``: long cells are cut with an ellipsis when the table is narrowed (at most down to
-    ``min_width``); ``drop``: 0 for a column that is always shown, otherwise the order in which
-    optional columns are hidden when the terminal is too narrow (the highest first).
-    """
-
-    header: str
-    shrink: bool = False
-    min_width: int = 12
-    drop: int = 0
-
-
 @dataclass(frozen=True)
 class ResultColumn(Column):
     """A column of the results table: how a case's cell reads."""
@@ -74,118 +58,18 @@ class ResultColumn(Column):
     cell: Callable[[CaseOutcome], str] = lambda outcome: ""
 
 
-#: the Test column is narrowed to this width, but optional columns are hidden first so that it
-#: keeps at least this much (or all of a shorter name)
-TEST_COMFORT = 40
-
-
-def display_width(text: str) -> int:
-    """Columns ``text`` takes in a terminal (wide East Asian characters 2, combining marks 0)."""
-    width = wcswidth(text)
-    if width >= 0:
-        return width
-    return sum(max(wcwidth(char), 0) for char in text)  # a character wcwidth cannot place: 0
-
-
-def cut(text: str, width: int) -> str:
-    """``text`` cut to ``width`` terminal columns, ending with ``…`` when anything was cut."""
-    if display_width(text) <= width:
-        return text
-    out, used = [], 0
-    for char in text:
-        w = max(wcwidth(char), 0)
-        if used + w > width - 1:
-            break
-        out.append(char)
-        used += w
-    return "".join(out) + "…"
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * max(width - display_width(text), 0)
-
-
-def cell_text(text: str) -> str:
-    """A table cell: control characters escaped, and the bidirectional controls too (they would
-    reorder the rest of the row)."""
-    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", escape_text(text))
-
-
-def fit_table(columns: list[Column], rows: list[list[str]], *, indent: int = 4,
-              width: int | None = None) -> list[str]:
-    """A box-drawn table that fits ``width`` terminal columns (None: as wide as its cells).
-
-    When it is too wide, shrinkable columns are narrowed (cells cut with ``…``), optional columns
-    are hidden (a last line says which), and the indent goes; a table that cannot fit even then
-    is drawn at its narrowest.
-    """
-    if not rows:
-        return []
-    shown = list(range(len(columns)))
-    natural = [max(display_width(c.header), *(display_width(r[i]) for r in rows)) for i, c in enumerate(columns)]
-
-    def total(keep: list[int], pad: int, widths: dict[int, int]) -> int:
-        return pad + 1 + sum(widths[i] + 3 for i in keep)
-
-    def narrowed(keep: list[int], pad: int) -> dict[int, int]:
-        """Widths of the ``keep`` columns, shrinkable ones cut to fit ``width`` (not below their minimum)."""
-        widths = {i: natural[i] for i in keep}
-        if width is None:
-            return widths
-        excess = total(keep, pad, widths) - width
-        for i in keep:
-            if excess <= 0:
-                break
-            if columns[i].shrink:
-                floor = min(natural[i], max(columns[i].min_width, display_width(columns[i].header)))
-                take = min(excess, widths[i] - floor)
-                widths[i] -= take
-                excess -= take
-        return widths
-
-    pad = indent
-    widths = narrowed(shown, pad)
-    hidden: list[int] = []
-    if width is not None:
-        optional = sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop)
-
-        def cramped(widths: dict[int, int]) -> bool:
-            if total(shown, pad, widths) > width:
-                return True
-            return any(columns[i].shrink and widths[i] < min(natural[i], TEST_COMFORT) for i in shown)
-
-        while optional and cramped(widths):
-            drop = optional.pop(0)
-            shown.remove(drop)
-            hidden.append(drop)
-            widths = narrowed(shown, pad)
-        if total(shown, pad, widths) > width:
-            pad = 0
-            widths = narrowed(shown, pad)
-    space = " " * pad
-
-    def line(cells: list[str]) -> str:
-        return f"{space}│ " + " │ ".join(_pad(cut(cells[i], widths[i]), widths[i]) for i in shown) + " │"
-
-    def rule(left: str, mid: str, right: str) -> str:
-        return space + left + mid.join("─" * (widths[i] + 2) for i in shown) + right
-
-    lines = [rule("┌", "┬", "┐"), line([c.header for c in columns]), rule("├", "┼", "┤"),
-             *map(line, rows), rule("└", "┴", "┘")]
-    if hidden:
-        names = " and ".join(columns[i].header for i in sorted(hidden))
-        lines.append(cut(f"{space}({names} hidden to fit {width} columns)", max(width or 0, 20)))
-    return lines
-
-
 def _tokens(outcome: CaseOutcome) -> str:
     return f"{outcome.input_tokens:,} in / {outcome.output_tokens:,} out" if outcome.executed else "—"
 
 
 def _result(outcome: CaseOutcome) -> str:
+    """The case's word; an invalid case (or one an infrastructure error stopped) is ``ERROR``, as
+    the JSON report's and the HTML page's ``error``."""
     if outcome.passed:
         return " PASS "
-    return " INTR " if outcome.interrupted else " SKIP " if outcome.left_out else " FAIL "
+    if outcome.interrupted:
+        return " INTR "
+    return " SKIP " if outcome.left_out else " ERROR " if outcome.status == "error" else " FAIL "
 
 
 #: the results table: Connic's columns, then pytest-connic's (hidden first on a narrow terminal).
@@ -195,24 +79,42 @@ RESULT_COLUMNS: list[ResultColumn] = [
     ResultColumn("Test", shrink=True, min_width=16, cell=lambda o: f"{o.agent_name}::{o.case_name}"),
     ResultColumn("Runs", cell=lambda o: f"{o.successes}/{o.runs}"),
     ResultColumn("Threshold", cell=lambda o: f"{o.success_threshold}%"),
-    ResultColumn("Median latency", drop=1, cell=lambda o: _latency(o.median_latency_ms)),
+    ResultColumn("Median latency", drop=1, cell=lambda o: median_latency(o)),
     ResultColumn("Tokens", drop=2, cell=_tokens),
+    ResultColumn("Cost", drop=3, cell=lambda o: case_cost(o)),
 ]
+
+
+def median_latency(outcome: CaseOutcome) -> str:
+    """``202ms``; ``30.01s (30.00s virtual)`` when retry delays a replay skipped are part of it."""
+    text = _latency(outcome.median_latency_ms)
+    virtual = outcome.median_virtual_ms
+    return f"{text} ({_latency(virtual)} virtual)" if virtual > 0 and outcome.median_latency_ms else text
+
+
+def case_cost(outcome: CaseOutcome) -> str:
+    """The case's cost in US dollars, ``—`` when a turn's price is unknown (models/pricing.py)."""
+    from pytest_connic.models.pricing import format_cost
+
+    if not outcome.executed:
+        return "—"
+    return format_cost(outcome.cost if outcome.cost_known else None)
 
 
 def results_table(outcomes: Iterable[CaseOutcome], *, width: int | None = None,
                   columns: list[ResultColumn] | None = None,
-                  marks: Mapping[str, str] | None = None) -> list[str]:
-    """Result | Test | Runs | Threshold (Connic's columns) | Median latency | Tokens, fitted to
+                  marks: Mapping[str, str] | None = None, encoding: str | None = None) -> list[str]:
+    """Result | Test | Runs | Threshold (Connic's columns) | Median latency | Tokens | Cost, fitted to
     ``width`` terminal columns (None: as wide as the cells); and a History column when ``marks``
-    (node id -> ``newly failing``, ``flaky (3 flips)``, ...) has any."""
+    (node id -> ``newly failing``, ``flaky (3 flips)``, ...) has any. A console ``encoding`` that
+    has no box characters (cp1252) gets an ASCII table."""
     columns = list(RESULT_COLUMNS if columns is None else columns)
     if marks:
         shown = dict(marks)
         columns.append(ResultColumn("History", shrink=True, min_width=8,
                                     cell=lambda o: shown.get(o.nodeid, "")))
     rows = [[cell_text(c.cell(o)) for c in columns] for o in sorted_outcomes(outcomes)]
-    return fit_table(list(columns), rows, width=width)
+    return for_console(fit_table(list(columns), rows, width=width), encoding)
 
 
 def summary_line(outcomes: Iterable[CaseOutcome]) -> str:

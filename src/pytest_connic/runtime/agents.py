@@ -90,8 +90,10 @@ def _record_turn(inv: InvocationState, index: int, response: ModelResponse, star
             tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls],
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
-            cost=response.cost,
+            # a cost of 0 is "not reported": priced from the model when the run ends (models/pricing.py)
+            cost=response.cost or None,
             duration_ms=(time.perf_counter() - started) * 1000,
+            model=response.model or inv.config.model or None,
         )
     )
     if response.model and response.model != inv.config.model:

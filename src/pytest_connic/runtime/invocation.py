@@ -119,6 +119,7 @@ async def _finish(inv: InvocationState) -> None:
     inv.context.setdefault("duration_ms", round(inv.record.duration_ms))
     clock = inv.scope.clock
     if inv.root and clock.virtual and clock.skipped_s > 0:
+        inv.record.virtual_ms = min(clock.skipped_s * 1000, inv.record.duration_ms)
         # the duration and latency figures include retry waits a replay does not sleep through
         note = (f"{clock.skipped_s:g}s of retry delays were skipped (not waited) in this replay; the "
                 "run's duration counts them, as on Connic")

@@ -163,3 +163,86 @@ def test_screenshot_with_the_header_and_the_summary_table(chromium: str, context
     assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     if os.environ.get("CONNIC_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["CONNIC_KEEP_SCREENSHOT"].replace(".png", "-header.png"))
+
+
+NOTE = ("runs[0].turns[1]: the request differs from the recording: the system prompt changed "
+        "(recorded 3f2a…, now 9b1c…)")
+WARNING = "tests/desk.yaml:3: ConnicWarning: the cassette's turns carry no request digests"
+TRACEBACK = ('Traceback (most recent call last):\n  File "tools/helpers.py", line 42, in lookup\n'
+             '    return table[key]\nKeyError: \'chat\'')
+LONG_CASE = "answers a question about the refund policy for premium members of the loyalty programme"
+
+
+def card_outcomes() -> list[CaseOutcome]:
+    """A passing case with a divergence note and a warning (its card collapsed), a failing one
+    whose run carries a traceback, both with long names; and a history section."""
+    noted = RunRecord(run_id="run-noted", agent_name="knowledge-copilot", output_raw="ok", duration_ms=40.0,
+                      events=[{"type": "note", "name": f"note: {NOTE}", "text": NOTE, "divergence": True}])
+    passing = CaseOutcome(nodeid=f"tests/desk.yaml::{LONG_CASE}", suite_path="tests/desk.yaml", line=3,
+                          agent_name="knowledge-copilot", case_name=LONG_CASE, runs=1, success_threshold=100,
+                          records=[noted])
+    broken = RunRecord(run_id="run-broken", agent_name="knowledge-copilot", status="failed",
+                       error="KeyError: 'chat'", failures=["agent error: KeyError: 'chat'"], duration_ms=30.0)
+    failing = CaseOutcome(nodeid="tests/desk.yaml::colons %3A%3A in name", suite_path="tests/desk.yaml", line=9,
+                          agent_name="knowledge-copilot", case_name="colons :: in name", runs=1,
+                          success_threshold=100, records=[broken])
+    return [passing, failing]
+
+
+@pytest.fixture
+def card_page(tmp_path: Path) -> Path:
+    from pytest_connic.reports.json_report import add_warnings
+
+    outcomes = card_outcomes()
+    report = build_json_report(outcomes, masker=Masker(), environment_id="local")
+    add_warnings(report, {outcomes[0].nodeid: [WARNING]}, masker=Masker())
+    report["cases"][1]["runs_detail"][0]["traceback"] = TRACEBACK  # the field NAME=traceback adds
+    trend = [{"pass_rate": 1.0, "latency_ms": 40.0}, {"pass_rate": 0.0, "latency_ms": 30.0}]
+    report["history"] = {"path": "/work/a/very/long/path/to/the/project/.pytest_cache/connic/history.sqlite",
+                         "compared_with": "session 4 of 2026-12-01T12:00:00+00:00 at commit abc123456789",
+                         "note": None,
+                         "cases": {o.nodeid: {"change": {"kind": "newly-failing", "text": "newly failing"},
+                                              "flaky": None, "trend": trend} for o in outcomes}}
+    path = tmp_path / "cards.html"
+    path.write_text(render_html(report), encoding="utf-8")
+    return path
+
+
+#: reads the page in an iframe ``width`` CSS pixels wide (headless Chromium's window is at least
+#: 500 wide): whether it scrolls sideways, and whether the divergence note is laid out (visible)
+PROBE = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="page" width="{width}" height="1600" style="border:0" srcdoc="{page}"></iframe>
+<script>
+document.getElementById("page").addEventListener("load", (event) => {{
+  const doc = event.target.contentDocument, root = doc.documentElement;
+  document.body.dataset.scroll = root.scrollWidth + "/" + root.clientWidth;
+  const note = doc.querySelector(".card-note.divergence");
+  document.body.dataset.note = note && note.getClientRects().length ? "visible" : "hidden";
+  document.body.dataset.ready = doc.body.dataset.ready;
+  document.body.dataset.text = doc.body.innerText;
+}});
+</script></body></html>"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_card_shows_notes_warnings_and_traceback_and_nothing_scrolls_sideways(
+        chromium: str, card_page: Path, tmp_path: Path, width: int) -> None:
+    probe = tmp_path / f"probe-{width}.html"
+    probe.write_text(PROBE.format(width=width, page=html.escape(card_page.read_text("utf-8"))), "utf-8")
+    dom = run_chromium(chromium, tmp_path, probe.as_uri(), "--dump-dom", f"--window-size={max(width, 500) + 20},1700")
+    assert 'data-ready="true"' in dom, "the report script did not finish"
+    scroll, client = (int(n) for n in re.search(r'data-scroll="(\d+)/(\d+)"', dom).groups())  # type: ignore[union-attr]
+    assert client <= width and scroll <= client, f"the page scrolls sideways: {scroll} > {client}"
+    assert 'data-note="visible"' in dom  # in the collapsed card's summary, without expanding it
+    text = html.unescape(re.search(r'data-text="([^"]*)"', dom).group(1))  # type: ignore[union-attr]
+    assert f"Divergence: {NOTE}" in text and f"Warning: {WARNING}" in text
+    assert "KeyError: 'chat'" in text and 'File "tools/helpers.py", line 42' in text
+    page = card_page.read_text("utf-8")
+    history = page.split('id="history"')[1].split("</section>")[0]
+    names = re.findall(r'<td class="history-name">([^<]*)</td>', history)
+    assert sorted(names) == sorted(["knowledge-copilot::colons :: in name", f"knowledge-copilot::{LONG_CASE}"])
+    shot = tmp_path / f"cards-{width}.png"
+    run_chromium(chromium, tmp_path, probe.as_uri(), f"--screenshot={shot}", f"--window-size={max(width, 500) + 20},1700")
+    assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    if os.environ.get("CONNIC_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["CONNIC_KEEP_SCREENSHOT"].replace(".png", f"-cards-{width}.png"))

@@ -43,7 +43,7 @@ CONNIC_CASE_KEYS = [
     "failure_reason", "agent_run_ids", "agent_run_passed",
 ]
 EXTRA_CASE_KEYS = [
-    "nodeid", "suite", "line", "status", "pass_rate", "wilson_95", "median_latency_ms", "tokens", "cost",
+    "nodeid", "suite", "line", "status", "pass_rate", "wilson_95", "median_latency_ms", "median_latency_virtual_ms", "tokens", "cost", "cost_known",
     "skipped_runs", "early_stop_reason", "interrupted", "left_out", "setup_error", "infrastructure_error", "recording_error",
     "pytest_outcome",
     "pytest_reason", "attempts", "runs_detail",
@@ -387,14 +387,16 @@ def test_results_table_cells() -> None:
     lines = results_table([passing_case(), failing_case(), setup_error_case()])
     assert lines[0].startswith("    ┌") and lines[-1].startswith("    └")
     header = [c.strip() for c in lines[1].strip().strip("│").split("│")]
-    assert header == ["Result", "Test", "Runs", "Threshold", "Median latency", "Tokens"]
+    assert header == ["Result", "Test", "Runs", "Threshold", "Median latency", "Tokens", "Cost"]
     rows = [[c.strip() for c in line.strip().strip("│").split("│")] for line in lines[3:-1]]
-    assert rows == [
-        ["FAIL", f"calc::{XSS}", "0/2", "50%", "—", "—"],
+    assert [row[:6] for row in rows] == [
+        ["ERROR", f"calc::{XSS}", "0/2", "50%", "—", "—"],
         ["FAIL", "calc::adds numbers", "1/5", "80%", "202ms", "1,000 in / 100 out"],
         ["PASS", "greeter::greets user", "3/3", "100%", "110ms", "300 in / 30 out"],
     ]
-    assert lines[3].startswith("    │  FAIL  │ ") and lines[5].startswith("    │  PASS  │ ")
+    assert rows[0][6] == "—"  # no run started
+    assert all(row[6].startswith("$") or row[6] == "—" for row in rows) and "$0.0000" not in rows[1][6]
+    assert lines[3].startswith("    │  ERROR  │ ") and lines[4].startswith("    │  FAIL   │ ")
     assert len({len(line) for line in lines}) == 1  # every row as wide as the box
 
 

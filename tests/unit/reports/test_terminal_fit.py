@@ -56,7 +56,7 @@ def test_narrow_terminal_hides_the_extra_columns_first_and_says_so() -> None:
     lines = results_table(outcomes(), width=80)
     header = [c.strip() for c in lines[1].strip().strip("│").split("│")]
     assert header == ["Result", "Test", "Runs", "Threshold"]  # Connic's own columns stay
-    assert lines[-1] == "    (Median latency and Tokens hidden to fit 80 columns)"
+    assert lines[-1] == "    (Median latency, Tokens and Cost hidden to fit 80 columns)"
     assert "order-assistant::escalates a refund above t… │" in lines[3]
     wide = results_table(outcomes(), width=140)
     assert "Tokens" in wide[1] and not wide[-1].lstrip().startswith("(")
