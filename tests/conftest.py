@@ -9,6 +9,7 @@ reuses them. The SDK boundary comes first: it imports the Connic SDK quietly.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 
 import hypothesis  # noqa: F401  (imported once here: in-process pytester runs then reuse it)
@@ -25,6 +26,19 @@ collect_ignore_glob = ["corpus/projects/*"]
 importlib.import_module("pytest_connic.project.sdk")  # first: the quiet import of the Connic SDK
 for _module in pkgutil.walk_packages(pytest_connic.__path__, "pytest_connic."):
     importlib.import_module(_module.name)
+
+
+@pytest.fixture(autouse=True)
+def _inner_sessions_in_file_order(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-randomly (in the ``[test]`` extra for the tests that shuffle on purpose, with
+    ``-p randomly``) would reorder every inner session: cases whose output names their order (the
+    progress line, -v lines, the first failing case) would then differ from run to run."""
+    if "pytester" not in request.fixturenames:
+        return
+    request.getfixturevalue("pytester")  # pytester clears PYTEST_ADDOPTS as it starts: after it
+    addopts = os.environ.get("PYTEST_ADDOPTS", "")
+    if "randomly" not in addopts:
+        monkeypatch.setenv("PYTEST_ADDOPTS", f"-p no:randomly {addopts}".strip())
 
 
 @pytest.fixture
