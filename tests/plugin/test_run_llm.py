@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+import datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -230,7 +231,8 @@ def _stub_scope(agent_timeout: int | None) -> Any:
         agent=lambda name: SimpleNamespace(config=config),
         project=SimpleNamespace(middleware=lambda name: None),
     )
-    return SimpleNamespace(services=services, run_index=0)
+    return SimpleNamespace(services=services, run_index=0, world=None,
+                           wall_now=lambda: datetime.datetime.now(datetime.timezone.utc))
 
 
 @pytest.mark.parametrize(

@@ -115,7 +115,7 @@ def test_a_failing_stage_fails_the_run_and_the_trace_shows_the_stages(pipeline: 
             "*Trace:",
             esc("*✗ pipeline [failed]*"),
             esc("*✗ agent inc [failed] — KeyError: 'n'"),
-            esc("*✗ inc(payload={\"m\":1}) (*ms) — KeyError: 'n'"),
+            esc("*✗ inc(payload={\"m\":1}) (*ms) — KeyError: 'n' at tools/stages.py:3"),
         ]
     )
 

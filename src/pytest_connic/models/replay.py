@@ -354,18 +354,19 @@ class RunModelsImpl:
         if self.case.mode == "live":
             return None
         if self.case.mode != "all" and not os.path.lexists(self.case.path):
-            return None if self.case.mode in REPLAY_ONLY else self._new_world(None, now)
-        try:
-            plan = self.plan()
+            return None if self.case.mode in REPLAY_ONLY else self._new_world(None, now, recording=True)
+        try:  # not kept as the run's plan: a run whose model never asks (a hook's model, a
+            # tool agent) reads no cassette and leaves no turn unused
+            plan = self._plan or self.case.plan(self.index)
         except CassetteError:
             return None
         world = plan.run.world if plan.run is not None else None
         if plan.kind == "replay" and world is None:
             return None
-        return self._new_world(copy.deepcopy(world), now)
+        return self._new_world(copy.deepcopy(world), now, recording=plan.kind == "record")
 
-    def _new_world(self, world: Any, now: float) -> RunWorld:
-        self._world = RunWorld(world, recording=self.recording or self._plan is None, now=now)
+    def _new_world(self, world: Any, now: float, *, recording: bool) -> RunWorld:
+        self._world = RunWorld(world, recording=recording, now=now)
         return self._world
 
     @property

@@ -205,7 +205,7 @@ class ABPlugin:
         if is_worker(self.config) or self.config.option.collectonly:
             return
         from pytest_connic.jsonsafe import masked
-        from pytest_connic.plugin.outputs import console_encoding, table_width
+        from pytest_connic.plugin.terminal_fit import console_encoding, table_width
         from pytest_connic.reports.ab_report import terminal_lines
 
         lines = terminal_lines(masked(self.ab.section(), self.state.masker), table_width(self.config),

@@ -6,6 +6,8 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_connic.plugin.terminal_fit import console_encoding, table_width
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -139,17 +141,6 @@ def masked_names(outcome: CaseOutcome, masker: Masker) -> CaseOutcome:
     return dataclasses.replace(outcome, case_name=masker.text(outcome.case_name), nodeid=masker.text(outcome.nodeid))
 
 
-def table_width(config: pytest.Config) -> int | None:
-    """The width the results table fits: pytest's terminal width (``COLUMNS``), except where pytest
-    itself does not cut its short summary (on CI, with ``-vv``): there the table is drawn whole."""
-    import os
-
-    if config.get_verbosity() >= 2 or os.environ.get("CI") or os.environ.get("BUILD_NUMBER"):
-        return None
-    width: int = config.get_terminal_writer().fullwidth
-    return width
-
-
 def case_warnings(config: pytest.Config) -> dict[str, list[str]]:
     """The warnings pytest recorded so far, per node id (what its warnings summary will list)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -159,14 +150,6 @@ def case_warnings(config: pytest.Config) -> dict[str, list[str]]:
         if nodeid and isinstance(message, str):
             found.setdefault(nodeid, []).append(message.strip())
     return found
-
-
-def console_encoding(reporter: Any) -> str | None:
-    """The encoding of the terminal pytest writes to (None: unknown), so that a console without
-    box characters (``PYTHONIOENCODING=cp1252``) gets an ASCII table rather than escapes."""
-    writer = getattr(reporter, "_tw", None)  # pytest has no public name for its output file
-    encoding = getattr(getattr(writer, "_file", None), "encoding", None)
-    return encoding if isinstance(encoding, str) else None
 
 
 def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[str, Any]:
