@@ -75,3 +75,9 @@ def test_a_bad_interval_names_its_key(suite: ConnicProject) -> None:
     result.stderr.fnmatch_lines([("ERROR: invalid value '-1*' from ini connic_progress_interval: expected seconds"
                                  " (0 or more) or off")])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_an_unpriced_cost_is_never_a_bare_zero() -> None:
+    """A model without a price (docs/models.md "What a run cost") is not $0.0000 so far."""
+    assert progress_line(1, 2, 1, 2, 10, 5, 0.0, cost_known=False).endswith(", cost unknown so far")
+    assert progress_line(1, 2, 1, 2, 10, 5, 0.5, cost_known=False).endswith(", $0.5000 + unpriced so far")

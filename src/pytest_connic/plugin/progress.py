@@ -13,15 +13,21 @@ from pytest_connic.plugin.xdist import is_case_id, is_worker
 
 
 def progress_line(cases_done: int, cases_total: int | None, runs_done: int, runs_total: int | None,
-                  tokens_in: int, tokens_out: int, cost: float, width: int | None = None) -> str:
+                  tokens_in: int, tokens_out: int, cost: float, width: int | None = None,
+                  cost_known: bool = True) -> str:
     """``connic: 3/12 cases, 7/30 runs, 1,234 tokens (1,000 in / 234 out), $0.0012 so far``;
-    within ``width`` columns: the token breakdown goes first, then the cost, then the tokens."""
+    within ``width`` columns: the token breakdown goes first, then the cost, then the tokens.
+    A cost with unpriced models in it says so (``$0.0012 + unpriced``; ``cost unknown`` when
+    nothing is priced), never a bare ``$0.0000``."""
     cases = f"{cases_done}/{cases_total}" if cases_total else str(cases_done)
     runs = f"{runs_done}/{runs_total}" if runs_total else str(runs_done)
     head = f"connic: {cases} cases, {runs} runs"
     tokens = f"{tokens_in + tokens_out:,} tokens"
     breakdown = f" ({tokens_in:,} in / {tokens_out:,} out)"
-    money = f", ${cost:.4f}"
+    if cost_known:
+        money = f", ${cost:.4f}"
+    else:
+        money = f", ${cost:.4f} + unpriced" if cost else ", cost unknown"
     for line in (f"{head}, {tokens}{breakdown}{money} so far", f"{head}, {tokens}{money} so far",
                  f"{head}, {tokens} so far", f"{head} so far"):
         if width is None or len(line) <= width:
@@ -67,7 +73,8 @@ class ConnicProgress:
         outcomes = state.outcomes
         line = progress_line(len(outcomes), cases_total, sum(len(o.executed) for o in outcomes), self.runs_total,
                              sum(o.input_tokens for o in outcomes), sum(o.output_tokens for o in outcomes),
-                             sum(o.cost for o in outcomes), width=reporter._tw.fullwidth - 1)
+                             sum(o.cost for o in outcomes), width=reporter._tw.fullwidth - 1,
+                             cost_known=all(o.cost_known for o in outcomes))
         # a line of its own, as pytest's live logs: with -v (one line per case, each ended by the
         # next) pytest's next result line ends it; otherwise the results go on on the next line
         if reporter._tw.width_of_current_line:
