@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.execution.isolation import procs
+from pytest_connic.execution.isolation import coverage_share, procs
 from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
 from pytest_connic.execution.isolation.worker import WorkerSettings, main
 from pytest_connic.project.located import safe_text
@@ -336,7 +336,8 @@ class WorkerPool:
         ctx = _context()
         parent, child = ctx.Pipe(duplex=True)
         settings = WorkerSettings(root=str(self.root), cwd=os.getcwd(), env=dict(os.environ),
-                                  sys_path=list(sys.path), memory_mb=self.memory_mb)
+                                  sys_path=list(sys.path), memory_mb=self.memory_mb,
+                                  coverage=coverage_share.settings_of_current())
         process = ctx.Process(target=main, args=(child, settings), name="connic-worker", daemon=True)
         with _without_main():
             process.start()

@@ -32,7 +32,7 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution.executors import ReusingDaemonExecutor
-from pytest_connic.execution.isolation import procs
+from pytest_connic.execution.isolation import coverage_share, procs
 from pytest_connic.execution.isolation.reset import Baseline
 from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
 from pytest_connic.jsonsafe import to_jsonable
@@ -54,6 +54,8 @@ class WorkerSettings:
     env: dict[str, str]
     sys_path: list[str]
     memory_mb: int | None
+    #: coverage.py's settings when pytest's process measures coverage (``coverage_share.py``)
+    coverage: dict[str, Any] | None = None
 
 
 class _Worker:
@@ -70,6 +72,8 @@ class _Worker:
         self.project: LoadedProject | None = None
         self.baseline: set[int] = set()
         self.world = _World()
+        #: coverage.py measuring this worker (``coverage_share.py``; None: not measured)
+        self.coverage: Any = None
         #: the process state every run starts from (taken once the project is loaded)
         self.state: Baseline | None = None
 
@@ -271,6 +275,7 @@ class _Worker:
         leftover = [t for t in threading.enumerate()
                     if t.ident not in self.baseline and not t.name.startswith("connic-call")]
         unclean = self.state.restore() if self.state is not None and not leftover else None
+        coverage_share.save(self.coverage)
         self.send(("released", not leftover and unclean is None))
 
     def run_loop(self) -> None:
@@ -412,7 +417,9 @@ def _main(conn: Any, settings: WorkerSettings) -> None:
     os.environ.clear()
     os.environ.update(settings.env)
     sys.path[:] = settings.sys_path
+    measuring = coverage_share.start(settings.coverage)  # before any thread of the worker starts
     worker = _Worker(conn, settings)
+    worker.coverage = measuring
     try:
         worker.install_placeholders()
         with _reporting_imports(worker, Path(settings.root)):

@@ -1,0 +1,61 @@
+"""coverage.py in the worker processes: when pytest's process measures coverage (pytest-cov,
+``coverage run -m pytest``), each worker measures the user code it runs with the same
+configuration and saves its data beside the session's data file, where coverage's combine step
+(pytest-cov's, or ``coverage combine``) picks it up (docs/ci.md "Coverage of your tools").
+
+Nothing here imports coverage unless pytest's process already has it running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any
+
+
+def settings_of_current() -> dict[str, Any] | None:
+    """What a worker needs to measure as pytest's process does, or None when it does not measure."""
+    if "coverage" not in sys.modules:
+        return None
+    import coverage
+
+    current = getattr(coverage.Coverage, "current", None)
+    cov = current() if callable(current) else None
+    if cov is None:
+        return None
+    config = cov.config
+    return {
+        "data_file": os.path.abspath(config.data_file),
+        "config_file": config.config_file or False,
+        "source": list(config.source or []) or None,
+        "include": list(config.run_include or []) or None,
+        "omit": list(config.run_omit or []) or None,
+        "branch": bool(config.branch),
+    }
+
+
+def start(settings: dict[str, Any] | None) -> Any:
+    """Start measuring in this worker (before the project loads: its import-time lines count
+    too); None when pytest's process does not measure or coverage cannot start here."""
+    if not settings:
+        return None
+    try:
+        import coverage
+
+        cov = coverage.Coverage(data_suffix=True, **settings)
+        cov.start()
+    except Exception:  # noqa: BLE001  (no coverage here, a config it refuses: the run goes on)
+        return None
+    return cov
+
+
+def save(cov: Any) -> None:
+    """Write what this worker measured so far (after each run: a worker may be killed, never
+    asked to exit, so its data is on disk before the session's combine step reads it)."""
+    if cov is None:
+        return
+    # saved while measuring: a stop and a start would leave the worker's existing call threads
+    # untraced (coverage traces the threads that start after it does)
+    with contextlib.suppress(Exception):  # a full disk: the measurement is lost, never the run
+        cov.save()
