@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
-import datetime
 from types import SimpleNamespace
 from typing import Any
 
