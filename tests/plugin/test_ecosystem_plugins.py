@@ -60,3 +60,20 @@ def test_github_actions_annotates_a_failing_case_at_its_yaml_line(calc: ConnicPr
                                      "expected_result not satisfied: output.got.x == 2 where output.got.x = 1")
     # an invalid case fails in setup, which that plugin leaves alone: annotated the same way
     assert annotations[1].startswith("::error file=tests/echo.yaml,line=8::echo::invalid%0A%0Atests/echo.yaml:10:")
+
+
+TESTMON = ("connic: pytest-testmon measures pytest's process only, and user code runs in worker processes: "
+           "an edit of a tool reruns no case; run with --connic-isolation=none")
+
+
+def test_testmon_under_process_isolation_is_said_at_the_start(calc: ConnicProject) -> None:
+    pytest.importorskip("testmon")
+    calc.suite("echo", SUITE)
+
+    def run(*args: str) -> pytest.RunResult:  # testmon needs pytest's cache (--lf)
+        return calc.pytester.runpytest("-p", "no:hypothesispytest", "-q", *args)
+
+    result = run("--testmon")
+    assert TESTMON in result.stdout.lines[:3], result.stdout.str()
+    assert TESTMON not in run("--testmon", "--connic-isolation=none").stdout.str()
+    assert TESTMON not in run().stdout.str()

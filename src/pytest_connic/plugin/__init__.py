@@ -72,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ConnicHistory(config), "connic-history")
     if settings.needed_at_start():
         _activate(config)
-    if config.pluginmanager.hasplugin("repeat") or config.pluginmanager.hasplugin("picked"):
+    if any(config.pluginmanager.hasplugin(name) for name in ("repeat", "picked", "pytest-testmon")):
         from pytest_connic.plugin.ecosystem import ConnicEcosystem
 
         config.pluginmanager.register(ConnicEcosystem(config), "connic-ecosystem")

@@ -29,7 +29,24 @@ def unsupported_lines(config: pytest.Config) -> list[str]:
     if config.pluginmanager.hasplugin("picked") and picked:
         lines.append(f"connic: pytest-picked (--picked={picked}) picks changed Python test files only: "
                      "changed Connic suites (tests/*.yaml) are not picked; name them on the command line")
+    if _testmon_active(config) and _isolated(config):
+        lines.append("connic: pytest-testmon measures pytest's process only, and user code runs in worker "
+                     "processes: an edit of a tool reruns no case; run with --connic-isolation=none")
     return lines
+
+
+def _testmon_active(config: pytest.Config) -> bool:
+    """Whether pytest-testmon selects or collects in this session (``--testmon``, ``--testmon-noselect``,
+    ``--testmon-forceselect``)."""
+    return any(getattr(config.option, name, False) for name in ("testmon", "testmon_noselect", "testmon_forceselect"))
+
+
+def _isolated(config: pytest.Config) -> bool:
+    """Whether user code runs in worker processes this session (the resolved settings)."""
+    from pytest_connic.plugin.options import SETTINGS_KEY
+
+    settings = config.stash.get(SETTINGS_KEY, None)
+    return settings is not None and settings.isolation != "none"
 
 
 class ConnicEcosystem:
