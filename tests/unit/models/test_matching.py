@@ -105,3 +105,16 @@ def test_a_bad_rule_in_a_cassette_is_located() -> None:
 def test_an_ini_line_that_is_not_yaml_names_its_line() -> None:
     with pytest.raises(MatchRuleError, match=r"^line 2 \('\{replace: \[0-9\]'\): not a YAML mapping"):
         parse_ini_lines(["ignore: system", "{replace: [0-9]"])
+
+
+def test_a_tool_result_that_is_now_an_error_is_named_as_the_cause_not_a_part_to_ignore() -> None:
+    """A tool (or its mock) that raises now: the model reads the error, the request differs from
+    the recording, and the note says so instead of offering to ignore the tool's result."""
+    recorded = request_fingerprint(req(USER, tool_result({"id": "a"})))
+    broken = {"role": "tool", "tool_call_id": "c1", "name": "make_id",
+              "content": "Error: KeyError: 'chat' at tests/mocks/ids.py:11"}
+    note = explain(recorded, req(USER, broken))
+    assert note == ("message 1 (tool) differs: the call of make_id now ends in an error the model reads "
+                    "(\"KeyError: 'chat' at tests/mocks/ids.py:11\"); the case's trace shows where it was raised "
+                    "(-rA, --connic-json)")
+    assert "ignore" not in note
