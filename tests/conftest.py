@@ -24,6 +24,10 @@ pytest_plugins = ["pytester"]
 collect_ignore_glob = ["corpus/projects/*"]
 
 importlib.import_module("pytest_connic.project.sdk")  # first: the quiet import of the Connic SDK
+# LiteLLM fetches its price map from the internet at import unless told otherwise; test modules
+# that ``importorskip("litellm")`` import it before the plugin's own offline import would
+for _name, _value in importlib.import_module("pytest_connic.models.live").OFFLINE_ENV.items():
+    os.environ.setdefault(_name, _value)
 for _module in pkgutil.walk_packages(pytest_connic.__path__, "pytest_connic."):
     importlib.import_module(_module.name)
 
