@@ -64,16 +64,48 @@ def test_github_actions_annotates_a_failing_case_at_its_yaml_line(calc: ConnicPr
 
 TESTMON = ("connic: pytest-testmon measures pytest's process only, and user code runs in worker processes: "
            "an edit of a tool reruns no case; run with --connic-isolation=none")
+TESTMON_NONE = ("connic: --testmon: user code runs in pytest's process for this session (isolation none), "
+                "so pytest-testmon sees the tool code each case runs")
 
 
-def test_testmon_under_process_isolation_is_said_at_the_start(calc: ConnicProject) -> None:
+def _testmon_run(project: ConnicProject, *args: str) -> pytest.RunResult:
+    # testmon keeps its data beside the project (.testmondata) and needs pytest's cache
+    return project.pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:randomly", "-q", *args)
+
+
+def test_testmon_under_chosen_process_isolation_is_said_at_the_start(calc: ConnicProject) -> None:
     pytest.importorskip("testmon")
     calc.suite("echo", SUITE)
-
-    def run(*args: str) -> pytest.RunResult:  # testmon needs pytest's cache (--lf)
-        return calc.pytester.runpytest("-p", "no:hypothesispytest", "-q", *args)
-
-    result = run("--testmon")
+    result = _testmon_run(calc, "--testmon", "--connic-isolation=process")
     assert TESTMON in result.stdout.lines[:3], result.stdout.str()
-    assert TESTMON not in run("--testmon", "--connic-isolation=none").stdout.str()
-    assert TESTMON not in run().stdout.str()
+    assert TESTMON_NONE not in result.stdout.str()
+    result = _testmon_run(calc, "--testmon", "-o", "connic_isolation=process")
+    assert TESTMON in result.stdout.lines[:3], result.stdout.str()
+    assert TESTMON not in _testmon_run(calc, "--testmon", "--connic-isolation=none").stdout.str()
+    assert TESTMON_NONE not in _testmon_run(calc).stdout.str()
+
+
+TOOL = "def {name}(payload: dict) -> dict:\n    \"\"\"The {name} tool.\"\"\"\n    return {{'v': payload['x'] + {add}}}\n"
+
+
+def test_testmon_after_a_tool_edit_reruns_every_case_that_uses_it(project: ConnicProject) -> None:
+    """Under the default isolation --testmon runs user code in pytest's process, so an edit of
+    tools/first.py reruns the two cases of the agent that calls it, and not the other agent's case."""
+    pytest.importorskip("testmon")
+    for name in ("first", "second"):
+        project.tool(name, TOOL.format(name=name, add=1))
+        project.agent(name, type="tool", tool_name=f"{name}.{name}")
+    project.suite("first", "agent: first\ntests:\n"
+                  "  - name: one\n    payload: '{\"x\": 1}'\n    expected_result: output.v == 2\n"
+                  "  - name: two\n    payload: '{\"x\": 2}'\n    expected_result: output.v == 3\n")
+    project.suite("second", "agent: second\ntests:\n"
+                  "  - name: three\n    payload: '{\"x\": 1}'\n    expected_result: output.v == 2\n")
+    result = _testmon_run(project, "--testmon")
+    assert result.stdout.lines[0] == TESTMON_NONE, result.stdout.str()
+    result.assert_outcomes(passed=3)
+    _testmon_run(project, "--testmon").assert_outcomes()  # nothing changed: nothing runs
+    project.tool("first", TOOL.format(name="first", add=10))  # a longer file: no stale bytecode
+    result = _testmon_run(project, "--testmon", "-rA")
+    result.assert_outcomes(failed=2)  # testmon does not even collect the unaffected suite
+    result.stdout.fnmatch_lines(["FAILED tests/first.yaml::one*", "FAILED tests/first.yaml::two*"])
+    assert "three" not in result.stdout.str()

@@ -48,8 +48,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
     settings = Settings.from_config(config)
     from pytest_connic.plugin.debugging import debugger_flag, with_debugger
+    from pytest_connic.plugin.ecosystem import with_testmon
 
-    settings = config.stash[SETTINGS_KEY] = with_debugger(config, settings)
+    settings = config.stash[SETTINGS_KEY] = with_testmon(config, with_debugger(config, settings))
     flag = debugger_flag(config)
     if flag is not None and settings.source("isolation") == flag:
         from pytest_connic.plugin.debugging import DebuggerLine

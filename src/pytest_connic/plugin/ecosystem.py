@@ -3,9 +3,12 @@ session, under pytest's header, also with ``-q`` (docs/ci.md "Other pytest plugi
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+
+from pytest_connic.plugin.options import SETTINGS_KEY, Settings
 
 
 def _in_connic_project(config: pytest.Config) -> bool:
@@ -32,7 +35,21 @@ def unsupported_lines(config: pytest.Config) -> list[str]:
     if _testmon_active(config) and _isolated(config):
         lines.append("connic: pytest-testmon measures pytest's process only, and user code runs in worker "
                      "processes: an edit of a tool reruns no case; run with --connic-isolation=none")
+    elif _testmon_active(config) and _isolation_source(config) == "--testmon":
+        lines.append("connic: --testmon: user code runs in pytest's process for this session (isolation "
+                     "none), so pytest-testmon sees the tool code each case runs")
     return lines
+
+
+def with_testmon(config: pytest.Config, settings: Settings) -> Settings:
+    """``settings`` with isolation ``none`` when pytest-testmon is active and the isolation was not
+    chosen (neither ``--connic-isolation`` nor ini ``connic_isolation``): testmon measures pytest's
+    process per test and cannot be fed the lines user code runs in workers. A chosen process
+    isolation is kept (and said at the start, :func:`unsupported_lines`)."""
+    if settings.isolation == "none" or settings.source("isolation") != "default" or not _testmon_active(config):
+        return settings
+    sources = {**settings.sources, "isolation": "--testmon"}
+    return dataclasses.replace(settings, isolation="none", sources=sources)
 
 
 def _testmon_active(config: pytest.Config) -> bool:
@@ -43,10 +60,14 @@ def _testmon_active(config: pytest.Config) -> bool:
 
 def _isolated(config: pytest.Config) -> bool:
     """Whether user code runs in worker processes this session (the resolved settings)."""
-    from pytest_connic.plugin.options import SETTINGS_KEY
-
     settings = config.stash.get(SETTINGS_KEY, None)
     return settings is not None and settings.isolation != "none"
+
+
+def _isolation_source(config: pytest.Config) -> str | None:
+    """Where this session's isolation came from (``--testmon`` when :func:`with_testmon` chose it)."""
+    settings = config.stash.get(SETTINGS_KEY, None)
+    return settings.source("isolation") if settings is not None else None
 
 
 class ConnicEcosystem:
