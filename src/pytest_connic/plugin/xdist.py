@@ -102,6 +102,21 @@ def placeholder_outcome(state: Any, nodeid: str, case_name: str, **fields: Any) 
     return new_outcome(nodeid, suite, 0, agent, case_name, runs=0, success_threshold=100, **fields)
 
 
+def worker_id(node: Any) -> str | None:
+    """The id of an xdist worker node on the controller (``gw0``), None when unknown."""
+    gateway = getattr(node, "gateway", None)
+    if gateway is not None and isinstance(getattr(gateway, "id", None), str):
+        return str(gateway.id)
+    workerid = (getattr(node, "workerinput", None) or {}).get("workerid")
+    return workerid if isinstance(workerid, str) else None
+
+
+def each_row(nodeid: str, worker: str | None) -> str:
+    """Under ``--dist each`` every worker runs every case: a case's row on the controller is one per
+    worker, named with the worker as pytest-xdist names its result lines (``tests/a.yaml::one [gw1]``)."""
+    return f"{nodeid} [{worker}]" if worker else nodeid
+
+
 def is_case(item: pytest.Item) -> bool:
     from pytest_connic.plugin.items import CaseItem
 
@@ -117,6 +132,16 @@ class ConnicXdist:
         self.activate = activate
         #: cases whose outcome came with their report (a worker's final output repeats them)
         self.received: set[str] = set()
+        #: ``--dist each``: a case's outcome from each worker is a row of its own (:func:`each_row`)
+        self.each = config.getoption("dist", None) == "each"
+
+    def _row(self, outcome: Any, node: Any) -> Any:
+        """``outcome`` as the row of the worker ``node`` under ``--dist each`` (unchanged otherwise)."""
+        worker = worker_id(node) if self.each else None
+        if worker:
+            outcome.nodeid = each_row(outcome.nodeid, worker)
+            outcome.case_name = f"{outcome.case_name} [{worker}]"
+        return outcome
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         """The controller learns the cases from the workers' collections: a real SIGINT or SIGTERM
@@ -126,9 +151,10 @@ class ConnicXdist:
         if not cases:
             return
         state = self.activate(self.config)
+        worker = worker_id(node) if self.each else None
         for nodeid in cases:
             suite, _, name = nodeid.partition("::")
-            state.collected.setdefault(nodeid, (suite, 0, name))
+            state.collected.setdefault(each_row(nodeid, worker), (suite, 0, name))
         state.interrupts.install()
 
     @pytest.hookimpl(trylast=True)
@@ -148,9 +174,11 @@ class ConnicXdist:
         state = self.activate(self.config)
         raw = output.get(WORKER_KEY)
         if raw:
+            worker = worker_id(node) if self.each else None
             for data in json.loads(raw):
-                if data.get("nodeid") not in self.received and state.outcome_of(data.get("nodeid")) is None:
-                    state.add_outcome(outcome_from_dict(data))
+                row = each_row(str(data.get("nodeid")), worker)
+                if row not in self.received and state.outcome_of(row) is None:
+                    state.add_outcome(self._row(outcome_from_dict(data), node))
         state.coverage_roots.update(Path(p) for p in output.get(ROOTS_KEY) or ())
 
     @pytest.hookimpl(tryfirst=True)
@@ -175,8 +203,17 @@ class ConnicXdist:
         if isinstance(raw, str):
             from pytest_connic.records.serialize import outcome_from_dict
 
-            self.received.add(report.nodeid)
-            self.activate(self.config).add_outcome(outcome_from_dict(json.loads(raw)), reported=True)
+            outcome = self._row(outcome_from_dict(json.loads(raw)), getattr(report, "node", None))
+            self.received.add(outcome.nodeid)
+            state = self.activate(self.config)
+            if outcome.nodeid != report.nodeid:  # --dist each: pytest's word of this worker's report
+                from pytest_connic.plugin.reporting import report_verdict
+
+                verdict = report_verdict(report)
+                if verdict is not None:
+                    outcome.pytest_outcome, outcome.pytest_reason = verdict
+                state.reported.add(outcome.nodeid)
+            state.add_outcome(outcome, reported=outcome.nodeid == report.nodeid)
         lines = getattr(report, RUNS_ATTR, None)
         if not ends_runs(report) or not lines or not verbose(self.config):
             return
