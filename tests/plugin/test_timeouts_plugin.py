@@ -115,3 +115,48 @@ def test_explicit_timeout_interrupts_a_slow_case(project: ConnicProject) -> None
     assert outcomes.get("failed", 0) + outcomes.get("errors", outcomes.get("error", 0)) == 1
     assert "passed" not in outcomes
     result.stdout.fnmatch_lines(["*Timeout (>1.0s) from pytest-timeout*"])
+
+
+HANGING_TOOL = '''
+import time
+
+
+def slow(payload: dict) -> dict:
+    """Hangs far beyond the timeout."""
+    time.sleep(600)
+    return payload
+'''
+
+
+@pytest.fixture
+def hanging(project: ConnicProject) -> ConnicProject:
+    project.tool("sleepy", HANGING_TOOL)
+    project.agent("sleeper", type="tool", tool_name="sleepy.slow")
+    project.suite("sleeper", "tests:\n  - name: naps\n    payload: '{\"x\": 1}'\n")
+    return project
+
+
+@pytest.mark.parametrize("method", ["signal", "thread"])
+def test_a_timeout_shows_the_cases_line_not_the_plugins_threads(hanging: ConnicProject, method: str) -> None:
+    """Under process isolation pytest's process only waits for the worker: the report is the case's
+    located line, without pytest-timeout's dump of the plugin's threads."""
+    result = hanging.run_subprocess("-p", "no:xdist", "--timeout=10", f"--timeout-method={method}")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*tests/sleeper.yaml:2: case 'naps' (sleeper): *Timeout (>10.0s) from pytest-timeout."])
+    out = result.stdout.str()
+    assert "Stack of" not in out and "pytest_connic" not in out and "site-packages" not in out, out
+    if method == "thread":  # pytest-timeout's thread method ends the session
+        assert "+++ Timeout +++" in out and "connic results" not in out
+
+
+@pytest.mark.parametrize("method", ["signal", "thread"])
+def test_a_timeout_shows_the_users_stack_under_isolation_none(hanging: ConnicProject, method: str) -> None:
+    """With user code in pytest's process, the stack of the thread running the tool is shown from
+    the first user frame on, and no other thread's."""
+    result = hanging.run_subprocess("-p", "no:xdist", "--timeout=15", f"--timeout-method={method}",
+                                    "--connic-isolation=none")
+    result.stdout.fnmatch_lines(["*tests/sleeper.yaml:2: case 'naps' (sleeper): *Timeout (>15.0s) from pytest-timeout.",
+                                 "*Stack of user code (*)*", '  File "*/tools/sleepy.py", line 6, in slow',
+                                 "    time.sleep(600)"])
+    out = result.stdout.str()
+    assert out.count("Stack of") == 1 and "pytest_connic" not in out, out

@@ -1,8 +1,17 @@
-"""pytest-timeout: each case gets a timeout derived from its runs, unless the user chose one."""
+"""pytest-timeout: each case gets a timeout derived from its runs, unless the user chose one; when
+it fires on a case, the report shows the case's located line and the user's stack, never the
+stacks of the plugin's own threads (docs/running.md "Timeouts")."""
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,12 +62,128 @@ def _has_timeout_plugin(config: pytest.Config) -> bool:
 
 
 class ConnicTimeouts:
-    """Gives the collected cases their timeouts (not registered in coverage mode: no case runs)."""
+    """Gives the collected cases their timeouts (not registered in coverage mode: no case runs),
+    and registers :class:`CaseTimers` with a pytest-timeout that has the timer hooks (2.1 and later)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        manager = config.pluginmanager
+        if _has_timeout_plugin(config) and hasattr(manager.hook, "pytest_timeout_set_timer") \
+                and not manager.has_plugin("connic-case-timers"):
+            manager.register(CaseTimers(), "connic-case-timers")
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         cases = [i for i in items if isinstance(i, CaseItem)]
         set_timeouts(self.config, cases, state_of(self.config).settings.concurrency)
+
+
+def user_stacks(root: Path) -> list[tuple[str, str]]:
+    """``(thread name, stack)`` of every other thread of this process that is running user code
+    (a frame under the project ``root``), the stack cut to start at the first user frame. Under
+    process isolation there is none: user code runs in a worker process."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    base = str(root.resolve()) + os.sep
+    found = []
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():
+            continue
+        frames = traceback.extract_stack(frame)
+        first = next((i for i, f in enumerate(frames) if f.filename.startswith(base)), None)
+        if first is not None:
+            found.append((names.get(ident, str(ident)), "".join(traceback.format_list(frames[first:]))))
+    return found
+
+
+def write_user_stacks(terminal: Any, root: Path) -> None:
+    """The user's stacks, in pytest-timeout's shape (``~~ Stack of ... ~~``)."""
+    for name, stack in user_stacks(root):
+        terminal.sep("~", title=f"Stack of user code ({name})")
+        terminal.write(stack)
+
+
+class CaseTimers:
+    """pytest-timeout's timer for Connic cases (its ``pytest_timeout_set_timer`` hook): the same
+    methods, timeouts and debugger detection, without its dump of every thread's stack, which for a
+    case shows the plugin's threads waiting on a worker. ``signal``: the case fails with
+    pytest-timeout's message in one located line (and the user's stacks in its captured output);
+    ``thread``: the case's located line and the user's stacks, then the session ends, as
+    pytest-timeout ends it."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> Generator[None, Any, Any]:
+        """When pytest-timeout's own implementation set the timer of a case (not a conftest's or
+        another plugin's), it is replaced by this one, with the same method and timeout."""
+        result = yield
+        cancel: Any = getattr(item, "cancel_timeout", None)
+        if isinstance(item, CaseItem) and result and getattr(cancel, "__module__", None) == "pytest_timeout":
+            cancel()
+            self._set_timer(item, settings)
+        return result
+
+    def _set_timer(self, item: CaseItem, settings: Any) -> None:
+        from pytest_timeout import PYTEST_FAILURE_MESSAGE
+
+        message = PYTEST_FAILURE_MESSAGE % settings.timeout
+        if settings.method == "signal" and threading.current_thread() is threading.main_thread():
+            def handler(signum: int, frame: Any) -> None:
+                __tracebackhide__ = True
+                if _debugging(settings):
+                    return
+                write_user_stacks(item.config.get_terminal_writer(), item.project_root)
+                pytest.fail(message, pytrace=False)
+
+            def cancel() -> None:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+            signal.signal(signal.SIGALRM, handler)
+            signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+        else:
+            timer = threading.Timer(settings.timeout, _timer_expired, (item, settings, message))
+            timer.name = f"pytest_timeout {item.nodeid}"
+
+            def cancel() -> None:
+                timer.cancel()
+                timer.join()
+
+            timer.start()
+        item.cancel_timeout = cancel  # type: ignore[attr-defined]  # pytest-timeout's cancel hook calls it
+
+
+def _debugging(settings: Any) -> bool:
+    """pytest-timeout's own check: a debugger is active (the timeout then does not fire)."""
+    from pytest_timeout import is_debugging
+
+    return not settings.disable_debugger_detection and bool(is_debugging())
+
+
+def _timer_expired(item: CaseItem, settings: Any, message: str) -> None:
+    """The ``thread`` method: what pytest-timeout writes (the captured output), then the case's
+    located line and the user's stacks instead of every thread's; the process ends as pytest-timeout
+    ends it (``os._exit(1)``)."""
+    if _debugging(settings):
+        return
+    terminal = item.config.get_terminal_writer()
+    try:
+        capman = item.config.pluginmanager.getplugin("capturemanager")
+        out, err = "", ""
+        if capman is not None:
+            capman.suspend_global_capture(item)
+            out, err = capman.read_global_capture()
+        terminal.sep("+", title="Timeout")
+        for title, text in (("Captured stdout", out), ("Captured stderr", err)):
+            if text:
+                terminal.sep("~", title=title)
+                terminal.write(text)
+        terminal.line(f"{item.suite.relpath}:{item.spec.line}: case '{item.spec.name}' "
+                      f"({item.suite.agent_name}): {message}")
+        write_user_stacks(terminal, item.project_root)
+        terminal.sep("+", title="Timeout")
+    except Exception:  # noqa: BLE001 -- as pytest-timeout: the process ends whatever happens here
+        traceback.print_exc()
+    finally:
+        terminal.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
