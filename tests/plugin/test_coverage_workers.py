@@ -6,6 +6,8 @@ coverage's combine step finds it, so the default process isolation reports the l
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +57,24 @@ def test_worker_processes_report_the_lines_they_ran(project: ConnicProject, xdis
     # every line but the body of `never`: the import-time lines alone would be far fewer
     assert in_workers["tools/loud.py"] > 85
     assert not list(project.root.glob(".coverage.*"))  # every worker's data was combined
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order-desk"
+
+
+def test_order_desk_tools_coverage_is_the_same_under_both_isolations(pytester: pytest.Pytester) -> None:
+    """The issue's repro: ``pytest --cov=tools`` on examples/order-desk reports the line coverage of
+    ``tools/`` under the default isolation that ``--connic-isolation=none`` reports (within 2 points;
+    import-time lines alone were 22-35%)."""
+    shutil.copytree(EXAMPLE, pytester.path, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+
+    def total(*args: str) -> float:
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--cov=tools",
+                                               "--cov-report=json:cov.json", *args)
+        assert result.ret == 0, result.stdout.str()
+        return float(json.loads((pytester.path / "cov.json").read_text("utf-8"))["totals"]["percent_covered"])
+
+    in_workers, in_process = total(), total("--connic-isolation=none")
+    assert abs(in_workers - in_process) <= 2, (in_workers, in_process)
+    assert in_workers > 60
