@@ -52,3 +52,29 @@ def test_each_worker_has_its_own_row_and_the_counts_are_pytests(project: ConnicP
     assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("4", "1")
     cases = [(c.get("name"), c.find("failure") is not None) for c in suite.iter("testcase")]
     assert sorted(cases) == [("anywhere", False), ("anywhere", False), ("on gw0", False), ("on gw0", True)]
+
+
+CRASH = '''
+import os
+
+
+def who(payload: dict) -> dict:
+    """Ends its xdist worker on gw1 when asked (user code runs in that worker's process)."""
+    if payload.get("crash") and os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
+        os._exit(1)
+    return {"worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
+'''
+
+
+def test_a_worker_that_crashes_on_a_case_is_that_workers_row(project: ConnicProject) -> None:
+    pytest.importorskip("xdist")
+    project.tool("who", CRASH)
+    project.agent("who", type="tool", tool_name="who.who")
+    project.suite("who", "agent: who\ntests:\n  - name: crashes on gw1\n    payload: '{\"crash\": true}'\n")
+    result = project.run_subprocess("-p", "no:randomly", "-p", "no:timeout", "-n", "2", "--dist", "each",
+                                    "--connic-isolation=none", "--connic-json=r.json")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["1/2 cases passed."])
+    report = json.loads((project.root / "r.json").read_text("utf-8"))
+    assert sorted((c["nodeid"], c["status"]) for c in report["cases"]) == [
+        ("tests/who.yaml::crashes on gw1 [gw0]", "passed"), ("tests/who.yaml::crashes on gw1 [gw1]", "error")]

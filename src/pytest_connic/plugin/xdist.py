@@ -185,13 +185,15 @@ class ConnicXdist:
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """A worker died while running ``crashitem`` (``os._exit`` in a tool, a segfault): the case
         still appears in every report, failed with xdist's message."""
-        if crashitem in self.received or not is_case_id(crashitem):
+        node = getattr(report, "node", None)
+        row = each_row(crashitem, worker_id(node) if self.each else None)
+        if row in self.received or not is_case_id(crashitem):
             return
-        self.received.add(crashitem)
+        self.received.add(row)
         state = self.activate(self.config)
         reason = f"{report.longrepr}; the case's runs and their records were lost with the worker"
         name = crashitem.partition("::")[2]
-        state.add_outcome(placeholder_outcome(state, crashitem, name, setup_error=reason))
+        state.add_outcome(self._row(placeholder_outcome(state, crashitem, name, setup_error=reason), node))
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
