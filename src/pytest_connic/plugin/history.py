@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pytest_connic.history.store import CaseRow, SessionRow
     from pytest_connic.plugin.session import ConnicSession
     from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.secrets import Masker
 
 #: sessions read for trends and flakiness
 RECENT = 50
@@ -137,7 +138,7 @@ class ConnicHistory:
         # a secret in a case name (or the command line) is masked in the history as everywhere the
         # plugin writes it; the masking is the same in every session, so sessions still compare
         masked = state.masker.text
-        rows = {row.nodeid: row for row in (replace(case_row(o, digests), nodeid=masked(o.nodeid))
+        rows = {row.nodeid: row for row in (replace(case_row(o, digests, state.masker), nodeid=masked(o.nodeid))
                                             for o in state.outcomes)}
         commit = git(self.config.rootpath, "rev-parse", "HEAD")
         session = SessionRow(datetime.now(timezone.utc).isoformat(timespec="seconds"), commit,
@@ -300,9 +301,12 @@ class _Digests:
         return combined(parts), json.dumps(parts, sort_keys=True)
 
 
-def case_row(outcome: CaseOutcome, digests: _Digests) -> CaseRow:
-    """One outcome as stored: its verdict, numbers, and the digests of its cassette and agent."""
+def case_row(outcome: CaseOutcome, digests: _Digests, masker: Masker) -> CaseRow:
+    """One outcome as stored: its verdict, numbers, the digests of its cassette and agent, and
+    its behaviour (masked, bounded by ``connic_report_value_limit``) for comparisons."""
+    from pytest_connic.history.behaviour import RUN_KEYS, behaviour_text, case_behaviour
     from pytest_connic.history.store import CaseRow
+    from pytest_connic.jsonsafe import masked
     from pytest_connic.reports.stats import case_status, case_wilson, pass_rate
 
     cassette = config_digest = parts = None
@@ -318,4 +322,8 @@ def case_row(outcome: CaseOutcome, digests: _Digests) -> CaseRow:
         rate_high=interval[1] if interval else None, input_tokens=outcome.input_tokens,
         output_tokens=outcome.output_tokens, cost=round(outcome.cost, 8), latency_ms=outcome.median_latency_ms,
         cassette_digest=cassette, config_digest=config_digest, config_parts=parts,
+        behaviour=behaviour_text(case_behaviour(
+            agent=masker.text(outcome.agent_name), name=masker.text(outcome.case_name),
+            suite=masker.text(outcome.suite_path), line=outcome.line,
+            runs=[masked({k: v for k, v in r.to_dict().items() if k in RUN_KEYS}, masker) for r in outcome.records])),
     )
