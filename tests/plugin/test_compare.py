@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,135 @@ def test_an_old_history_file_is_migrated_by_the_next_session(project: ConnicProj
     assert [(r["session_id"], r["behaviour"] is None) for r in rows] == [(1, True), (1, True), (2, False), (2, False)]
     with sqlite3.connect(project.root / "history.sqlite") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+
+
+def compare_cli(project: ConnicProject, *args: str) -> pytest.RunResult:
+    return project.pytester.run(sys.executable, "-m", "pytest_connic", "compare", *args)
+
+
+def two_sessions(project: ConnicProject, *args: str) -> None:
+    """Record the first version, change the prompt, its recorded answer and one tool call, run again."""
+    first_version(project)
+    project.run("--connic-history", "history.sqlite", "--connic-json", "before.json", *args).assert_outcomes(passed=2)
+    second_version(project)
+    project.run("--connic-history", "history.sqlite", "--connic-json", "after.json", *args).assert_outcomes(passed=2)
+
+
+CHANGED_ADDS = [
+    "  1 case(s) changed, 1 unchanged, 0 only in the subject, 0 only in the reference",
+    "  in all: tokens 330 → 582 (+252) · cost $0.000* → $0.000* (+$0.000*)",
+    "  calc::adds  (tests/calc.yaml::adds)",
+    "    output: The sum of four and six is [[]-ten-]{+10, checked twice+}.",
+    "    tool calls:",
+    '      = add({"a":4,"b":6}) → {"sum":10}',
+    '      + multiply({"a":10,"b":1}) → {"product":10}',
+    "    tokens 220 → 472 (+252) · cost $0.000* → $0.000* (+$0.000*) · latency",
+]
+
+
+def test_compare_last_with_the_session_before(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    two_sessions(project)
+    result = compare_cli(project, "last", "-2", "--history", "history.sqlite")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(["compare: session 2 of * compared with session 1 of", "  20*", *CHANGED_ADDS],
+                                consecutive=True)
+    result.stdout.no_fnmatch_line("*calc::steady*")  # unchanged: counted, not shown
+    assert max(len(line) for line in result.stdout.lines) <= 80
+    assert "\x1b[" not in result.stdout.str()  # not a terminal: no colour
+
+
+def test_compare_two_json_reports(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    two_sessions(project)
+    result = compare_cli(project, "after.json", "before.json", "--json", "comparison.json")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(["compare: report after.json compared with report before.json", *CHANGED_ADDS],
+                                consecutive=True)
+    section = json.loads((project.root / "comparison.json").read_text("utf-8"))["comparison"]
+    (adds,) = section["changed"]
+    assert adds["tokens"] == [220, 472] and adds["verdict"] is None and section["unchanged"] == 1
+    assert ["+", "10, checked twice"] in adds["output"]["words"]
+    assert ["+", 'multiply({"a":10,"b":1}) → {"product":10}'] in adds["tools"]
+
+
+def test_connic_compare_shows_the_changes_at_the_session_end(project: ConnicProject,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    first_version(project)
+    project.run("--connic-json", "before.json").assert_outcomes(passed=2)
+    second_version(project)
+    result = project.run("--connic-compare", "before.json", "--connic-json", "after.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*- connic compare -*", "compare: this session compared with report before.json",
+                                 *CHANGED_ADDS], consecutive=True)
+    shown = result.stdout.str().split("- connic compare -")[1].split("\n=")[0].splitlines()
+    assert len(shown) > 8 and max(len(line) for line in shown) <= 80
+    section = json.loads((project.root / "after.json").read_text("utf-8"))["comparison"]
+    assert [c["nodeid"] for c in section["changed"]] == ["tests/calc.yaml::adds"]
+
+
+def test_connic_compare_with_a_ref_that_names_nothing_is_a_usage_error(project: ConnicProject) -> None:
+    first_version(project)
+    result = project.run("--connic-compare", "gone.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*invalid value 'gone.json' from --connic-compare: gone.json: no such report file*"])
+    result = project.run("--connic-history", "h.sqlite", "--connic-compare", "-2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*invalid value '-2' from --connic-compare: '-2': the history *h.sqlite does not exist*"])
+
+
+def test_an_old_history_compares_with_a_new_session(project: ConnicProject) -> None:
+    first_version(project)
+    shutil.copy(OLD_HISTORY, project.root / "history.sqlite")
+    second_version(project)
+    result = project.run("--connic-history", "history.sqlite", "--connic-compare", "last")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "compare: this session compared with session 1 of *",
+        "  1 case(s) changed, 1 unchanged, 0 only in the subject, 0 only in the reference",
+        "  in all: tokens 330 → 582 (+252) · *",
+        "  calc::adds  (tests/calc.yaml::adds)",
+        "    tokens 220 → 472 (+252) · *",
+        "    changed: agents/calc.yaml, cassette re-recorded",
+        "    (outputs and tool calls not compared: the reference comes from a history",
+        "      written before pytest-connic kept them)",
+    ])
+
+
+def test_a_pass_rate_change_says_whether_it_is_within_noise() -> None:
+    from pytest_connic.compare.cases import rate_change
+    from pytest_connic.compare.sides import CaseSide
+
+    def side(successes: int, executed: int, interval: tuple[float, float]) -> CaseSide:
+        return CaseSide("t.yaml::c", "a::c", "passed", successes, executed, successes / executed, interval,
+                        0, 0, 0.0, None, None)
+
+    noise = rate_change(side(8, 10, (0.49, 0.94)), side(6, 10, (0.31, 0.83)))
+    assert noise is not None and noise["noise"] is True
+    assert noise["text"] == "pass rate 80% → 60% (within noise: inside the reference's 95% interval 49%–94%)"
+    moved = rate_change(side(19, 20, (0.76, 0.99)), side(8, 20, (0.22, 0.61)))
+    assert moved is not None and moved["noise"] is False
+    assert moved["text"] == "pass rate 95% → 40% (outside the reference's 95% interval 76%–99%)"
+    assert rate_change(side(1, 1, (0.2, 1.0)), side(0, 1, (0.0, 0.8))) is None  # one run: the verdict says it
+
+
+def test_the_markdown_summary_under_github_actions(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    first_version(project)
+    project.run("--connic-json", "before.json").assert_outcomes(passed=2)
+    second_version(project)
+    step = project.root / "step-summary.md"
+    step.write_text("earlier step\n", "utf-8")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    monkeypatch.setenv("GITHUB_ACTIONS", "false")  # not under GitHub Actions: left alone
+    project.run("--connic-compare", "before.json").assert_outcomes(passed=2)
+    assert step.read_text("utf-8") == "earlier step\n"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    project.run("--connic-compare", "before.json", "--connic-summary", "summary.md").assert_outcomes(passed=2)
+    text = step.read_text("utf-8")
+    assert text.startswith("earlier step\n### Connic: 2/2 cases passed\n")  # appended, as GitHub asks
+    assert text.removeprefix("earlier step\n").rstrip("\n") == (project.root / "summary.md").read_text("utf-8").rstrip("\n")
+    assert "this session compared with report before.json" in text
+    assert "| calc::adds | unchanged | 220 → 472 (+252) |" in text
+    assert "- output: The sum of four and six is <del>ten</del><ins>10, checked twice</ins>." in text
+    assert '  - + <ins>multiply({&quot;a&quot;:10,&quot;b&quot;:1}) → {&quot;product&quot;:10}</ins>' in text
