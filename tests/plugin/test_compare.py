@@ -4,6 +4,7 @@ did; ``python -m pytest_connic compare A B`` and ``--connic-compare REF`` show w
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import sys
@@ -124,8 +125,10 @@ CHANGED_ADDS = [
 def test_compare_last_with_the_session_before(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     two_sessions(project)
-    result = compare_cli(project, "last", "-2", "--history", "history.sqlite")
+    result = compare_cli(project, "last", "-2", "--history", "history.sqlite", "--html", "page.html")
     assert result.ret == 0, result.stderr.str()
+    page = (project.root / "page.html").read_text("utf-8")  # the comparison alone: no report to show it in
+    assert "<h2>Compared with session 1 of " in page and "Content-Security-Policy" in page
     result.stdout.fnmatch_lines(["compare: session 2 of * compared with session 1 of", "  20*", *CHANGED_ADDS],
                                 consecutive=True)
     result.stdout.no_fnmatch_line("*calc::steady*")  # unchanged: counted, not shown
@@ -136,8 +139,10 @@ def test_compare_last_with_the_session_before(project: ConnicProject, monkeypatc
 def test_compare_two_json_reports(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     two_sessions(project)
-    result = compare_cli(project, "after.json", "before.json", "--json", "comparison.json")
+    result = compare_cli(project, "after.json", "before.json", "--json", "comparison.json", "--html", "page.html")
     assert result.ret == 0, result.stderr.str()
+    page = (project.root / "page.html").read_text("utf-8")  # the subject's whole report, with the comparison
+    assert "<h2>Compared with report before.json</h2>" in page and 'id="connic-report"' in page
     result.stdout.fnmatch_lines(["compare: report after.json compared with report before.json", *CHANGED_ADDS],
                                 consecutive=True)
     section = json.loads((project.root / "comparison.json").read_text("utf-8"))["comparison"]
@@ -227,3 +232,60 @@ def test_the_markdown_summary_under_github_actions(project: ConnicProject, monke
     assert "| calc::adds | unchanged | 220 → 472 (+252) |" in text
     assert "- output: The sum of four and six is <del>ten</del><ins>10, checked twice</ins>." in text
     assert '  - + <ins>multiply({&quot;a&quot;:10,&quot;b&quot;:1}) → {&quot;product&quot;:10}</ins>' in text
+
+
+#: reads the page in an iframe ``width`` CSS pixels wide (headless Chromium's window is at least
+#: 500 wide): whether it scrolls sideways, which cards carry a diff, which cards are shown
+PROBE = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="page" width="{width}" height="1600" style="border:0" src="{url}"></iframe>
+<script>
+document.getElementById("page").addEventListener("load", (event) => {{
+  const doc = event.target.contentDocument, root = doc.documentElement;
+  document.body.dataset.scroll = root.scrollWidth + "/" + root.clientWidth;
+  const cards = [...doc.querySelectorAll("section.case")];
+  document.body.dataset.diffs = cards.filter((c) => c.querySelector(".cmp-case")).map((c) => c.dataset.nodeid).join(",");
+  document.body.dataset.shown = cards.filter((c) => c.getClientRects().length).map((c) => c.dataset.nodeid).join(",");
+  document.body.dataset.ready = doc.body.dataset.ready;
+}});
+</script></body></html>"""
+
+
+def probe(chromium: str, tmp_path: Path, page: Path, width: int, fragment: str = "") -> dict[str, str]:
+    import html
+    import re
+
+    from helpers.chromium import run_chromium
+
+    shutil.copy(page, tmp_path / page.name)  # beside the probe: the iframe may read it (same origin)
+    probe = tmp_path / f"probe-{width}{fragment.strip('#')}.html"
+    probe.write_text(PROBE.format(width=width, url=html.escape(page.name + fragment)), "utf-8")
+    window = f"--window-size={max(width, 500) + 20},1700"
+    dom = run_chromium(chromium, tmp_path, probe.as_uri(), "--dump-dom", "--allow-file-access-from-files", window)
+    shot = tmp_path / f"compare-{width}{fragment.strip('#')}.png"
+    run_chromium(chromium, tmp_path, probe.as_uri(), f"--screenshot={shot}", "--allow-file-access-from-files", window)
+    if os.environ.get("CONNIC_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["CONNIC_KEEP_SCREENSHOT"].replace(".png", f"-compare-{width}{fragment.strip('#')}.png"))
+    return {k: html.unescape(v) for k, v in re.findall(r'data-(\w+)="([^"]*)"', dom)}
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_html_report_shows_the_comparison_side_by_side(project: ConnicProject, chromium: str, tmp_path: Path,
+                                                           width: int) -> None:
+    first_version(project)
+    project.run("--connic-json", "before.json").assert_outcomes(passed=2)
+    second_version(project)
+    project.run("--connic-compare", "before.json", "--connic-html", "report.html").assert_outcomes(passed=2)
+    page = project.root / "report.html"
+    text = page.read_text("utf-8")
+    section = text.split('<section id="comparison"')[1].split("</section>")[0]
+    assert "<h2>Compared with report before.json</h2>" in section
+    assert "The sum of four and six is <del>ten</del>." in section  # before, left
+    assert "The sum of four and six is <ins>10, checked twice</ins>." in section  # now, right
+    assert '<li class="cmp-ins"><ins>multiply({&quot;a&quot;:10,&quot;b&quot;:1}) → {&quot;product&quot;:10}</ins></li>' in section
+    seen = probe(chromium, tmp_path, page, width)
+    assert seen["ready"] == "true", "the report script did not finish"
+    scroll, client = (int(n) for n in seen["scroll"].split("/"))
+    assert client <= width and scroll <= client, f"the page scrolls sideways: {scroll} > {client}"
+    assert seen["diffs"] == "tests/calc.yaml::adds"  # the diff on the changed case's card
+    assert set(seen["shown"].split(",")) == {"tests/calc.yaml::adds", "tests/calc.yaml::steady"}
+    assert probe(chromium, tmp_path, page, width, "#changed")["shown"] == "tests/calc.yaml::adds"  # Changed only

@@ -3,6 +3,7 @@ The result is the JSON-ready ``comparison`` section every output renders."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pytest_connic.compare.diff import output_diff, tool_diff
@@ -113,7 +114,7 @@ def compare(subject: Side, reference: Side) -> dict[str, Any]:
         return {"tokens": sum(c.input_tokens + c.output_tokens for c in side.cases.values()),
                 "cost": round(sum(c.cost for c in side.cases.values()), 8)}
 
-    return {
+    section: dict[str, Any] = {
         "subject": subject.label,
         "reference": reference.label,
         "changed": changed,
@@ -122,3 +123,53 @@ def compare(subject: Side, reference: Side) -> dict[str, Any]:
         "unchanged": unchanged,
         "totals": {"reference": total(reference), "subject": total(subject)},
     }
+    section["text"] = header(section)
+    for change in changed:
+        change["deltas"] = deltas(change)
+    return section
+
+
+# --------------------------------------------------------------------------- in words
+
+def tokens_text(pair: Sequence[int]) -> str:
+    before, after = pair
+    return f"tokens {before:,} → {after:,} ({after - before:+,})"
+
+
+def dollars(amount: float) -> str:
+    """``$0.0123``; a small amount with the digits that tell it apart (``$0.000045``)."""
+    amount = abs(amount)
+    return "$0" if amount == 0 else f"${amount:.4f}" if amount >= 0.001 else f"${amount:.6f}"
+
+
+def cost_text(pair: Sequence[float]) -> str:
+    before, after = pair
+    sign = "+" if after >= before else "-"
+    return f"cost {dollars(before)} → {dollars(after)} ({sign}{dollars(after - before)})"
+
+
+def latency_text(pair: Sequence[float | None]) -> str | None:
+    before, after = pair
+    if before is None or after is None:
+        return None
+    a, b = round(before), round(after)
+    return f"latency {a}ms → {b}ms ({b - a:+}ms)"
+
+
+def deltas(change: dict[str, Any]) -> str:
+    parts = [tokens_text(change["tokens"]), cost_text(change["cost"]), latency_text(change["latency_ms"])]
+    return " · ".join(p for p in parts if p)
+
+
+def verdict_text(verdict: dict[str, Any]) -> str:
+    return f"verdict: {verdict['before']} → {verdict['after']}"
+
+
+def header(section: dict[str, Any]) -> list[str]:
+    counts = (f"{len(section['changed'])} case(s) changed, {section['unchanged']} unchanged"
+              f", {len(section['only_subject'])} only in the subject, {len(section['only_reference'])} only in the reference")
+    totals = section["totals"]
+    pair_tokens = (totals["reference"]["tokens"], totals["subject"]["tokens"])
+    pair_cost = (totals["reference"]["cost"], totals["subject"]["cost"])
+    return [f"{section['subject']} compared with {section['reference']}", counts,
+            f"in all: {tokens_text(pair_tokens)} · {cost_text(pair_cost)}"]

@@ -34,6 +34,8 @@ def add_parser(commands: Any) -> None:
                         help="the history file (default: .pytest_cache/connic/history.sqlite here or above)")
     parser.add_argument("--json", metavar="PATH", help="write the comparison as JSON ({\"comparison\": ...})")
     parser.add_argument("--summary", metavar="PATH", help="write a Markdown summary (as for GitHub's step summary)")
+    parser.add_argument("--html", metavar="PATH", help="write an HTML page of the comparison (the subject's whole "
+                        "report with it, when A is a --connic-json report)")
     parser.add_argument("--color", choices=("auto", "yes", "no"), default="auto",
                         help="colour the terminal output (auto: when it is a terminal, as pytest)")
 
@@ -76,7 +78,17 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     if args.json:
         write_text_file(Path(args.json), json.dumps({"comparison": section}, ensure_ascii=False, indent=2) + "\n")
     write_summaries(markdown(section), args.summary, os.environ)
+    if args.html:
+        write_text_file(Path(args.html), html_page(section, subject_report(args.subject, root)))
     return 0
+
+
+def html_page(section: dict[str, Any], report: dict[str, Any] | None) -> str:
+    """The subject's whole report with the comparison when it is a report, else the comparison alone."""
+    from pytest_connic.reports.comparison_html import standalone_page
+    from pytest_connic.reports.html import CSP, render_html
+
+    return render_html({**report, "comparison": section}) if report is not None else standalone_page(section, CSP)
 
 
 def subject_report(ref: str, root: Path) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_connic.compare.cases import cost_text, deltas, header, tokens_text, verdict_text
 from pytest_connic.compare.diff import Op
 from pytest_connic.reports.table import cell_text, display_width
 
@@ -23,50 +24,6 @@ MARKDOWN_DIFF = 2000
 def _shown(text: str) -> str:
     """User text on one terminal line: a line break as ``↵``, control characters escaped."""
     return cell_text(text.replace("\r\n", "\n").replace("\n", "↵ "))
-
-
-def tokens_text(pair: Sequence[int]) -> str:
-    before, after = pair
-    return f"tokens {before:,} → {after:,} ({after - before:+,})"
-
-
-def dollars(amount: float) -> str:
-    """``$0.0123``; a small amount with the digits that tell it apart (``$0.000045``)."""
-    amount = abs(amount)
-    return "$0" if amount == 0 else f"${amount:.4f}" if amount >= 0.001 else f"${amount:.6f}"
-
-
-def cost_text(pair: Sequence[float]) -> str:
-    before, after = pair
-    sign = "+" if after >= before else "-"
-    return f"cost {dollars(before)} → {dollars(after)} ({sign}{dollars(after - before)})"
-
-
-def latency_text(pair: Sequence[float | None]) -> str | None:
-    before, after = pair
-    if before is None or after is None:
-        return None
-    a, b = round(before), round(after)
-    return f"latency {a}ms → {b}ms ({b - a:+}ms)"
-
-
-def deltas(change: dict[str, Any]) -> str:
-    parts = [tokens_text(change["tokens"]), cost_text(change["cost"]), latency_text(change["latency_ms"])]
-    return " · ".join(p for p in parts if p)
-
-
-def verdict_text(verdict: dict[str, Any]) -> str:
-    return f"verdict: {verdict['before']} → {verdict['after']}"
-
-
-def header(section: dict[str, Any]) -> list[str]:
-    counts = (f"{len(section['changed'])} case(s) changed, {section['unchanged']} unchanged"
-              f", {len(section['only_subject'])} only in the subject, {len(section['only_reference'])} only in the reference")
-    totals = section["totals"]
-    pair_tokens = (totals["reference"]["tokens"], totals["subject"]["tokens"])
-    pair_cost = (totals["reference"]["cost"], totals["subject"]["cost"])
-    return [f"{section['subject']} compared with {section['reference']}", counts,
-            f"in all: {tokens_text(pair_tokens)} · {cost_text(pair_cost)}"]
 
 
 def _word_line(ops: list[Op]) -> Line:
