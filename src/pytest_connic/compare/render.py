@@ -106,7 +106,7 @@ def fit(indent: int, line: Line, width: int | None) -> list[Line]:
     for text, style in line:
         for token in re.findall(r"\s+|\S+", text):
             w = display_width(token)
-            if used + w > width and used > indent + (2 if out else 0):
+            if used + w > width and used > indent + (2 if out else 0) and w <= room:  # wrap before it
                 out.append(current)
                 current = [(" " * (indent + 2), "")]
                 used = indent + 2

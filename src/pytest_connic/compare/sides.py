@@ -125,7 +125,8 @@ def resolve(ref: str, history: Path | None, root: Path, *, git_root: Path | None
     if ref.endswith(".json"):
         raise CompareError(f"{ref}: no such report file (in {root})")
     if history is None:
-        raise CompareError(f"{ref!r}: no history to find that session in (give --history PATH, or a report file)")
+        raise CompareError(f"{ref!r}: no history file to find that session in (name one: --history PATH, in "
+                           "pytest --connic-history PATH; or name a --connic-json report file)")
     store = HistoryStore(history)
     try:
         return _from_history(ref, store, git_root or root)
