@@ -150,6 +150,8 @@ def test_compare_two_json_reports(project: ConnicProject, monkeypatch: pytest.Mo
     assert adds["tokens"] == [220, 472] and adds["verdict"] is None and section["unchanged"] == 1
     assert ["+", "10, checked twice"] in adds["output"]["words"]
     assert ["+", 'multiply({"a":10,"b":1}) → {"product":10}'] in adds["tools"]
+    coloured = compare_cli(project, "after.json", "before.json", "--color", "yes").stdout.str()
+    assert "\x1b[31m[-ten-]\x1b[0m\x1b[32m{+10, checked twice+}\x1b[0m" in coloured
 
 
 def test_connic_compare_shows_the_changes_at_the_session_end(project: ConnicProject,
@@ -166,6 +168,8 @@ def test_connic_compare_shows_the_changes_at_the_session_end(project: ConnicProj
     assert len(shown) > 8 and max(len(line) for line in shown) <= 80
     section = json.loads((project.root / "after.json").read_text("utf-8"))["comparison"]
     assert [c["nodeid"] for c in section["changed"]] == ["tests/calc.yaml::adds"]
+    coloured = project.run("--connic-compare", "before.json", "--color=yes").stdout.str()  # where pytest colours
+    assert "\x1b[32m{+10, checked twice+}" in coloured and "\x1b[31m[-ten-]" in coloured
 
 
 def test_connic_compare_with_a_ref_that_names_nothing_is_a_usage_error(project: ConnicProject) -> None:

@@ -129,9 +129,18 @@ def fit(indent: int, line: Line, width: int | None) -> list[Line]:
 
 
 def _rstripped(line: Line) -> Line:
+    """``line`` without trailing blanks, its neighbouring pieces of one colour joined."""
     while len(line) > 1 and not line[-1][0].strip():
         line = line[:-1]
-    return line[:-1] + [(line[-1][0].rstrip(), line[-1][1])] if len(line) > 1 else line
+    if len(line) > 1:
+        line = line[:-1] + [(line[-1][0].rstrip(), line[-1][1])]
+    joined: Line = []
+    for text, style in line:
+        if joined and joined[-1][1] == style:
+            joined[-1] = (joined[-1][0] + text, style)
+        else:
+            joined.append((text, style))
+    return joined
 
 
 def terminal(section: dict[str, Any], width: int | None) -> list[Line]:
