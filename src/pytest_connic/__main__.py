@@ -24,7 +24,9 @@ _OUTPUTS = (("json", "--connic-json"), ("html", "--connic-html"), ("junitxml", "
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pytest_connic", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(prog="python -m pytest_connic", description=(
+        "merge: merge shards' --connic-json reports into the reports of one run (docs/ci.md); compare: what "
+        "changed between two sessions of the history or two --connic-json reports (docs/history.md)."))
     commands = parser.add_subparsers(dest="command", required=True, metavar="{merge,compare}")
     merge = commands.add_parser("merge", help="merge shards' --connic-json reports into one set of reports",
                                 description="Merge shards' --connic-json reports into the reports of one run.")

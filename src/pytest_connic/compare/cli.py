@@ -75,11 +75,16 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     colour = use_colour(args.color, out)
     for line in terminal(section, width):
         print(painted(line, colour), file=out)
-    if args.json:
-        write_text_file(Path(args.json), json.dumps({"comparison": section}, ensure_ascii=False, indent=2) + "\n")
-    write_summaries(markdown(section), args.summary, os.environ)
-    if args.html:
-        write_text_file(Path(args.html), html_page(section, subject_report(args.subject, root)))
+    try:
+        if args.json:
+            write_text_file(Path(args.json), json.dumps({"comparison": section}, ensure_ascii=False, indent=2) + "\n")
+        write_summaries(markdown(section), args.summary, os.environ)
+        if args.html:
+            write_text_file(Path(args.html), html_page(section, subject_report(args.subject, root)))
+    except OSError as exc:
+        print(f"python -m pytest_connic compare: error: {exc.filename or ''}: cannot write: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
