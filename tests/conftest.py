@@ -40,6 +40,8 @@ def _inner_sessions_in_file_order(request: pytest.FixtureRequest, monkeypatch: p
     if "pytester" not in request.fixturenames:
         return
     request.getfixturevalue("pytester")  # pytester clears PYTEST_ADDOPTS as it starts: after it
+    # this suite's own CI job runs under GitHub Actions: its inner sessions keep out of its step summary
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     addopts = os.environ.get("PYTEST_ADDOPTS", "")
     if "randomly" not in addopts:
         monkeypatch.setenv("PYTEST_ADDOPTS", f"-p no:randomly {addopts}".strip())

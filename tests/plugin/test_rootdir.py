@@ -10,7 +10,7 @@ from helpers.project import ConnicProject
 from pytest_connic.plugin.rootdir import PATH_OPTIONS, space_form
 
 OPTIONS = ["--connic-json", "--connic-html", "--connic-history", "--connic-traces", "--connic-coverage-json",
-           "--connic-merge"]
+           "--connic-merge", "--connic-summary", "--connic-compare"]
 
 
 def test_every_path_option_is_covered() -> None:

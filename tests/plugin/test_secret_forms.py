@@ -1,11 +1,13 @@
 """Planted secrets, in every form, never reach an artifact: the terminal, --connic-json,
---connic-html, --junitxml (junit_logging=all), --connic-traces, recorded cassettes."""
+--connic-html, --junitxml (junit_logging=all), --connic-traces, recorded cassettes, the history,
+a comparison (--connic-compare, ``python -m pytest_connic compare``) and the Markdown summary."""
 
 from __future__ import annotations
 
 import asyncio
 import html
 import json
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -133,14 +135,17 @@ def leaky(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> ConnicProj
 
 
 ARTIFACTS = ("--connic-json", "report.json", "--connic-html", "report.html", "--connic-traces", "traces",
+             "--connic-history", "history.sqlite",
              "--junitxml", "junit.xml", "-o", "junit_logging=all", "-rA", "-l", "--tb=long",
              "--continue-on-collection-errors")
 
 
 def artifacts(root: Path, result: pytest.RunResult) -> dict[str, str]:
     texts = {"terminal": result.stdout.str() + "\n" + result.stderr.str()}
-    for name in ("report.json", "report.html", "junit.xml"):
-        texts[name] = (root / name).read_text("utf-8")
+    for name in ("report.json", "report.html", "junit.xml", "history.sqlite", "summary.md", "step-summary.md",
+                 "comparison.json", "comparison.md"):
+        if (root / name).exists():
+            texts[name] = (root / name).read_bytes().decode("utf-8", "replace")  # the history is SQLite
     for folder in ("traces", "cassettes"):
         for path in sorted((root / folder).rglob("*")):
             if path.is_file():
@@ -171,9 +176,25 @@ def test_no_secret_in_any_form_reaches_any_artifact(
     leaks = [(name, form) for name, body in texts.items() for secret in SECRETS for form in forms(secret)
              if form in body]
     assert leaks == []
-    # replayed from the cassette (no provider): still nothing
-    replay = run("--connic-env", "staging", *ARTIFACTS)
+    # replayed from the cassette (no provider), compared with the recording as if it had answered
+    # otherwise (its output diff holds the masked answer), a Markdown summary for GitHub: still nothing
+    recorded = json.loads((leaky.root / "report.json").read_text("utf-8"))
+    for case in recorded["cases"]:
+        for detail in case.get("runs_detail") or []:
+            detail["output"] = "an older answer"
+    (leaky.root / "recorded.json").write_text(json.dumps(recorded), "utf-8")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(leaky.root / "step-summary.md"))
+    replay = run("--connic-env", "staging", *ARTIFACTS, "--connic-compare", "recorded.json",
+                 "--connic-summary", "summary.md")
     assert replay.parseoutcomes()["failed"] == 2, replay.stdout.str()
+    cli = leaky.pytester.run(sys.executable, "-m", "pytest_connic", "compare", "last", "-2", "--history",
+                             "history.sqlite", "--json", "comparison.json", "--summary", "comparison.md")
+    assert cli.ret == 0, cli.stderr.str()
     texts = artifacts(leaky.root, replay)
-    assert "answer ***" in texts["terminal"]
+    texts["compare"] = cli.stdout.str()
+    assert "answer ***" in texts["terminal"] and "answer ***" in texts["history.sqlite"]  # the output diff, masked
+    for name in ("summary.md", "step-summary.md"):  # Markdown escapes the mask: \*\*\*
+        assert "- output: " in texts[name] and "\\*\\*\\*" in texts[name], name
+    assert json.loads(texts["report.json"])["comparison"]["changed"]
     assert [(n, f) for n, body in texts.items() for s in SECRETS for f in forms(s) if f in body] == []

@@ -20,8 +20,11 @@ from pytest_connic.files import IrregularFileError, refuse_irregular
 
 #: ``PRAGMA application_id`` of a pytest-connic history ("CNIC")
 APPLICATION_ID = 0x434E4943
-#: 2: ``cases.config_parts`` (added to a version-1 file when a session is written)
-SCHEMA_VERSION = 2
+#: 2: ``cases.config_parts``; 3: ``cases.behaviour`` (each added to an older file when a session
+#: is written: :data:`ADDED_COLUMNS`; an older file is read with NULL for them)
+SCHEMA_VERSION = 3
+#: the columns a later version added to ``cases``: added to an older file by the next write
+ADDED_COLUMNS = ("config_parts", "behaviour")
 #: how long a write waits for another process's lock, in seconds
 LOCK_TIMEOUT_S = 2.0
 
@@ -52,6 +55,7 @@ CREATE TABLE IF NOT EXISTS cases (
     cassette_digest TEXT,
     config_digest TEXT,
     config_parts TEXT,
+    behaviour TEXT,
     PRIMARY KEY (session_id, nodeid)
 );
 CREATE INDEX IF NOT EXISTS cases_by_node ON cases (nodeid, session_id);
@@ -82,6 +86,8 @@ class CaseRow:
     config_digest: str | None
     #: JSON ``{part: digest}`` of what ``config_digest`` covers (None in a version-1 row)
     config_parts: str | None = None
+    #: JSON of what the case did (``history/behaviour.py``; None in an older row)
+    behaviour: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,18 +191,22 @@ class HistoryStore:
         return HistoryError(f"history {self.path} {what}: {exc}; it was left as it is")
 
     def sessions(self, selection: str | None = None, *, limit: int = 50,
-                 commit: str | None = None) -> list[StoredSession]:
-        """The most recent sessions (oldest first), of ``selection`` and at ``commit`` when given;
-        ``[]`` when the file does not exist yet."""
+                 commit: str | None = None, session_id: int | None = None) -> list[StoredSession]:
+        """The most recent sessions (oldest first), of ``selection``, at ``commit`` and with the id
+        ``session_id`` when given; ``[]`` when the file does not exist yet."""
         if not self.path.exists():
             return []
-        where, args = [], []
+        where: list[str] = []
+        args: list[str | int] = []
         if selection is not None:
             where.append("selection = ?")
             args.append(selection)
         if commit is not None:
             where.append("git_commit = ?")
             args.append(commit)
+        if session_id is not None:
+            where.append("id = ?")
+            args.append(session_id)
         sql = ("SELECT id, started, git_commit, command, selection, tokens, cost FROM sessions"
                + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC LIMIT ?")
         try:
@@ -234,8 +244,10 @@ class HistoryStore:
                 try:
                     for statement in filter(str.strip, _SCHEMA.split(";")):
                         conn.execute(statement)
-                    if "config_parts" not in _stored_columns(conn):  # a version-1 file
-                        conn.execute("ALTER TABLE cases ADD COLUMN config_parts TEXT")
+                    stored = _stored_columns(conn)
+                    for column in ADDED_COLUMNS:  # an older file: migrated in the same transaction
+                        if column not in stored:
+                            conn.execute(f"ALTER TABLE cases ADD COLUMN {column} TEXT")
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     cur = conn.execute(

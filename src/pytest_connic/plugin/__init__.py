@@ -58,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(DebuggerLine(flag), "connic-debugger")
     config.stash[ENV_SECRETS_KEY] = frozenset(secret_values_from_env())
     if not hasattr(config, "workerinput") and (settings.json or settings.html or settings.traces
-                                                or settings.coverage_json or settings.history
+                                                or settings.coverage_json or settings.history or settings.summary
                                                 or settings.cassette_dir != "cassettes"):
         from pytest_connic.plugin.outputguard import check_outputs
 

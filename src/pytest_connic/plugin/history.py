@@ -17,9 +17,11 @@ from pytest_connic.plugin.budget import LEDGER_INPUT, budget_for
 from pytest_connic.plugin.options import SETTINGS_KEY, Settings
 
 if TYPE_CHECKING:
+    from pytest_connic.compare.sides import Side
     from pytest_connic.history.store import CaseRow, SessionRow
     from pytest_connic.plugin.session import ConnicSession
     from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.secrets import Masker
 
 #: sessions read for trends and flakiness
 RECENT = 50
@@ -66,6 +68,8 @@ class ConnicHistory:
         self.config = config
         self.settings: Settings = config.stash[SETTINGS_KEY]
         self.since: str | None = None
+        #: ``--connic-compare REF``'s side, read at the session's start (``plugin/compare.py``)
+        self.reference: Side | None = None
         self.failed: set[str] = set()
         self.collect_failed = False
         self._path: str | None = None
@@ -78,6 +82,11 @@ class ConnicHistory:
             node.workerinput[LEDGER_INPUT] = str(budget.path)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.settings.compare is not None:
+            from pytest_connic.plugin.compare import resolve_reference
+
+            self.reference = resolve_reference(self.config, self.settings.compare,
+                                               history_path(self.config, self.settings))
         ref = self.settings.since
         if ref is None:
             return
@@ -111,6 +120,9 @@ class ConnicHistory:
             except Exception as exc:  # noqa: BLE001 - a history never takes the reports down
                 state.history = None
                 self._warn(state, f"history {self._path}: {type(exc).__name__}: {exc}")
+            from pytest_connic.plugin.compare import write_summary
+
+            write_summary(state)
         return (yield)
 
     def _prepare(self, state: ConnicSession) -> tuple[Path, SessionRow, list[CaseRow]] | None:
@@ -130,14 +142,13 @@ class ConnicHistory:
                 "left_out": sorted(o.nodeid for o in state.outcomes if o.left_out is not None),
             }
         path = history_path(self.config, state.settings)
-        if path is None:
+        if path is None and self.reference is None:
             return None
-        self._path = str(path)
         digests = _Digests(self.config, state.outcomes)
         # a secret in a case name (or the command line) is masked in the history as everywhere the
         # plugin writes it; the masking is the same in every session, so sessions still compare
         masked = state.masker.text
-        rows = {row.nodeid: row for row in (replace(case_row(o, digests), nodeid=masked(o.nodeid))
+        rows = {row.nodeid: row for row in (replace(case_row(o, digests, state.masker), nodeid=masked(o.nodeid))
                                             for o in state.outcomes)}
         commit = git(self.config.rootpath, "rev-parse", "HEAD")
         session = SessionRow(datetime.now(timezone.utc).isoformat(timespec="seconds"), commit,
@@ -145,6 +156,13 @@ class ConnicHistory:
                              masked(selection(self.config)),
                              spend.tokens if spend else sum(r.input_tokens + r.output_tokens for r in rows.values()),
                              spend.cost if spend else sum(r.cost for r in rows.values()))
+        if self.reference is not None:
+            from pytest_connic.plugin.compare import compare_session
+
+            compare_session(self.config, self.reference, rows)
+        if path is None:
+            return None
+        self._path = str(path)
         store = HistoryStore(path)
         try:
             past = store.sessions(session.selection, limit=RECENT)
@@ -224,6 +242,9 @@ class ConnicHistory:
             lines.append(f"  {budget['text']}" + (f"; left out {len(left)} case(s): {', '.join(left)}" if left else ""))
         for line in lines:
             terminalreporter.write_line(line)
+        from pytest_connic.plugin.compare import terminal_summary
+
+        terminal_summary(self.config, terminalreporter)
 
 
 def selection(config: pytest.Config) -> str:
@@ -300,9 +321,12 @@ class _Digests:
         return combined(parts), json.dumps(parts, sort_keys=True)
 
 
-def case_row(outcome: CaseOutcome, digests: _Digests) -> CaseRow:
-    """One outcome as stored: its verdict, numbers, and the digests of its cassette and agent."""
+def case_row(outcome: CaseOutcome, digests: _Digests, masker: Masker) -> CaseRow:
+    """One outcome as stored: its verdict, numbers, the digests of its cassette and agent, and
+    its behaviour (masked, bounded by ``connic_report_value_limit``) for comparisons."""
+    from pytest_connic.history.behaviour import RUN_KEYS, behaviour_text, case_behaviour
     from pytest_connic.history.store import CaseRow
+    from pytest_connic.jsonsafe import masked
     from pytest_connic.reports.stats import case_status, case_wilson, pass_rate
 
     cassette = config_digest = parts = None
@@ -318,4 +342,8 @@ def case_row(outcome: CaseOutcome, digests: _Digests) -> CaseRow:
         rate_high=interval[1] if interval else None, input_tokens=outcome.input_tokens,
         output_tokens=outcome.output_tokens, cost=round(outcome.cost, 8), latency_ms=outcome.median_latency_ms,
         cassette_digest=cassette, config_digest=config_digest, config_parts=parts,
+        behaviour=behaviour_text(case_behaviour(
+            agent=masker.text(outcome.agent_name), name=masker.text(outcome.case_name),
+            suite=masker.text(outcome.suite_path), line=outcome.line,
+            runs=[masked({k: v for k, v in r.to_dict().items() if k in RUN_KEYS}, masker) for r in outcome.records])),
     )

@@ -132,6 +132,11 @@ SETTINGS: tuple[Setting, ...] = (
             choices=FLAKY_MODES),
     Setting("flaky_window", "sessions a flip counts in for flakiness (default 10)", kind="int", default=10,
             metavar="N"),
+    Setting("compare", "at the session's end, show what changed per case since REF: a session of the history "
+            "(last, -2, a session number, a git commit or branch: its last session) or a --connic-json report "
+            "file (docs/history.md, \"Comparing sessions\")", ini=False, metavar="REF"),
+    Setting("summary", "write a Markdown summary of the session (and of --connic-compare) to PATH; under GitHub "
+            "Actions it is also appended to $GITHUB_STEP_SUMMARY", kind="path", ini=False, metavar="PATH"),
     Setting("budget_tokens", "stop starting runs once the session's runs used N tokens (across xdist workers)",
             kind="int", metavar="N"),
     Setting("budget_cost", "stop starting runs once the session's runs cost USD (across xdist workers)",
@@ -266,6 +271,8 @@ class Settings:
     since: str | None
     flaky: str
     flaky_window: int
+    compare: str | None
+    summary: str | None
     budget_tokens: int | None
     budget_cost: float | None
     sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)

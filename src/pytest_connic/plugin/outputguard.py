@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 #: the folders of a project that hold its code and configuration (Connic's layout)
 INPUT_FOLDERS = ("agents", "tools", "middleware", "hooks", "guardrails", "schemas")
 #: the file outputs and the folder output a session may write, by setting name
-FILE_OUTPUTS = ("json", "html", "coverage_json", "history")
+FILE_OUTPUTS = ("json", "html", "coverage_json", "history", "summary")
 FOLDER_OUTPUTS = ("traces",)
 
 

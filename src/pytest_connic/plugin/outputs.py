@@ -71,6 +71,10 @@ def _json_report(state: ConnicSession) -> dict[str, Any]:
         report["history"] = state.history.section()
     if state.budget_section is not None:
         report["budget"] = state.budget_section
+    from pytest_connic.plugin.compare import COMPARISON_KEY
+
+    if COMPARISON_KEY in state.config.stash:  # --connic-compare
+        report["comparison"] = state.config.stash[COMPARISON_KEY]
     if settings.ab:
         from pytest_connic.plugin.ab import add_section
 

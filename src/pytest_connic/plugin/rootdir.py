@@ -25,8 +25,9 @@ import pytest
 
 from pytest_connic.plugin.options import SETTINGS
 
-#: the options whose value is a path (a file or a folder pytest might take for a test path)
-PATH_OPTIONS = frozenset(s.option for s in SETTINGS if s.kind == "path" or s.name == "merge")
+#: the options whose value is a path (a file or a folder pytest might take for a test path;
+#: ``--connic-compare`` may name a report file)
+PATH_OPTIONS = frozenset(s.option for s in SETTINGS if s.kind == "path" or s.name in ("merge", "compare"))
 
 
 def space_form(args: list[str]) -> list[tuple[str, str]]:

@@ -54,6 +54,7 @@ _PAGE = """<!DOCTYPE html>
 </tr></thead><tbody></tbody></table>
 </section>
 {history}
+{comparison}
 <main id="cases"></main>
 <p class="empty" id="no-match" hidden>No case matches the filter.</p>
 <noscript><p class="empty">The case list needs JavaScript; the data is in the JSON below.</p></noscript>
@@ -77,6 +78,7 @@ def render_html(report: dict[str, Any], context: dict[str, Any] | None = None) -
         context=context_html(context or {}),
         ab=_ab_html(report.get("ab")),
         history=_history_html(report),
+        comparison=_comparison_html(report),
         css=_asset("report.css"),
         data=embed_json(report),
         js=_asset("report.js"),
@@ -150,6 +152,13 @@ def _history_html(report: dict[str, Any]) -> str:
 
     names = {str(c.get("nodeid")): f"{c.get('agent_name')}::{c.get('test_name')}" for c in report.get("cases") or []}
     return budget_html(report.get("budget")) + history_html(report.get("history"), names)
+
+
+def _comparison_html(report: dict[str, Any]) -> str:
+    """The ``comparison`` section (``--connic-compare``): ``reports/comparison_html.py``."""
+    from pytest_connic.reports.comparison_html import comparison_html
+
+    return comparison_html(report.get("comparison"))
 
 
 def _asset(name: str) -> str:

@@ -245,6 +245,7 @@
     const section = add(el("section", "case"), details);
     section.dataset.status = status;
     section.id = "case-" + index;
+    section.dataset.nodeid = c.nodeid;  // the comparison's diffs find their card by it
     const item = { node: section, details: details, status: status, text: searchText(c), row: null };
     item.row = summaryRow(c, status, item);
     items.push(item);
@@ -256,6 +257,7 @@
   function summaryRow(c, status, item) {
     const tokens = c.tokens || {};
     const row = el("tr", "row-" + status);
+    row.dataset.nodeid = c.nodeid;
     const link = el("a", "case-link", c.agent_name + "::" + c.test_name);
     link.href = "#";
     link.addEventListener("click", (event) => {

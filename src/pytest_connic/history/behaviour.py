@@ -1,0 +1,90 @@
+"""What a case did, as the history keeps it for comparisons (docs/history.md, "Comparing
+sessions"): per run its output, its tool-call sequence (names, arguments and results in short),
+its guardrail and approval decisions, tokens, cost and latency.
+
+Built from a run's record as the reports hold it (``RunRecord.to_dict()`` masked and bounded by
+the session's masker, or a ``--connic-json`` report's ``runs_detail`` entry), so a session of the
+history and a JSON report file describe a case the same way. Every value is masked already; an
+output is bounded by ``connic_report_value_limit``, arguments and results by :data:`SHORT`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: runs of one case whose behaviour is kept (the first ones started)
+KEPT_RUNS = 10
+#: characters kept of a tool call's arguments, result or error, and of a run's error
+SHORT = 200
+#: the keys of a run's record that its behaviour is built from (the rest is not masked for it)
+RUN_KEYS = frozenset({"status", "passed", "skipped", "output", "error", "infrastructure_error", "tool_calls",
+                      "guardrails", "approvals", "tokens", "cost", "duration_ms"})
+
+
+def short(value: Any, limit: int = SHORT) -> str | None:
+    """``value`` as compact text (JSON for anything but a string), cut to ``limit`` characters
+    with ``…``; None stays None."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
+                                                         separators=(",", ":"), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    """One tool call in short: ``{name, args, result, error, approval, aborted}``."""
+    return {
+        "name": str(call.get("name") or call.get("ref") or "?"),
+        "args": short(call.get("params") or {}),
+        "result": short(call.get("result")) if call.get("has_result") else None,
+        "error": short(call.get("error")),
+        "approval": call.get("approval"),
+        "aborted": bool(call.get("aborted")),
+    }
+
+
+def run_behaviour(run: Mapping[str, Any]) -> dict[str, Any]:
+    """One run, from its record as the reports hold it."""
+    found = run.get("tokens")
+    tokens: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    return {
+        "status": run.get("status"),
+        "passed": bool(run.get("passed")),
+        "output": run.get("output"),
+        "error": short(run.get("error") or run.get("infrastructure_error")),
+        "tools": [tool_call(c) for c in run.get("tool_calls") or [] if isinstance(c, Mapping)],
+        "guardrails": [{"direction": g.get("direction"), "name": g.get("name") or g.get("type"),
+                        "status": g.get("status")}
+                       for g in run.get("guardrails") or [] if isinstance(g, Mapping)],
+        "approvals": [{"tool": a.get("tool"), "decision": a.get("decision")}
+                      for a in run.get("approvals") or [] if isinstance(a, Mapping)],
+        "tokens": {"input": int(tokens.get("input") or 0), "output": int(tokens.get("output") or 0)},
+        "cost": run.get("cost"),
+        "latency_ms": run.get("duration_ms"),
+    }
+
+
+def case_behaviour(*, agent: str, name: str, suite: str, line: int,
+                   runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A case's behaviour: where it is and its first :data:`KEPT_RUNS` started runs."""
+    started = [r for r in runs if isinstance(r, Mapping) and not r.get("skipped")]
+    return {"agent": agent, "name": name, "suite": suite, "line": line,
+            "runs": [run_behaviour(r) for r in started[:KEPT_RUNS]], "runs_started": len(started)}
+
+
+def behaviour_text(behaviour: Mapping[str, Any]) -> str:
+    """As the history stores it (compact JSON)."""
+    return json.dumps(behaviour, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+
+
+def parse_behaviour(text: str | None) -> dict[str, Any] | None:
+    """A stored behaviour, or None (an older row, or a value that is not one)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("runs"), list) else None
