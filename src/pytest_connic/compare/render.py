@@ -190,7 +190,8 @@ def markdown(section: dict[str, Any], *, title: str = "Connic: what changed") ->
                        f" | {_md(cost_text(change['cost']).removeprefix('cost '))} |")
         out.append("")
     for change in changed[:MARKDOWN_CASES]:
-        out.append(f"<details><summary>{_md(change['name'])}</summary>")
+        # inside an HTML block GitHub reads no Markdown: escaped as HTML only
+        out.append(f"<details><summary>{html.escape(change['name'].replace(chr(10), ' '))}</summary>")
         out.append("")
         if change["rate"]:
             out.append(f"- {_md(change['rate']['text'])}")
