@@ -15,9 +15,9 @@ from typing import Any
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import compile_expression
 from pytest_connic.jsonsafe import json_text, trace_data
-from pytest_connic.models.base import CallFailed, CassetteError
+from pytest_connic.models.base import CallFailed
 from pytest_connic.project.located import exception_text
-from pytest_connic.project.sdk import AbortTool, StopProcessing, Tool, ToolFile, TransferCall
+from pytest_connic.project.sdk import AbortTool, Tool, ToolFile, TransferCall
 from pytest_connic.records.run import ToolCallRecord
 from pytest_connic.runtime.api_tools import ApiArgumentError, call_api
 from pytest_connic.runtime.approvals import ApprovalInputError, gate
@@ -25,16 +25,13 @@ from pytest_connic.runtime.mcp_calls import call_mcp_tool, model_view
 from pytest_connic.runtime.mocks import signature_errors, tool_ladder
 from pytest_connic.runtime.predefined_dispatch import run_predefined
 from pytest_connic.runtime.services import predefined_description, predefined_schema
-from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
+from pytest_connic.runtime.signals import PASS_THROUGH, RunAborted, RunFailed
 from pytest_connic.runtime.signatures import accepts_positional, takes_context
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
 from pytest_connic.secrets import MASK
 from pytest_connic.usertb import for_record
 
 DISCOVERY = ("search_tools", "use_tool")
-#: exceptions that end a run (or a call) their own way and pass through user code untouched
-#: (a ``CassetteError``: a recorded call that a replay cannot answer fails the case, runtime/invocation.py)
-SIGNALS = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure, CassetteError)
 
 
 async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: Any) -> Any:
@@ -42,7 +39,7 @@ async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: An
     passes through, any other exception fails the run."""
     try:
         return await inv.scope.call(func, *args)
-    except SIGNALS:
+    except PASS_THROUGH:
         raise
     except Exception as exc:  # noqa: BLE001  (user code)
         raise RunFailed(
@@ -237,7 +234,7 @@ async def user_code(awaitable: Any) -> Any:
     """Await user code; its exceptions (other than control flow) become ``UserCodeError``."""
     try:
         return await awaitable
-    except (AbortTool, *SIGNALS):
+    except (AbortTool, *PASS_THROUGH):
         raise
     except TransferCall as exc:
         raise RunAborted(f"TransferCall({exc.number}) raised: transferring a voice call is a feature of "
@@ -265,7 +262,7 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
     """Dispatch one call; returns what the model reads back (a result or an error text, or the
     parts of a result that carries files: :func:`to_model_content`); with ``body``, the result.
 
-    ``StopProcessing``, ``RunAborted``, ``RunFailed`` and ``AwaitingApproval`` propagate.
+    What ends the run its own way (``signals.PASS_THROUGH``) propagates.
     With ``body`` (a tool agent's body) a tool error fails the run instead.
     """
     catalog = available_tools(inv)  # a tool hidden by its condition is unknown, whoever asks
@@ -295,7 +292,7 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
         if body:
             raise RunFailed(record.error, traceback=record.traceback) from None
         return f"Error: {record.error}"
-    except SIGNALS:
+    except PASS_THROUGH:
         raise
     except Exception as exc:  # not user code: our own bug, never the tool's error
         raise internal_error(exc, f"calling tool {name!r}") from exc

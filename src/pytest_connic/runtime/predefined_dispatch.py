@@ -29,11 +29,11 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.jsonsafe import to_jsonable
-from pytest_connic.models.base import CassetteError, ProviderError
-from pytest_connic.project.sdk import StopProcessing, load_errors
+from pytest_connic.models.base import CassetteError
+from pytest_connic.project.sdk import load_errors
 from pytest_connic.runtime.children import trigger_agent, trigger_agent_at
 from pytest_connic.runtime.predefined import web
-from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
+from pytest_connic.runtime.signals import PASS_THROUGH, RunAborted
 from pytest_connic.runtime.state import InvocationState
 from pytest_connic.warnings import ConnicWarning
 
@@ -43,8 +43,6 @@ OFFLINE_HINT = (
     f"Implement the hook {HOOK}(config, name, params, context) in conftest.py to supply its result "
     "(docs/predefined-tools.md)"
 )
-#: what ends a run (or a call) its own way: no failed call the model reads
-_PASS_THROUGH = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure, ProviderError)
 _ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
@@ -72,7 +70,7 @@ async def run_predefined(inv: InvocationState, name: str, params: dict[str, Any]
     """Run predefined tool ``name`` for ``inv`` with ``params``."""
     try:
         return await _run(inv, name, params)
-    except _PASS_THROUGH:
+    except PASS_THROUGH:  # ends the run its own way: no failed call the model reads
         raise
     except Exception as exc:
         _mark_failed(inv, name, exc)
