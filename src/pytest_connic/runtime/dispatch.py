@@ -370,14 +370,10 @@ def _hook_func(inv: InvocationState, entry: CatalogEntry, hooks: Any, phase: str
     real = getattr(hooks, phase, None) if hooks is not None else None
     if real is None:
         return None, None
-    mock = inv.scope.mocks.hook(entry.ref, phase)
-    if mock is not None:
-        return mock.func, mock.name
-    if inv.scope.mocks.flags.get("strict_hook_mocks"):
-        tried = inv.scope.mocks.tried(tool_ladder(entry.ref, f"_hook_{phase}"))
-        raise RunAborted(f"strict_hook_mocks: the {phase} hook of agent '{inv.config.name}' would run for "
-                         f"{entry.ref} without a mock ({tried})")
-    return real, None
+    return inv.scope.mocks.choose(
+        tool_ladder(entry.ref, f"_hook_{phase}"), "strict_hook_mocks",
+        lambda tried: f"the {phase} hook of agent '{inv.config.name}' would run for {entry.ref} without a mock ({tried})",
+        real)
 
 
 def _origin(phase: str, mock: str | None) -> str:
@@ -443,21 +439,20 @@ async def _execute(inv: InvocationState, entry: CatalogEntry, record: ToolCallRe
 
 async def _custom(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
     assert entry.tool is not None
-    mock = inv.scope.mocks.tool(entry.ref)
+    try:
+        func, mock = inv.scope.mocks.choose(tool_ladder(entry.ref), "strict_mocks",
+                                            lambda tried: f"{entry.ref} has no mock ({tried})", entry.tool.func)
+    except RunAborted as exc:
+        record.error = f"rejected by {exc.message}"
+        raise
+    assert func is not None
     if mock is not None:
         errors = signature_errors(params, entry.parameters, entry.tool.func)
+        record.mocked, record.mock_function = True, mock
         if errors:  # the call's record says which mock refused it and why (not "no result")
-            record.mocked, record.mock_function = True, mock.name
-            record.error = f"rejected by mock {mock.name}: the call does not match the tool's signature: {'; '.join(errors)}"
+            record.error = f"rejected by mock {mock}: the call does not match the tool's signature: {'; '.join(errors)}"
             raise RunAborted(f"mocked call to {entry.ref} does not match the tool's signature: {'; '.join(errors)}")
-        record.mocked, record.mock_function = True, mock.name
-        return await user_code(inv.scope.call(mock.func, entry.ref, params, inv.context))
-    if inv.scope.mocks.flags.get("strict_mocks"):
-        tried = inv.scope.mocks.tried(tool_ladder(entry.ref))
-        record.error = f"rejected by strict_mocks: {entry.ref} has no mock ({tried})"
-        raise RunAborted(f"strict_mocks: {entry.ref} has no mock ({tried})")
-    assert entry.tool.func is not None
-    func = entry.tool.func
+        return await user_code(inv.scope.call(func, entry.ref, params, inv.context))
     kwargs = dict(params)
     if takes_context(func):
         kwargs["context"] = inv.context

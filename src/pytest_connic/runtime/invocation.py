@@ -250,15 +250,9 @@ def _phase(inv: InvocationState, phase: str) -> tuple[Any, str | None]:
     real = getattr(inv.middleware, phase, None) if inv.middleware else None
     if real is None:
         return None, None
-    mock = inv.scope.mocks.middleware(phase)
-    if mock is not None:
-        return mock.func, mock.name
-    if inv.scope.mocks.flags.get("strict_middleware_mocks"):
-        raise RunAborted(
-            f"strict_middleware_mocks: middleware {phase} of agent '{inv.config.name}' has no mock "
-            f"({inv.scope.mocks.tried([f'middleware_{phase}'])})"
-        )
-    return real, None
+    return inv.scope.mocks.choose(
+        [f"middleware_{phase}"], "strict_middleware_mocks",
+        lambda tried: f"middleware {phase} of agent '{inv.config.name}' has no mock ({tried})", real)
 
 
 async def _before(inv: InvocationState, content: dict[str, Any]) -> dict[str, Any]:

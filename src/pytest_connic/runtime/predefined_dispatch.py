@@ -92,7 +92,7 @@ async def _run(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
     func = _data_tools(inv).get(name)
     if func is None:
         message = OFFLINE_HINT.format(name=name)
-        inv.services.located_warnings.warn(f"predefined-offline:{name}", message, ConnicWarning, inv.scope.location)
+        inv.services.host.warn_once(f"predefined-offline:{name}", message, ConnicWarning, inv.scope.location)
         raise PredefinedUnavailable(message)
     return await func(**params)
 
@@ -127,7 +127,7 @@ def _mark_failed(inv: InvocationState, name: str, exc: BaseException) -> None:
             "failed call as a call, so expected_tool_calls that name it still match (docs/predefined-tools.md)")
     inv.record.events.append({"type": "note", "name": f"note: {name} failed", "text": note,
                               "tool": name, "failed_predefined": True})
-    inv.services.located_warnings.warn(f"predefined-failed:{name}", note, ConnicWarning, inv.scope.location)
+    inv.services.host.warn_once(f"predefined-failed:{name}", note, ConnicWarning, inv.scope.location)
 
 
 # --------------------------------------------------------------------------- outbound connectors

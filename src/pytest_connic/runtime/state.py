@@ -24,6 +24,7 @@ from pytest_connic.project.located import safe_text, user_location
 from pytest_connic.project.sdk import Agent, AgentConfig, Tool
 from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime.clock import RunClock
+from pytest_connic.runtime.mocks import fresh_origin
 from pytest_connic.runtime.payload import deliver
 from pytest_connic.runtime.retries import ReflectionBudget
 from pytest_connic.runtime.sessions import (
@@ -73,10 +74,11 @@ def describe(func: Any) -> str:
         return f"the {qualname} hook of agent '{rest}'"
     if head == "guardrails" and rest:
         return f"the guardrail `{rest}` {qualname}()"
-    if module.startswith("_connic_builders_"):
-        return f"builder '{module[len('_connic_builders_'):].rsplit('_', 1)[0]}' {qualname}()"
-    if module.startswith("_connic_mocks_"):
-        return f"mock {qualname} (tests/mocks/{module[len('_connic_mocks_'):].rsplit('_', 1)[0]}.py)"
+    fresh = fresh_origin(module)
+    if fresh is not None and fresh[0] == "builders":
+        return f"builder '{fresh[1]}' {qualname}()"
+    if fresh is not None:
+        return f"mock {qualname} (tests/mocks/{fresh[1]}.py)"
     return f"`{qualname}`"
 
 
