@@ -275,23 +275,9 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
     inv.record.tool_calls.append(record)
     started = time.perf_counter()
     try:
-        if entry is None:
-            offered = ", ".join(sorted(catalog)) or "none"
-            raise _ToolError(f"unknown tool '{name}'; this agent's tools: {offered}")
-        if not isinstance(arguments, dict):
-            raise _ToolError(f"invalid arguments for {entry.ref}: expected a JSON object, got {str(arguments)[:200]!r}")
-        result = await _pipeline(inv, entry, record, dict(arguments))
-    except _ToolError as exc:
-        record.error = exc.message
-        if body:
-            raise RunFailed(exc.message) from None
-        return f"Error: {exc.message}"
-    except UserCodeError as exc:
-        record.error = str(exc)
-        record.traceback = for_record(exc.exc, inv.services.project.root, inv.services.masker.text)
-        if body:
-            raise RunFailed(record.error, traceback=record.traceback) from None
-        return f"Error: {record.error}"
+        result = await _pipeline(inv, _checked_call(catalog, name, entry, arguments), record, dict(arguments))
+    except (_ToolError, UserCodeError) as exc:
+        return _failed_call(inv, record, exc, body=body)
     except PASS_THROUGH:
         raise
     except Exception as exc:  # not user code: our own bug, never the tool's error
@@ -301,6 +287,31 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
     if body:
         return result
     return to_model_content(model_view(result) if entry is not None and entry.kind == "mcp" else result)
+
+
+def _checked_call(catalog: dict[str, CatalogEntry], name: str, entry: CatalogEntry | None,
+                  arguments: Any) -> CatalogEntry:
+    """The entry a call names, with a JSON object for arguments: else the error the model reads."""
+    if entry is None:
+        offered = ", ".join(sorted(catalog)) or "none"
+        raise _ToolError(f"unknown tool '{name}'; this agent's tools: {offered}")
+    if not isinstance(arguments, dict):
+        raise _ToolError(f"invalid arguments for {entry.ref}: expected a JSON object, got {str(arguments)[:200]!r}")
+    return entry
+
+
+def _failed_call(inv: InvocationState, record: ToolCallRecord, exc: _ToolError | UserCodeError, *,
+                 body: bool) -> str:
+    """A call that failed as the model sees it: its record says why (and where in user code);
+    the model reads ``Error: ...``, or, in a tool agent's body, the run fails with it."""
+    if isinstance(exc, UserCodeError):
+        record.error = str(exc)
+        record.traceback = for_record(exc.exc, inv.services.project.root, inv.services.masker.text)
+    else:
+        record.error = exc.message
+    if body:
+        raise RunFailed(record.error, traceback=record.traceback) from None
+    return f"Error: {record.error}"
 
 
 class _ToolError(ConnicError):
