@@ -1,4 +1,4 @@
-"""The three agent kinds (spec §9.2): the LLM loop, tool agents, sequential pipelines."""
+"""The three agent kinds (https://connic.co/docs/v1/build/agent-configuration/agent-types): the LLM loop, tool agents, sequential pipelines."""
 
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ async def run_tool_agent(inv: InvocationState, content: dict[str, Any]) -> Any:
         if text != message_text(inv.delivered):  # before middleware rewrote the input
             value = parse_json(text)
             payload = value if isinstance(value, dict) else {"input": value}
-    # recorded under the function's name, so assertions match it by ref or bare name (spec §3)
+    # recorded under the function's name, so assertions match it by ref or bare name (the SDK's connic/loader.py, ProjectLoader._resolve_tools)
     name = next((e.name for e in tool_catalog(inv).values() if e.ref == ref), ref)
     return await call_tool(inv, name, {"payload": payload}, body=True)
 

@@ -1,4 +1,4 @@
-"""One tool call, end to end (spec §9.6, §5):
+"""One tool call, end to end (https://github.com/connic-org/connic-skill/blob/main/plugins/connic/skills/connic/references/tools-and-python.md; https://connic.co/docs/v1/test/fixtures-and-mocks):
 
 approval gate → before hook → the tool (mocked, strict, real or predefined) →
 after hook, recorded in the trace with params, result or error, and marks.
@@ -35,7 +35,7 @@ DISCOVERY = ("search_tools", "use_tool")
 
 
 async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: Any) -> Any:
-    """Run a middleware phase (the real one or its mock), spec §9.5: ``StopProcessing``
+    """Run a middleware phase (the real one or its mock; https://connic.co/docs/v1/build/middleware): ``StopProcessing``
     passes through, any other exception fails the run."""
     try:
         return await inv.scope.call(func, *args)
@@ -377,7 +377,7 @@ def _short(value: Any) -> str:
 def _hook_func(inv: InvocationState, entry: CatalogEntry, hooks: Any, phase: str) -> tuple[Any, str | None]:
     """The function for a hook phase (its mock, else the real hook) and the mock's name.
 
-    A mock replaces only a phase that the agent's hooks file defines (spec §5.3)."""
+    A mock replaces only a phase that the agent's hooks file defines (https://connic.co/docs/v1/test/fixtures-and-mocks)."""
     real = getattr(hooks, phase, None) if hooks is not None else None
     if real is None:
         return None, None

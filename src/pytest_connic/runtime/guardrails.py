@@ -1,4 +1,4 @@
-"""Guardrails (spec §9.7): custom ones, ``regex`` and pattern-based PII locally;
+"""Guardrails (https://connic.co/docs/v1/build/guardrails): custom ones, ``regex`` and pattern-based PII locally;
 model-based built-ins judged by, in order, the ``pytest_connic_guardrail`` hook, the case's
 cassette (``calls``, kind ``guardrail``: hand-written or recorded) or, while recording, a judge
 model (``--connic-guardrail-model``); a check with none of these fails the run, unless
@@ -200,7 +200,7 @@ def as_result(value: Any, source: str) -> GuardrailResult:
 
 async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str, text: str) -> tuple[GuardrailResult, str | None]:
     name = rule.name or ""
-    try:  # the real file must load, mocked or not (spec §5.4)
+    try:  # the real file must load, mocked or not (https://connic.co/docs/v1/test/fixtures-and-mocks)
         real = inv.services.project.guardrail(name)
     except Exception as exc:  # noqa: BLE001  (user code)
         raise RunAborted(f"{exc} ({direction} guardrail of agent '{inv.config.name}')") from None

@@ -1,4 +1,4 @@
-"""One invocation of an agent: Connic's lifecycle around the agent body (spec §9.3).
+"""One invocation of an agent: Connic's lifecycle around the agent body (https://connic.co/docs/v1/build/guardrails).
 
 input guardrails → middleware ``before`` → agent (llm loop / tool / sequential)
 → middleware ``after`` → output guardrails → middleware ``cleanup`` (always last).
@@ -290,7 +290,7 @@ async def _cleanup(inv: InvocationState) -> None:
     try:
         await inv.scope.call(func, run, inv.context)
         inv.record.events.append({"type": "middleware", "phase": "cleanup", "mock": mock})
-    except Exception as exc:  # noqa: BLE001  (logged, never changes the status: spec §9.5)
+    except Exception as exc:  # noqa: BLE001  (logged, never changes the status: https://connic.co/docs/v1/build/middleware)
         inv.record.events.append(
             {"type": "middleware", "phase": "cleanup", "mock": mock, "error": f"{type(exc).__name__}: {exc}"}
         )

@@ -1,4 +1,4 @@
-"""Test doubles of a case: mock modules (spec §5) and their resolution ladders.
+"""Test doubles of a case: mock modules (https://connic.co/docs/v1/test/fixtures-and-mocks) and their resolution ladders.
 
 Every run loads the case's mock module afresh, so module-level state never leaks
 between runs, also when runs execute concurrently.
@@ -220,7 +220,7 @@ def signature_errors(
     params: dict[str, Any], schema: dict[str, Any], func: Callable[..., Any] | None = None
 ) -> list[str]:
     """How a mocked call's arguments miss the real tool's signature: a missing required
-    argument, an unknown one, or a value of the wrong type (spec §5.1).
+    argument, an unknown one, or a value of the wrong type (https://connic.co/docs/v1/test/fixtures-and-mocks).
 
     ``schema`` is the tool's schema as the SDK generated it (what the model was offered);
     ``func`` the real function, whose type hints decide the types (see ``argument_schema``).

@@ -1,4 +1,4 @@
-"""Connic's predefined tools, locally (spec §9.8, §5.6).
+"""Connic's predefined tools, locally (the SDK's connic/loader.py, PREDEFINED_TOOL_NAMES; the SDK's connic/loader.py and connic/tools.py).
 
 Every call, whether the model asked for it or user code awaited ``connic.tools.<name>``,
 goes first to the ``pytest_connic_predefined_tool`` hook (a conftest.py may supply any

@@ -216,7 +216,7 @@ class InvocationState:
     root: bool  #: the case's own agent (not a child, not a stage)
     depth: int
     original_payload: Any
-    delivered: dict[str, Any]  #: the payload as Connic delivers it (spec §4.1)
+    delivered: dict[str, Any]  #: the payload as Connic delivers it (https://connic.co/docs/v1/test/fixtures-and-mocks)
     timeout_s: float | None
     timeout_label: str | None
     record: RunRecord
@@ -264,7 +264,7 @@ class InvocationState:
         agent = services.agent(agent_name)
         config = agent.config
         delivered = deliver(payload, files or [])
-        # the agent's own `timeout` applies too, whichever is shorter (spec §11.15)
+        # the agent's own `timeout` applies too, whichever is shorter (https://connic.co/docs/v1/build/agent-configuration/runtime-controls)
         if config.timeout and (timeout_s is None or float(config.timeout) < timeout_s):
             timeout_s, timeout_label = float(config.timeout), f"timeout of agent '{agent_name}'"
         run_id = scope.world.run_id() if scope.world is not None else str(uuid.uuid4())
