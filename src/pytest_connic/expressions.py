@@ -1,9 +1,9 @@
-"""The Connic expression DSL (spec §2): compiled once through a whitelist over ``ast``, evaluated often.
+"""The Connic expression DSL (https://connic.co/docs/v1/test/assertions): compiled once through a whitelist over ``ast``, evaluated often.
 
 Compiling validates the syntax tree and turns it into a tree of closures. Evaluating never calls
 anything and never reads a Python attribute: ``a.b`` and ``a["b"]`` look a key up in a mapping,
 ``a[0]`` an index in a list, tuple or string. A failed lookup yields :data:`MISSING`, and a
-comparison with a ``MISSING`` operand is false (spec §2.4).
+comparison with a ``MISSING`` operand is false (https://connic.co/docs/v1/test/assertions).
 """
 
 from __future__ import annotations
@@ -659,7 +659,7 @@ def _compile_cached(source: str, allowed: frozenset[str], where: str) -> Express
 def split_tool_call_expression(
     expr: Expression,
 ) -> tuple[list[Expression], list[Expression], list[Expression]]:
-    """Split an ``expected_tool_calls`` expression into (filters, counts, mixed) conjuncts (spec §2.6).
+    """Split an ``expected_tool_calls`` expression into (filters, counts, mixed) conjuncts (https://connic.co/docs/v1/test/assertions).
 
     Filters do not mention ``invocations``; counts mention it but neither ``params`` nor ``result``;
     mixed conjuncts mention ``invocations`` together with ``params`` or ``result``.

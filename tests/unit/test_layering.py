@@ -7,6 +7,7 @@ A cycle hidden behind a function-level import is still a cycle: it costs types a
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,19 @@ PLUGIN = f"{ROOT}.plugin"
 PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "xdist")
 #: the SDK boundary: the one module that imports Connic's SDK (quietly) and touches its privates
 SDK_BOUNDARY = f"{ROOT}.project.sdk"
+ARCHITECTURE = PACKAGE.parents[1] / "docs" / "architecture.md"
+
+
+def documented_order(text: str | None = None) -> dict[str, int]:
+    """Layer -> rank, from the table under "The layers, top to bottom" in docs/architecture.md."""
+    text = ARCHITECTURE.read_text("utf-8") if text is None else text
+    section = text.split("## The layers, top to bottom", 1)[1].split("\n## ", 1)[0]
+    order: dict[str, int] = {}
+    for rank, cells in re.findall(r"^\| (\d+) \| (.+) \|$", section, re.MULTILINE):
+        for layer in re.findall(r"`([\w.]+)`", cells):
+            order[f"{ROOT}.{layer}"] = int(rank)
+    assert order, "docs/architecture.md has no table of the layers' order"
+    return order
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -114,7 +128,19 @@ def package_of(module: str) -> str:
     return ".".join(parts[:2])
 
 
-def layering_problems(package: Path = PACKAGE) -> list[str]:
+def order_problems(packages: dict[str, set[str]], order: dict[str, int]) -> list[str]:
+    """An import that goes up or sideways in ``order``, and a layer ``order`` does not place."""
+    problems = [f"layer {layer} is not in the layers' order (docs/architecture.md)"
+                for layer in sorted(packages) if layer not in order]
+    for layer, deps in sorted(packages.items()):
+        for dep in sorted(deps):
+            if layer in order and dep in order and order[dep] <= order[layer]:
+                problems.append(f"layer {layer} (rank {order[layer]}) imports {dep} (rank {order[dep]}): "
+                                "a layer imports only layers further down the order")
+    return problems
+
+
+def layering_problems(package: Path = PACKAGE, order: dict[str, int] | None = None) -> list[str]:
     graph, raw = import_graph(package)
     problems = []
     modules = {m: {n for n in deps if n != ROOT} for m, deps in graph.items() if m != ROOT}
@@ -126,6 +152,8 @@ def layering_problems(package: Path = PACKAGE) -> list[str]:
         packages.setdefault(package_of(module), set()).update(
             package_of(d) for d in deps if d != ROOT and package_of(d) != package_of(module))
     problems += ["cycle between layers: " + " -> ".join(cycle) for cycle in find_cycles(packages)]
+    if order is not None:
+        problems += order_problems(packages, order)
     for module, names in sorted(raw.items()):
         for line, name in names:
             top = name.split(".")[0]
@@ -143,8 +171,38 @@ def layering_problems(package: Path = PACKAGE) -> list[str]:
 
 
 def test_the_package_is_layered() -> None:
-    problems = layering_problems()
+    problems = layering_problems(order=documented_order())
     assert not problems, "\n".join(problems)
+
+
+def test_the_order_is_read_from_the_documented_table() -> None:
+    order = documented_order()
+    assert order[PLUGIN] < order[f"{ROOT}.ab"] < order[f"{ROOT}.execution"] < order[f"{ROOT}.runtime"]
+    assert order[f"{ROOT}.runtime"] < order[f"{ROOT}.models"] < order[f"{ROOT}.errors"]
+    text = "## The layers, top to bottom\n\n| rank | layers |\n| --- | --- |\n| 1 | `a`, `b` |\n| 2 | `c` |\n\n## Next\n"
+    assert documented_order(text) == {f"{ROOT}.a": 1, f"{ROOT}.b": 1, f"{ROOT}.c": 2}
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"records.py": "from pytest_connic import runtime\n", "runtime.py": ""},
+         ("layer pytest_connic.records (rank 2) imports pytest_connic.runtime (rank 1): "
+         "a layer imports only layers further down the order")),
+        ({"reports.py": "from pytest_connic import coverage\n", "coverage.py": "", "runtime.py": "", "records.py": ""},
+         ("layer pytest_connic.reports (rank 1) imports pytest_connic.coverage (rank 1): "
+         "a layer imports only layers further down the order")),
+        ({"newlayer.py": "", "runtime.py": "", "records.py": ""},
+         "layer pytest_connic.newlayer is not in the layers' order (docs/architecture.md)"),
+    ],
+)
+def test_the_check_finds_an_import_against_the_order(tmp_path: Path, files: dict[str, str], expected: str) -> None:
+    package = tmp_path / ROOT
+    package.mkdir()
+    for name, text in {"__init__.py": "", **files}.items():
+        (package / name).write_text(text)
+    order = {f"{ROOT}.runtime": 1, f"{ROOT}.reports": 1, f"{ROOT}.coverage": 1, f"{ROOT}.records": 2}
+    assert expected in layering_problems(package, order)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A case's expressions, compiled once at collection (spec §2.1 bindings per place)."""
+"""A case's expressions, compiled once at collection (each place's bindings: https://connic.co/docs/v1/test/assertions)."""
 
 from __future__ import annotations
 

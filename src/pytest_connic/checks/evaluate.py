@@ -1,4 +1,4 @@
-"""The ``expected_*`` checks against a finished run (spec §2.6, §2.7, §7.3, §8.1).
+"""The ``expected_*`` checks against a finished run (https://connic.co/docs/v1/test/assertions; the SDK's connic/test_schema.py, ChildAgentExpectation; the SDK's connic/test_schema.py, TestCase.expected_result).
 
 Every failed check is collected, in Connic's order, with its evaluated operands.
 """

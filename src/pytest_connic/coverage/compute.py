@@ -1,4 +1,4 @@
-"""Static test coverage identical to ``connic test --coverage`` (spec §8.7).
+"""Static test coverage identical to ``connic test --coverage`` (the SDK's connic/cli.py, _compute_local_coverage).
 
 ``compute_coverage`` reproduces Connic's report: same algorithm, JSON shape, values (floats
 unrounded) and messages. Agents load through the SDK's ``ProjectLoader`` in validation-only mode

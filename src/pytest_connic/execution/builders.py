@@ -1,4 +1,4 @@
-"""Builders (spec §4.3): ``tests/builders/<name>.py`` with ``build`` and optional ``cleanup``."""
+"""Builders (https://connic.co/docs/v1/test/fixtures-and-mocks): ``tests/builders/<name>.py`` with ``build`` and optional ``cleanup``."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,6 @@ from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, cassette_path
 from pytest_connic.models.matching import MatchRule
 from pytest_connic.models.pricing import Prices
 from pytest_connic.models.replay import REPLAY_ONLY, CaseModels, UnrecordedNotes
-from pytest_connic.warnings import CassetteDivergenceWarning
 
 if TYPE_CHECKING:
     from pytest_connic.records.run import CaseOutcome
@@ -128,21 +126,16 @@ def divergence_notes(outcome: CaseOutcome) -> list[str]:
     return list(dict.fromkeys(n for n in notes if isinstance(n, str)))
 
 
-def warn_divergence(notes: list[str], where: tuple[str, int] | None = None) -> None:
-    """One ``CassetteDivergenceWarning`` for a case: the first request that differs from its
-    recording, and how many more do (however many runs diverged); ``where``: the case's suite
-    file and line, which the warning points at (else the caller's line)."""
+def divergence_message(outcome: CaseOutcome) -> str | None:
+    """The text of the case's one ``CassetteDivergenceWarning`` (None when no run diverged): the
+    first request that differs from its recording, and how many more do (however many runs
+    diverged). The plugin emits it at the case's suite file and line (``Host.warn_once``)."""
+    notes = divergence_notes(outcome)
     if not notes:
-        return
+        return None
     more = f" (and {len(notes) - 1} more difference(s))" if len(notes) > 1 else ""
-    warning = CassetteDivergenceWarning(
-        f"{notes[0]}{more}; the replayed answers were recorded for another request: "
-        "re-record the cassette with --connic-record-mode=all"
-    )
-    if where is not None:
-        warnings.warn_explicit(warning, CassetteDivergenceWarning, where[0], where[1])
-    else:
-        warnings.warn(warning, stacklevel=2)
+    return (f"{notes[0]}{more}; the replayed answers were recorded for another request: "
+            "re-record the cassette with --connic-record-mode=all")
 
 
 def case_models(source: ModelSource, services: RuntimeServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
@@ -166,14 +159,6 @@ def case_cassette(
                          suites_root=services.root)
 
 
-def _located_notice(message: str, path: Path) -> None:
-    """A ``ConnicWarning`` attributed to ``path`` (a cassette), so pytest's summary names the
-    user's file and not pytest-connic's source."""
-    from pytest_connic.warnings import ConnicWarning
-
-    warnings.warn_explicit(ConnicWarning(message), ConnicWarning, str(path), 1)
-
-
 def models_at(
     source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None,
     *, taken: Callable[[], frozenset[str]] = frozenset,
@@ -191,7 +176,10 @@ def models_at(
         def live(_agent_name: str) -> Model:
             return shared
 
+    def notice(message: str, cassette: Path) -> None:  # at the cassette, not pytest-connic's source
+        services.host.warn_once(None, message, location=(cassette, 1))
+
     base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
                       size_limit=source.cassette_size_limit, taken=taken,
-                      warn=_located_notice, rules=source.match_rules, unrecorded=source.unrecorded)
+                      warn=notice, rules=source.match_rules, unrecorded=source.unrecorded)
     return HookedCaseModels(base, services, case, source.prices)

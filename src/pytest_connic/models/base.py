@@ -17,14 +17,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_connic.errors import ConnicError
+from pytest_connic.errors import ConnicError, RunSignal
 
 
 class ModelError(ConnicError):
     """A model could not answer. Subclasses say whose fault it is."""
 
 
-class CassetteError(ModelError):
+class CassetteError(ModelError, RunSignal):
     """The suite author's to fix: a missing cassette, a divergence, turns left over.
 
     The case fails (exit code 1) with this message.
@@ -37,7 +37,7 @@ class CallFailed(ModelError):
     raised again when replayed, so the run sees the same failure offline."""
 
 
-class ProviderError(ModelError):
+class ProviderError(ModelError, RunSignal):
     """Infrastructure: a provider is down, refusing or timing out.
 
     The case is an error and the session exits with code 2.

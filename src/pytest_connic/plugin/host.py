@@ -1,21 +1,53 @@
 """The runtime's :class:`~pytest_connic.runtime.ports.Host` over pytest: the user's
-``pytest_connic_*`` hooks (conftest.py) through the hook relay, and the session's warnings."""
+``pytest_connic_*`` hooks (conftest.py) through the hook relay, and the session's warnings
+(the one located "warn once" of the package: ``warnings.warn_explicit`` at the user's file)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_connic.runtime.ports import WarnedKeys
+from pytest_connic.warnings import ConnicWarning
 
 
 class PytestHost:
     """Answers the runtime's questions with the ``pytest_connic_*`` hooks of ``config``."""
 
-    def __init__(self, config: pytest.Config, warn_once: Callable[..., None]) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        #: the session's own method, called directly so that a warning points at the runtime's line
-        self.warn_once = warn_once
+        self._warned = WarnedKeys()
+        #: the suite file (as pytest shows paths) and line of the case running now: the runtime's
+        #: warnings without a location of their own point at it (cases run one at a time in a
+        #: pytest process)
+        self._case: tuple[str, int] | None = None
+
+    def warn_once(self, key: str | None, message: str, category: type[Warning] | None = None,
+                  location: tuple[str | Path, int] | None = None) -> None:
+        """Emit a warning (a ``ConnicWarning`` unless ``category`` says which) once per session for
+        ``key`` (``None``: every time), at ``location``, else the running case, else the caller."""
+        if not self._warned.first(key):
+            return
+        category = category or ConnicWarning
+        where = location or self._case
+        if where is not None:  # the user's file and line, not the runtime's source line
+            warnings.warn_explicit(category(message), category, str(where[0]), where[1])
+        else:
+            warnings.warn(category(message), stacklevel=2)
+
+    @contextlib.contextmanager
+    def case_running(self, shown_path: str, line: int) -> Iterator[None]:
+        """While a case runs, warnings without a location point at its suite file and line."""
+        self._case = (shown_path, line)
+        try:
+            yield
+        finally:
+            self._case = None
 
     def make_model(self, agent: Any, model: str, case: dict[str, Any] | None, run_index: int) -> object | None:
         result: object | None = self.config.hook.pytest_connic_make_model(

@@ -240,11 +240,15 @@ class CaseItem(pytest.Item):
         else:
             self._after_stop(state)
         if self.outcome is not None:
-            from pytest_connic.execution.models import divergence_notes, warn_divergence
+            from pytest_connic.execution.models import divergence_message
+            from pytest_connic.warnings import CassetteDivergenceWarning
 
             try:
                 _show_runtime_load_warnings(state, self)
-                warn_divergence(divergence_notes(self.outcome), (state.shown_path(self.path), self.spec.line))
+                divergence = divergence_message(self.outcome)
+                if divergence is not None:
+                    state.host.warn_once(None, divergence, CassetteDivergenceWarning,
+                                         (state.shown_path(self.path), self.spec.line))
             except ConnicWarning:  # -W error: the case fails with it, unless it failed anyway
                 if verdict is None:
                     raise
@@ -341,17 +345,13 @@ def _shows_collection_warnings(config: pytest.Config) -> bool:
 def show_load_warnings(state: ConnicSession, found: list[LoadWarning], seen: frozenset[str] = frozenset()) -> None:
     """Each load warning once per session, located at the file (and line) it is about, so pytest's
     warning summary names the user's file, not pytest-connic's source."""
-    import warnings
-
     from pytest_connic.warnings import ConnicLoadWarning, UnknownAgentKeyWarning
 
     for warning in found:
-        key = f"load:{warning.key}"
-        if warning.key in seen or key in state.warned:
+        if warning.key in seen:
             continue
-        state.warned.add(key)
         category = UnknownAgentKeyWarning if warning.unknown_key else ConnicLoadWarning
-        warnings.warn_explicit(category(warning.message), category, str(warning.path), warning.line)
+        state.host.warn_once(f"load:{warning.key}", warning.message, category, (warning.path, warning.line))
 
 
 def _show_runtime_load_warnings(state: ConnicSession, item: CaseItem) -> None:

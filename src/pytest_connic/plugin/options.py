@@ -175,48 +175,71 @@ def _ini_type(kind: str) -> Any:
     return scalar | str if scalar is not None and _TYPE_EXPRESSIONS else "string"
 
 
+def _positive_int(s: Setting, value: Any) -> int:
+    result = int(value)
+    if result < 1:
+        raise ValueError("must be at least 1")
+    return result
+
+
+def _seconds(s: Setting, value: Any) -> float | None:
+    """0 or more, or off (None)."""
+    if str(value).strip().lower() == "off":
+        return None
+    seconds = float(value)
+    if not seconds >= 0:  # also NaN
+        raise ValueError("expected seconds (0 or more) or off")
+    return seconds
+
+
+def _percentage(s: Setting, value: Any) -> float:
+    fvalue = float(value)
+    if not 0 <= fvalue <= 100:
+        raise ValueError("must be a percentage from 0 to 100")
+    return fvalue
+
+
+def _positive_number(s: Setting, value: Any) -> float:
+    number = float(value)
+    if not number > 0 or number == float("inf"):
+        raise ValueError("must be a positive number")
+    return number
+
+
+def _boolean(s: Setting, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _choice(s: Setting, value: Any) -> Any:
+    if value not in s.choices:
+        raise ValueError(f"expected one of {', '.join(s.choices)}")
+    return value
+
+
+def _names(s: Setting, value: Any) -> tuple[str, ...]:
+    return tuple(str(v).strip() for v in value if str(v).strip())
+
+
+#: a setting's value from its option or ini text, by ``Setting.kind`` (anything else: a string)
+_CONVERTERS: dict[str, Callable[[Setting, Any], Any]] = {
+    "int": _positive_int, "seconds": _seconds, "float": _percentage, "number": _positive_number,
+    "bool": _boolean, "choice": _choice, "list": _names,
+}
+
+
 def _convert(s: Setting, value: Any, source: str) -> Any:
     if value is None:
         return None
     try:
-        if s.kind == "int":
-            result = int(value)
-            if result < 1:
-                raise ValueError("must be at least 1")
-            return result
-        if s.kind == "seconds":  # 0 or more, or off (None)
-            if str(value).strip().lower() == "off":
-                return None
-            seconds = float(value)
-            if not seconds >= 0:  # also NaN
-                raise ValueError("expected seconds (0 or more) or off")
-            return seconds
-        if s.kind == "float":
-            fvalue = float(value)
-            if not 0 <= fvalue <= 100:
-                raise ValueError("must be a percentage from 0 to 100")
-            return fvalue
-        if s.kind == "number":
-            number = float(value)
-            if not number > 0 or number == float("inf"):
-                raise ValueError("must be a positive number")
-            return number
-        if s.kind == "bool":
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError("expected true or false")
-        if s.kind == "choice":
-            if value not in s.choices:
-                raise ValueError(f"expected one of {', '.join(s.choices)}")
-            return value
-        if s.kind == "list":
-            return tuple(str(v).strip() for v in value if str(v).strip())
-        return str(value)
+        convert = _CONVERTERS.get(s.kind)
+        return str(value) if convert is None else convert(s, value)
     except ValueError as exc:
         # quoted as the text it was written as, whether pytest read it as a string or (pytest 9.2,
         # ``int | str``) already as a number or a boolean

@@ -46,10 +46,10 @@ class ConnicSession:
         self._verdicts: dict[str, tuple[str, str | None]] = {}
         #: suite files that failed to collect: in coverage mode the report judges them
         self.suite_collection_errors = 0
-        self.warned: set[str] = set()
-        #: the suite file (as pytest shows paths) and line of the case running now: the runtime's
-        #: warnings are attributed to it (cases run one at a time in a pytest process)
-        self.case_location: tuple[str, int] | None = None
+        from pytest_connic.plugin.host import PytestHost
+
+        #: the runtime's ``Host`` port, and the session's one located "warn once" (``host.warn_once``)
+        self.host = PytestHost(config)
         self.coverage_roots: set[Path] = set()
         self.coverage_texts: list[tuple[str, str, str]] = []
         self.coverage_gate_message: str | None = None
@@ -146,7 +146,6 @@ class ConnicSession:
                 from pytest_connic.execution.models import ModelSource
                 from pytest_connic.models.pricing import Prices
                 from pytest_connic.plugin.budget import budget_for
-                from pytest_connic.plugin.host import PytestHost
                 from pytest_connic.plugin.unrecorded import notes_for
                 from pytest_connic.project.loaded import LoadedProject
 
@@ -173,7 +172,7 @@ class ConnicSession:
                 self._runtimes[root] = ProjectRuntime(
                     self._load_project(root, lambda: LoadedProject(root, self.interrupts.real, api)),
                     options, masker=self.masker,
-                    host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,
+                    host=self.host, run_listeners=self.run_listeners,
                     stop=self.stop,
                 )
             return self._runtimes[root]
@@ -222,23 +221,6 @@ class ConnicSession:
         self._envs[root] = applied
         self.masker.add(applied.values.values())
 
-    def warn_once(self, key: str, message: str, category: type[Warning] | None = None) -> None:
-        """Emit a warning (a ``ConnicWarning`` unless ``category`` says which) once per session for ``key``."""
-        from pytest_connic.warnings import ConnicWarning
-
-        with self._lock:
-            if key in self.warned:
-                return
-            self.warned.add(key)
-        import warnings
-
-        category = category or ConnicWarning
-        where = self.case_location
-        if where is not None:  # the case's suite file and line, not the runtime's source line
-            warnings.warn_explicit(category(message), category, where[0], where[1])
-        else:
-            warnings.warn(category(message), stacklevel=2)
-
     def shown_path(self, path: Path) -> str:
         """``path`` as pytest shows it: relative to the invocation directory when inside it."""
         try:
@@ -249,11 +231,8 @@ class ConnicSession:
     @contextlib.contextmanager
     def case_running(self, path: Path, line: int) -> Iterator[None]:
         """While a case runs, the runtime's warnings point at its suite file and line."""
-        self.case_location = (self.shown_path(path), line)
-        try:
+        with self.host.case_running(self.shown_path(path), line):
             yield
-        finally:
-            self.case_location = None
 
     def close(self) -> None:
         for runtime in self._runtimes.values():

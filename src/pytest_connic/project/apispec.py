@@ -286,10 +286,25 @@ def _operations(name: str, data: dict[str, Any], positions: YamlPositions, rel: 
 
 def _operation(spec: str, tool: str, method: str, path: str, operation: dict[str, Any], shared: list[Any],
                data: dict[str, Any], line: int) -> ApiOperation:
+    listed = [_deref(p, data) for p in [*shared, *(operation.get("parameters") or [])]]
+    properties, required, params = _parameters(listed, data)
+    body = _deref(operation.get("requestBody"), data)
+    has_body = isinstance(body, dict)
+    if has_body:
+        properties["body"] = _body_schema(body, data)
+        if body.get("required"):
+            required.append("body")
+    description = str(operation.get("summary") or operation.get("description") or f"{method.upper()} {path}")
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return ApiOperation(spec, tool, method, path, description, parameters, tuple(params), has_body, line)
+
+
+def _parameters(listed: list[Any], data: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[ApiParam]]:
+    """The path, query and header parameters (an operation's own override the path's shared ones
+    of the same name and place): their schemas by name, the required names, and how each is sent."""
     properties: dict[str, Any] = {}
     required: list[str] = []
     params: list[ApiParam] = []
-    listed = [_deref(p, data) for p in [*shared, *(operation.get("parameters") or [])]]
     declared = {(p.get("name"), p.get("in")): p for p in listed if isinstance(p, dict)}
     for (pname, where), param in declared.items():
         if where not in ("path", "query", "header") or not isinstance(pname, str):
@@ -302,19 +317,15 @@ def _operation(spec: str, tool: str, method: str, path: str, operation: dict[str
         if is_required:
             required.append(pname)
         params.append(ApiParam(pname, str(where), is_required))
-    body = _deref(operation.get("requestBody"), data)
-    has_body = False
-    if isinstance(body, dict):
-        content = body.get("content") or {}
-        media = content.get("application/json") or next(iter(content.values()), None) if isinstance(content, dict) else None
-        schema = _inline((media or {}).get("schema") or {"type": "object"}, data)
-        properties["body"] = {**schema, "description": str(body.get("description") or "the request body")}
-        has_body = True
-        if body.get("required"):
-            required.append("body")
-    description = str(operation.get("summary") or operation.get("description") or f"{method.upper()} {path}")
-    parameters = {"type": "object", "properties": properties, "required": required}
-    return ApiOperation(spec, tool, method, path, description, parameters, tuple(params), has_body, line)
+    return properties, required, params
+
+
+def _body_schema(body: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """The schema of the ``body`` argument: the JSON media type's (else the first one's), inlined."""
+    content = body.get("content") or {}
+    media = content.get("application/json") or next(iter(content.values()), None) if isinstance(content, dict) else None
+    schema = _inline((media or {}).get("schema") or {"type": "object"}, data)
+    return {**schema, "description": str(body.get("description") or "the request body")}
 
 
 def _deref(value: Any, data: dict[str, Any]) -> Any:

@@ -1,4 +1,4 @@
-"""Where Connic projects and their suites are (spec §1.1).
+"""Where Connic projects and their suites are (https://connic.co/docs/v1/composer/testing).
 
 Connic's rules: suites are ``tests/**/*.yaml`` (suffix case-insensitive, ``.yml``
 is not a suite), any hidden path component is skipped, files are processed in

@@ -159,7 +159,7 @@ class RunRecord:
 
     @property
     def output(self) -> Any:
-        """The output as expressions see it (spec §2.5): JSON-parsed when it is a JSON
+        """The output as expressions see it (https://connic.co/docs/v1/test/assertions): JSON-parsed when it is a JSON
         string, else as is; None for a run that ended neither completed nor blocked."""
         if self.status not in ("completed", "blocked"):
             return None
@@ -402,7 +402,7 @@ class CaseOutcome:
 # Connic's run API returns a flat list of spans ``{name, status, duration_ms, span_id,
 # parent_span_id, span_order, metadata_json}``; ``connic test --json`` copies them into
 # ``failed_runs`` and the CLI draws them as a tree. A local run has no spans of its own, so they are
-# derived in the order of the lifecycle (spec §9.3): the run's root span; input guardrails;
+# derived in the order of the lifecycle (https://connic.co/docs/v1/build/guardrails): the run's root span; input guardrails;
 # ``before`` middleware; model turns, each followed by the tool calls it asked for (grouped under a
 # span per stage for a sequential pipeline); ``after`` middleware and ``StopProcessing``; output
 # guardrails; ``cleanup`` middleware. A ``trigger_agent`` call carries the child run's spans.

@@ -1,4 +1,4 @@
-"""The three agent kinds (spec §9.2): the LLM loop, tool agents, sequential pipelines."""
+"""The three agent kinds (https://connic.co/docs/v1/build/agent-configuration/agent-types): the LLM loop, tool agents, sequential pipelines."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import base64
 import re
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import jsonschema
@@ -147,23 +148,29 @@ async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[
             # of several seen ending together, the one that ended first wins (user code in a
             # worker process answers in the order its calls ended, so two answers may arrive in
             # one step of the loop)
-            ended = [t for t in finished if t in done and not t.cancelled() and t.exception() is not None]
-            if ended:
-                signal = ended[0].exception()
+            ended = next((t for t in finished if t in done and not t.cancelled() and t.exception() is not None), None)
+            if ended is not None:
+                signal = ended.exception()
                 assert signal is not None
                 await _cancel(pending)
-                records = inv.record.tool_calls[first:]
-                # the winner is traced as itself, not as cancelled (a record per call, in order)
-                won = next(i for i, task in enumerate(tasks) if task is ended[0])
-                winner = records[won] if len(records) == len(tasks) else None
-                for record in records:
-                    if record is not winner and not record.has_result and record.error is None:
-                        record.error = f"cancelled: another call of this model turn ended the run ({type(signal).__name__})"
+                _mark_cancelled(inv, tasks, first, ended, signal)
                 raise signal
     except BaseException:
         await _cancel({t for t in tasks if not t.done()})
         raise
     return [t.result() for t in tasks]
+
+
+def _mark_cancelled(inv: InvocationState, tasks: Sequence[asyncio.Future[Any]], first: int,
+                    winner_task: asyncio.Future[Any], signal: BaseException) -> None:
+    """The trace records of a model turn's calls that the first call to end the run cancelled;
+    the winner is traced as itself, not as cancelled (a record per call, in order)."""
+    records = inv.record.tool_calls[first:]
+    won = next(i for i, task in enumerate(tasks) if task is winner_task)
+    winner = records[won] if len(records) == len(tasks) else None
+    for record in records:
+        if record is not winner and not record.has_result and record.error is None:
+            record.error = f"cancelled: another call of this model turn ended the run ({type(signal).__name__})"
 
 
 async def _cancel(tasks: set[asyncio.Future[Any]]) -> None:
@@ -231,7 +238,7 @@ async def run_tool_agent(inv: InvocationState, content: dict[str, Any]) -> Any:
         if text != message_text(inv.delivered):  # before middleware rewrote the input
             value = parse_json(text)
             payload = value if isinstance(value, dict) else {"input": value}
-    # recorded under the function's name, so assertions match it by ref or bare name (spec §3)
+    # recorded under the function's name, so assertions match it by ref or bare name (the SDK's connic/loader.py, ProjectLoader._resolve_tools)
     name = next((e.name for e in tool_catalog(inv).values() if e.ref == ref), ref)
     return await call_tool(inv, name, {"payload": payload}, body=True)
 

@@ -1,4 +1,4 @@
-"""``api:`` tools, called for real (spec §5.6: their implementations are never mocked).
+"""``api:`` tools, called for real (the SDK's connic/loader.py and connic/tools.py: their implementations are never mocked).
 
 A call of ``api:<spec>.<tool>`` becomes the HTTP request its OpenAPI operation describes
 (``project/apispec.py``): path parameters in the path, query and header parameters where the

@@ -1,6 +1,6 @@
-"""Human-in-the-loop approvals, scripted by ``approval_decisions`` (spec §6).
+"""Human-in-the-loop approvals, scripted by ``approval_decisions`` (https://connic.co/docs/v1/platform/approvals).
 
-The gate runs for every tool call before the before-hook (spec §6.2 proposal): a call
+The gate runs for every tool call before the before-hook (where Connic's docs do not say, pytest-connic's choice): a call
 that the agent's ``approval:`` config gates is answered by the first unused matching
 entry of the case's ``approval_decisions``. The decisions belong to the run of the
 case, so a child agent started with ``trigger_agent`` draws from the same list.
@@ -49,7 +49,7 @@ def _requires_approval(inv: InvocationState, entry: CatalogEntry, params: dict[s
         try:
             return _condition(str(condition)).evaluate({"param": params, "context": inv.context}, strict=True)
         except (ExpressionError, EvaluationError) as exc:
-            # fail-safe (spec §2.4): a condition that cannot be evaluated requires approval
+            # fail-safe (https://connic.co/docs/v1/test/assertions): a condition that cannot be evaluated requires approval
             note = (f"approval condition of {entry.ref} `{condition}` could not be evaluated ({exc}); "
                     "approval required")
             inv.record.events.append({"type": "note", "name": f"note: {note}", "text": note})
@@ -80,7 +80,7 @@ def _check_input_params(entry: CatalogEntry, params: dict[str, Any]) -> None:
 
 
 def _match(inv: InvocationState, ref: str, params: dict[str, Any]) -> ApprovalDecision | None:
-    """The first unused entry for ``ref`` whose ``params`` expression holds (spec §6.2)."""
+    """The first unused entry for ``ref`` whose ``params`` expression holds (the SDK's connic/test_schema.py, TestApprovalDecision)."""
     scope = inv.scope
     for decision in scope.approvals:
         if decision.index in scope.approvals_used or decision.tool != ref:

@@ -1,4 +1,4 @@
-"""Child agents started with ``trigger_agent`` / ``trigger_agent_at`` (spec §7).
+"""Child agents started with ``trigger_agent`` / ``trigger_agent_at`` (https://connic.co/docs/v1/build/tools/orchestration).
 
 A child runs in-process as an invocation of the same run scope: the case's mocks,
 approval decisions, builder context and models apply to it, and its trace (tool
@@ -9,7 +9,7 @@ calls, model turns, its own children) hangs off the parent's ``TriggerRecord``.
   (status ``timeout``, the child run ``failed``).
 * ``trigger_agent(wait_for_response=False)`` starts the child in the background and
   returns ``{run_id}``; the parent's run waits for it before it ends, so its trace is
-  complete. Run-level assertions still need a waited trigger (spec §7.3).
+  complete. Run-level assertions still need a waited trigger (the SDK's connic/test_schema.py, ChildAgentExpectation).
 * ``trigger_agent_at`` is recorded with its ``scheduled_at`` and never run: the
   scheduled moment lies after the test.
 
@@ -165,7 +165,7 @@ async def trigger_agent_at(
     delay: dict[str, float] | None = None,
     unix_timestamp: float | None = None,
 ) -> dict[str, Any]:
-    """Schedule a child: recorded (fire-and-forget in tests, spec §7.2), never run."""
+    """Schedule a child: recorded (fire-and-forget in tests, https://connic.co/docs/v1/build/tools/orchestration), never run."""
     _check(inv, agent_name, payload)
     when = _scheduled_for(delay, unix_timestamp, inv.scope.wall_now())
     scheduled_at = when.isoformat(timespec="seconds").replace("+00:00", "Z")

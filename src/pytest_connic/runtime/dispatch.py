@@ -1,4 +1,4 @@
-"""One tool call, end to end (spec §9.6, §5):
+"""One tool call, end to end (https://github.com/connic-org/connic-skill/blob/main/plugins/connic/skills/connic/references/tools-and-python.md; https://connic.co/docs/v1/test/fixtures-and-mocks):
 
 approval gate → before hook → the tool (mocked, strict, real or predefined) →
 after hook, recorded in the trace with params, result or error, and marks.
@@ -15,9 +15,9 @@ from typing import Any
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import compile_expression
 from pytest_connic.jsonsafe import json_text, trace_data
-from pytest_connic.models.base import CallFailed, CassetteError
+from pytest_connic.models.base import CallFailed
 from pytest_connic.project.located import exception_text
-from pytest_connic.project.sdk import AbortTool, StopProcessing, Tool, ToolFile, TransferCall
+from pytest_connic.project.sdk import AbortTool, Tool, ToolFile, TransferCall
 from pytest_connic.records.run import ToolCallRecord
 from pytest_connic.runtime.api_tools import ApiArgumentError, call_api
 from pytest_connic.runtime.approvals import ApprovalInputError, gate
@@ -25,24 +25,21 @@ from pytest_connic.runtime.mcp_calls import call_mcp_tool, model_view
 from pytest_connic.runtime.mocks import signature_errors, tool_ladder
 from pytest_connic.runtime.predefined_dispatch import run_predefined
 from pytest_connic.runtime.services import predefined_description, predefined_schema
-from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
+from pytest_connic.runtime.signals import PASS_THROUGH, RunAborted, RunFailed
 from pytest_connic.runtime.signatures import accepts_positional, takes_context
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
 from pytest_connic.secrets import MASK
 from pytest_connic.usertb import for_record
 
 DISCOVERY = ("search_tools", "use_tool")
-#: exceptions that end a run (or a call) their own way and pass through user code untouched
-#: (a ``CassetteError``: a recorded call that a replay cannot answer fails the case, runtime/invocation.py)
-SIGNALS = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure, CassetteError)
 
 
 async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: Any) -> Any:
-    """Run a middleware phase (the real one or its mock), spec §9.5: ``StopProcessing``
+    """Run a middleware phase (the real one or its mock; https://connic.co/docs/v1/build/middleware): ``StopProcessing``
     passes through, any other exception fails the run."""
     try:
         return await inv.scope.call(func, *args)
-    except SIGNALS:
+    except PASS_THROUGH:
         raise
     except Exception as exc:  # noqa: BLE001  (user code)
         raise RunFailed(
@@ -237,7 +234,7 @@ async def user_code(awaitable: Any) -> Any:
     """Await user code; its exceptions (other than control flow) become ``UserCodeError``."""
     try:
         return await awaitable
-    except (AbortTool, *SIGNALS):
+    except (AbortTool, *PASS_THROUGH):
         raise
     except TransferCall as exc:
         raise RunAborted(f"TransferCall({exc.number}) raised: transferring a voice call is a feature of "
@@ -265,7 +262,7 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
     """Dispatch one call; returns what the model reads back (a result or an error text, or the
     parts of a result that carries files: :func:`to_model_content`); with ``body``, the result.
 
-    ``StopProcessing``, ``RunAborted``, ``RunFailed`` and ``AwaitingApproval`` propagate.
+    What ends the run its own way (``signals.PASS_THROUGH``) propagates.
     With ``body`` (a tool agent's body) a tool error fails the run instead.
     """
     catalog = available_tools(inv)  # a tool hidden by its condition is unknown, whoever asks
@@ -278,24 +275,10 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
     inv.record.tool_calls.append(record)
     started = time.perf_counter()
     try:
-        if entry is None:
-            offered = ", ".join(sorted(catalog)) or "none"
-            raise _ToolError(f"unknown tool '{name}'; this agent's tools: {offered}")
-        if not isinstance(arguments, dict):
-            raise _ToolError(f"invalid arguments for {entry.ref}: expected a JSON object, got {str(arguments)[:200]!r}")
-        result = await _pipeline(inv, entry, record, dict(arguments))
-    except _ToolError as exc:
-        record.error = exc.message
-        if body:
-            raise RunFailed(exc.message) from None
-        return f"Error: {exc.message}"
-    except UserCodeError as exc:
-        record.error = str(exc)
-        record.traceback = for_record(exc.exc, inv.services.project.root, inv.services.masker.text)
-        if body:
-            raise RunFailed(record.error, traceback=record.traceback) from None
-        return f"Error: {record.error}"
-    except SIGNALS:
+        result = await _pipeline(inv, _checked_call(catalog, name, entry, arguments), record, dict(arguments))
+    except (_ToolError, UserCodeError) as exc:
+        return _failed_call(inv, record, exc, body=body)
+    except PASS_THROUGH:
         raise
     except Exception as exc:  # not user code: our own bug, never the tool's error
         raise internal_error(exc, f"calling tool {name!r}") from exc
@@ -304,6 +287,31 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
     if body:
         return result
     return to_model_content(model_view(result) if entry is not None and entry.kind == "mcp" else result)
+
+
+def _checked_call(catalog: dict[str, CatalogEntry], name: str, entry: CatalogEntry | None,
+                  arguments: Any) -> CatalogEntry:
+    """The entry a call names, with a JSON object for arguments: else the error the model reads."""
+    if entry is None:
+        offered = ", ".join(sorted(catalog)) or "none"
+        raise _ToolError(f"unknown tool '{name}'; this agent's tools: {offered}")
+    if not isinstance(arguments, dict):
+        raise _ToolError(f"invalid arguments for {entry.ref}: expected a JSON object, got {str(arguments)[:200]!r}")
+    return entry
+
+
+def _failed_call(inv: InvocationState, record: ToolCallRecord, exc: _ToolError | UserCodeError, *,
+                 body: bool) -> str:
+    """A call that failed as the model sees it: its record says why (and where in user code);
+    the model reads ``Error: ...``, or, in a tool agent's body, the run fails with it."""
+    if isinstance(exc, UserCodeError):
+        record.error = str(exc)
+        record.traceback = for_record(exc.exc, inv.services.project.root, inv.services.masker.text)
+    else:
+        record.error = exc.message
+    if body:
+        raise RunFailed(record.error, traceback=record.traceback) from None
+    return f"Error: {record.error}"
 
 
 class _ToolError(ConnicError):
@@ -369,18 +377,14 @@ def _short(value: Any) -> str:
 def _hook_func(inv: InvocationState, entry: CatalogEntry, hooks: Any, phase: str) -> tuple[Any, str | None]:
     """The function for a hook phase (its mock, else the real hook) and the mock's name.
 
-    A mock replaces only a phase that the agent's hooks file defines (spec §5.3)."""
+    A mock replaces only a phase that the agent's hooks file defines (https://connic.co/docs/v1/test/fixtures-and-mocks)."""
     real = getattr(hooks, phase, None) if hooks is not None else None
     if real is None:
         return None, None
-    mock = inv.scope.mocks.hook(entry.ref, phase)
-    if mock is not None:
-        return mock.func, mock.name
-    if inv.scope.mocks.flags.get("strict_hook_mocks"):
-        tried = inv.scope.mocks.tried(tool_ladder(entry.ref, f"_hook_{phase}"))
-        raise RunAborted(f"strict_hook_mocks: the {phase} hook of agent '{inv.config.name}' would run for "
-                         f"{entry.ref} without a mock ({tried})")
-    return real, None
+    return inv.scope.mocks.choose(
+        tool_ladder(entry.ref, f"_hook_{phase}"), "strict_hook_mocks",
+        lambda tried: f"the {phase} hook of agent '{inv.config.name}' would run for {entry.ref} without a mock ({tried})",
+        real)
 
 
 def _origin(phase: str, mock: str | None) -> str:
@@ -446,21 +450,20 @@ async def _execute(inv: InvocationState, entry: CatalogEntry, record: ToolCallRe
 
 async def _custom(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
     assert entry.tool is not None
-    mock = inv.scope.mocks.tool(entry.ref)
+    try:
+        func, mock = inv.scope.mocks.choose(tool_ladder(entry.ref), "strict_mocks",
+                                            lambda tried: f"{entry.ref} has no mock ({tried})", entry.tool.func)
+    except RunAborted as exc:
+        record.error = f"rejected by {exc.message}"
+        raise
+    assert func is not None
     if mock is not None:
         errors = signature_errors(params, entry.parameters, entry.tool.func)
+        record.mocked, record.mock_function = True, mock
         if errors:  # the call's record says which mock refused it and why (not "no result")
-            record.mocked, record.mock_function = True, mock.name
-            record.error = f"rejected by mock {mock.name}: the call does not match the tool's signature: {'; '.join(errors)}"
+            record.error = f"rejected by mock {mock}: the call does not match the tool's signature: {'; '.join(errors)}"
             raise RunAborted(f"mocked call to {entry.ref} does not match the tool's signature: {'; '.join(errors)}")
-        record.mocked, record.mock_function = True, mock.name
-        return await user_code(inv.scope.call(mock.func, entry.ref, params, inv.context))
-    if inv.scope.mocks.flags.get("strict_mocks"):
-        tried = inv.scope.mocks.tried(tool_ladder(entry.ref))
-        record.error = f"rejected by strict_mocks: {entry.ref} has no mock ({tried})"
-        raise RunAborted(f"strict_mocks: {entry.ref} has no mock ({tried})")
-    assert entry.tool.func is not None
-    func = entry.tool.func
+        return await user_code(inv.scope.call(func, entry.ref, params, inv.context))
     kwargs = dict(params)
     if takes_context(func):
         kwargs["context"] = inv.context

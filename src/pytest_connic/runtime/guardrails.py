@@ -1,4 +1,4 @@
-"""Guardrails (spec §9.7): custom ones, ``regex`` and pattern-based PII locally;
+"""Guardrails (https://connic.co/docs/v1/build/guardrails): custom ones, ``regex`` and pattern-based PII locally;
 model-based built-ins judged by, in order, the ``pytest_connic_guardrail`` hook, the case's
 cassette (``calls``, kind ``guardrail``: hand-written or recorded) or, while recording, a judge
 model (``--connic-guardrail-model``); a check with none of these fails the run, unless
@@ -200,19 +200,14 @@ def as_result(value: Any, source: str) -> GuardrailResult:
 
 async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str, text: str) -> tuple[GuardrailResult, str | None]:
     name = rule.name or ""
-    try:  # the real file must load, mocked or not (spec §5.4)
+    try:  # the real file must load, mocked or not (https://connic.co/docs/v1/test/fixtures-and-mocks)
         real = inv.services.project.guardrail(name)
     except Exception as exc:  # noqa: BLE001  (user code)
         raise RunAborted(f"{exc} ({direction} guardrail of agent '{inv.config.name}')") from None
-    mock = inv.scope.mocks.guardrail(direction, name)
-    if mock is not None:
-        func, mock_name = mock.func, mock.name
-    elif inv.scope.mocks.flags.get("strict_guardrail_mocks"):
-        tried = inv.scope.mocks.tried(guardrail_ladder(direction, name))
-        raise RunAborted(f"strict_guardrail_mocks: custom {direction} guardrail '{name}' would run without a mock "
-                         f"({tried})")
-    else:
-        func, mock_name = real.check, None
+    func, mock_name = inv.scope.mocks.choose(
+        guardrail_ladder(direction, name), "strict_guardrail_mocks",
+        lambda tried: f"custom {direction} guardrail '{name}' would run without a mock ({tried})", real.check)
+    assert func is not None
     try:
         result = await inv.scope.call(func, text, inv.context)
     except UserCodeEnded:  # a crash or a BaseException ends the run, it is no verdict
@@ -393,7 +388,7 @@ def _unjudged(inv: InvocationState, rule: GuardrailRule, direction: str, why: st
     message = unjudged_message(inv, rule, direction, why)
     if inv.services.hosted.unjudged_guardrails != "pass":
         raise RunAborted(message)
-    inv.services.located_warnings.warn(
+    inv.services.host.warn_once(
         f"guardrail:{inv.config.name}:{direction}:{rule.type}",
         f"built-in guardrail '{rule.type}' ({direction}, agent '{inv.config.name}') has no judgement and was "
         "not evaluated (counted as passed, --connic-unjudged-guardrails=pass); supply one with a cassette "
@@ -413,7 +408,7 @@ async def _evaluate(inv: InvocationState, rule: GuardrailRule, direction: str, t
         passed, record.message = result.passed, result.message
     elif rule.type in ("pii", "pii_leakage"):
         for entity in unknown_entities(rule):
-            inv.services.located_warnings.warn(f"pii:{entity}", f"pii entity '{entity}' has no local detector and is "
+            inv.services.host.warn_once(f"pii:{entity}", f"pii entity '{entity}' has no local detector and is "
                                                "not checked", ConnicWarning, inv.scope.location)
         found = pii_findings(rule, text)
         passed = not found

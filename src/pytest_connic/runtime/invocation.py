@@ -1,4 +1,4 @@
-"""One invocation of an agent: Connic's lifecycle around the agent body (spec §9.3).
+"""One invocation of an agent: Connic's lifecycle around the agent body (https://connic.co/docs/v1/build/guardrails).
 
 input guardrails → middleware ``before`` → agent (llm loop / tool / sequential)
 → middleware ``after`` → output guardrails → middleware ``cleanup`` (always last).
@@ -250,15 +250,9 @@ def _phase(inv: InvocationState, phase: str) -> tuple[Any, str | None]:
     real = getattr(inv.middleware, phase, None) if inv.middleware else None
     if real is None:
         return None, None
-    mock = inv.scope.mocks.middleware(phase)
-    if mock is not None:
-        return mock.func, mock.name
-    if inv.scope.mocks.flags.get("strict_middleware_mocks"):
-        raise RunAborted(
-            f"strict_middleware_mocks: middleware {phase} of agent '{inv.config.name}' has no mock "
-            f"({inv.scope.mocks.tried([f'middleware_{phase}'])})"
-        )
-    return real, None
+    return inv.scope.mocks.choose(
+        [f"middleware_{phase}"], "strict_middleware_mocks",
+        lambda tried: f"middleware {phase} of agent '{inv.config.name}' has no mock ({tried})", real)
 
 
 async def _before(inv: InvocationState, content: dict[str, Any]) -> dict[str, Any]:
@@ -296,7 +290,7 @@ async def _cleanup(inv: InvocationState) -> None:
     try:
         await inv.scope.call(func, run, inv.context)
         inv.record.events.append({"type": "middleware", "phase": "cleanup", "mock": mock})
-    except Exception as exc:  # noqa: BLE001  (logged, never changes the status: spec §9.5)
+    except Exception as exc:  # noqa: BLE001  (logged, never changes the status: https://connic.co/docs/v1/build/middleware)
         inv.record.events.append(
             {"type": "middleware", "phase": "cleanup", "mock": mock, "error": f"{type(exc).__name__}: {exc}"}
         )

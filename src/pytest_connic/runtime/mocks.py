@@ -1,4 +1,4 @@
-"""Test doubles of a case: mock modules (spec §5) and their resolution ladders.
+"""Test doubles of a case: mock modules (https://connic.co/docs/v1/test/fixtures-and-mocks) and their resolution ladders.
 
 Every run loads the case's mock module afresh, so module-level state never leaks
 between runs, also when runs execute concurrently.
@@ -22,6 +22,7 @@ import jsonschema
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.project.located import exception_text, user_location
+from pytest_connic.runtime.signals import RunAborted
 
 _counter = itertools.count()
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")
@@ -31,11 +32,32 @@ class ModuleLoadError(ConnicError):
     """A builder or mocks module is missing or fails to import: the run fails before the agent."""
 
 
+#: the folders of a project's ``tests/`` whose modules are loaded fresh for each run
+FRESH_FOLDERS = ("builders", "mocks")
+
+
+def fresh_name(path: Path) -> str:
+    """The private module name a builder or mocks module (``tests/<folder>/<stem>.py``) is
+    imported under for one run, ``_connic_<folder>_<stem>_<n>``: the one place that writes it
+    (:func:`fresh_origin` reads it back)."""
+    return f"_connic_{path.parent.name}_{path.stem}_{next(_counter)}"
+
+
+def fresh_origin(module_name: str) -> tuple[str, str] | None:
+    """``(folder, stem)`` of a module named by :func:`fresh_name` (``("mocks", "customer")``),
+    None for any other module name."""
+    for folder in FRESH_FOLDERS:
+        prefix = f"_connic_{folder}_"
+        if module_name.startswith(prefix):
+            return folder, module_name[len(prefix):].rsplit("_", 1)[0]
+    return None
+
+
 def load_fresh(path: Path, label: str) -> types.ModuleType:
     """Import ``path`` as a brand-new module object (never cached in ``sys.modules``)."""
     if not path.is_file():
         raise ModuleLoadError(f"{label}: {path.name} not found in {path.parent.name}/ (expected {path})")
-    name = f"_connic_{path.parent.name}_{path.stem}_{next(_counter)}"
+    name = fresh_name(path)
     try:
         module = import_as(name, path)
     except Exception as exc:
@@ -138,21 +160,18 @@ class MockSet:
                 return Resolved(name, func)
         return None
 
-    def tool(self, ref: str) -> Resolved | None:
-        """The mock serving calls of the custom tool ``ref`` (spec §5.1)."""
-        return self.first(tool_ladder(ref))
-
-    def hook(self, ref: str, phase: str) -> Resolved | None:
-        """The replacement of the ``before``/``after`` hook for calls of ``ref`` (spec §5.3)."""
-        return self.first(tool_ladder(ref, f"_hook_{phase}"))
-
-    def middleware(self, phase: str) -> Resolved | None:
-        """``middleware_before`` / ``middleware_after`` / ``middleware_cleanup`` (spec §5.2)."""
-        return self.first([f"middleware_{phase}"])
-
-    def guardrail(self, direction: str, name: str) -> Resolved | None:
-        """The replacement of the custom guardrail ``name`` in ``direction`` (spec §5.4)."""
-        return self.first(guardrail_ladder(direction, name))
+    def choose(self, names: list[str], flag: str, missing: Callable[[str], str],
+               real: Callable[..., Any] | None) -> tuple[Callable[..., Any] | None, str | None]:
+        """The one resolution of user code a case can mock: the first mock of ``names`` (a
+        ladder: :func:`tool_ladder`, :func:`guardrail_ladder`, ``middleware_<phase>``) as
+        ``(mock, its name)``; else, when the case sets the strict ``flag``, ``RunAborted`` with
+        ``"<flag>: " + missing(<the names tried, where>)``; else ``(real, None)``."""
+        found = self.first(names)
+        if found is not None:
+            return found.func, found.name
+        if self.flags.get(flag):
+            raise RunAborted(f"{flag}: {missing(self.tried(names))}")
+        return real, None
 
 
 _BASIC: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
@@ -201,7 +220,7 @@ def signature_errors(
     params: dict[str, Any], schema: dict[str, Any], func: Callable[..., Any] | None = None
 ) -> list[str]:
     """How a mocked call's arguments miss the real tool's signature: a missing required
-    argument, an unknown one, or a value of the wrong type (spec §5.1).
+    argument, an unknown one, or a value of the wrong type (https://connic.co/docs/v1/test/fixtures-and-mocks).
 
     ``schema`` is the tool's schema as the SDK generated it (what the model was offered);
     ``func`` the real function, whose type hints decide the types (see ``argument_schema``).

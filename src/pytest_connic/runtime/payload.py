@@ -1,4 +1,4 @@
-"""Payloads as Connic delivers them (spec §4.1, §4.2)."""
+"""Payloads as Connic delivers them (https://connic.co/docs/v1/test/fixtures-and-mocks)."""
 
 from __future__ import annotations
 

@@ -22,34 +22,95 @@ import contextvars
 import functools
 import inspect
 import types
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from pytest_connic.project.sdk import sdk_tools as connic_tools
-from pytest_connic.runtime.services import RuntimeServices
+
+if TYPE_CHECKING:
+    from pytest_connic.runtime.services import RuntimeServices
 
 #: the services of the project whose builder is running (set around build/cleanup)
 BUILDER_SERVICES: contextvars.ContextVar[RuntimeServices | None] = contextvars.ContextVar(
     "connic_builder_services", default=None
 )
 
-_ORIGINALS: dict[str, Callable[..., Any]] = {}
-_DISPATCHERS: dict[str, Callable[..., Any]] = {}
-#: module globals that held a placeholder: (namespace, key, placeholder), restored by ``uninstall``
-_REBOUND: list[tuple[dict[str, Any], str, Callable[..., Any]]] = []
-
-
-def _names() -> list[str]:
-    return [
-        name
-        for name, value in vars(connic_tools).items()
-        if inspect.iscoroutinefunction(value) and getattr(value, "__module__", "") == "connic.tools"
-    ]
-
 
 def is_dispatcher(value: Any) -> bool:
-    """Whether ``value`` is one of the dispatchers ``install()`` put in place."""
+    """Whether ``value`` is one of the stand-ins a :class:`PlaceholderSwap` put in place."""
     return bool(getattr(value, "__connic_dispatcher__", False))
+
+
+class PlaceholderSwap:
+    """The one swap of ``connic.tools``' placeholders, in pytest's process (the dispatcher below)
+    and in a worker process (forwarders to pytest's process, ``execution/isolation/worker.py``).
+
+    Each coroutine function the SDK defines in ``connic.tools`` is replaced by a stand-in that
+    binds its arguments as the placeholder's signature does and awaits ``run(name, params)``;
+    ``rebind`` swaps the placeholders that modules imported earlier hold in their globals, under
+    any name (``from connic.tools import db_find as find``); ``restore`` puts everything back."""
+
+    def __init__(self, run: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> None:
+        self._run = run
+        #: the SDK's placeholders by name (kept alive: ``rebind`` matches them by id)
+        self.originals: dict[str, Callable[..., Any]] = {}
+        self.stand_ins: dict[str, Callable[..., Any]] = {}
+        #: module globals that held a placeholder: (namespace, key, placeholder), for ``restore``
+        self._rebound: list[tuple[dict[str, Any], str, Callable[..., Any]]] = []
+
+    def install(self) -> None:
+        """Swap every placeholder in ``connic.tools`` for a stand-in (idempotent)."""
+        if self.stand_ins:
+            return
+        for name, value in list(vars(connic_tools).items()):
+            if (inspect.iscoroutinefunction(value) and getattr(value, "__module__", "") == "connic.tools"
+                    and not is_dispatcher(value)):
+                self.originals[name] = value
+                self.stand_ins[name] = self._stand_in(name, value)
+                setattr(connic_tools, name, self.stand_ins[name])
+
+    def rebind(self, modules: list[types.ModuleType], *, undo: bool = True) -> None:
+        """Replace placeholder references held in the globals of ``modules``; with ``undo``,
+        ``restore`` puts them back (a worker drops its fresh modules instead)."""
+        if not self.stand_ins:
+            return
+        by_id = {id(f): name for name, f in self.originals.items()}
+        for module in modules:
+            namespace = getattr(module, "__dict__", None)
+            if not isinstance(namespace, dict) or module is connic_tools:
+                continue
+            for key, value in list(namespace.items()):
+                name = by_id.get(id(value))
+                if name is not None and value is self.originals[name]:
+                    namespace[key] = self.stand_ins[name]
+                    if undo:
+                        self._rebound.append((namespace, key, value))
+
+    def restore(self) -> None:
+        """Put the SDK's placeholders back, in ``connic.tools`` and in rebound module globals."""
+        for namespace, key, original in self._rebound:
+            if is_dispatcher(namespace.get(key)):
+                namespace[key] = original
+        self._rebound.clear()
+        for name, original in self.originals.items():
+            setattr(connic_tools, name, original)
+        self.originals.clear()
+        self.stand_ins.clear()
+
+    def _stand_in(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+        run = self._run
+
+        @functools.wraps(original)  # the SDK reads a tool's schema from its signature
+        async def stand_in(*args: Any, **kwargs: Any) -> Any:
+            try:
+                params = dict(signature.bind(*args, **kwargs).arguments)
+            except TypeError as exc:
+                raise TypeError(f"connic.tools.{name}(): {exc}") from None
+            return await run(name, params)
+
+        stand_in.__connic_dispatcher__ = True  # type: ignore[attr-defined]
+        return stand_in
 
 
 def _outside_run(name: str, params: dict[str, Any]) -> Any:
@@ -69,34 +130,27 @@ def _outside_run(name: str, params: dict[str, Any]) -> Any:
     return func(**params)
 
 
-def _make(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    signature = inspect.signature(original)
+async def _dispatch_here(name: str, params: dict[str, Any]) -> Any:
+    """A call of ``connic.tools.<name>`` in pytest's process: for the running invocation, else a builder's."""
+    # imported at call time: a dispatcher installed in connic.tools outlives a re-import of
+    # pytest-connic's modules (pytester restores sys.modules between inner runs), and must
+    # see the invocation that the current modules run
+    from pytest_connic.runtime.predefined_dispatch import run_predefined
+    from pytest_connic.runtime.state import CURRENT
 
-    @functools.wraps(original)
-    async def dispatcher(*args: Any, **kwargs: Any) -> Any:
-        # imported at call time: a dispatcher installed in connic.tools outlives a re-import of
-        # pytest-connic's modules (pytester restores sys.modules between inner runs), and must
-        # see the invocation that the current modules run
-        from pytest_connic.runtime.predefined_dispatch import run_predefined
-        from pytest_connic.runtime.state import CURRENT
+    inv = CURRENT.get()
+    if inv is not None:
+        return await run_predefined(inv, name, params)
+    return await _outside_run(name, params)
 
-        try:
-            params = dict(signature.bind(*args, **kwargs).arguments)
-        except TypeError as exc:
-            raise TypeError(f"connic.tools.{name}(): {exc}") from None
-        inv = CURRENT.get()
-        if inv is not None:
-            return await run_predefined(inv, name, params)
-        return await _outside_run(name, params)
 
-    dispatcher.__connic_dispatcher__ = True  # type: ignore[attr-defined]
-    return dispatcher
+_SWAP = PlaceholderSwap(_dispatch_here)
 
 
 async def dispatch(name: str, params: dict[str, Any]) -> Any:
     """Run ``connic.tools.<name>`` for a call made in a worker process (the caller's context holds
     the invocation, as for a call made here)."""
-    dispatcher = _DISPATCHERS.get(name)
+    dispatcher = _SWAP.stand_ins.get(name)
     if dispatcher is None:
         raise RuntimeError(f"connic.tools.{name} is not available in this session")
     return await dispatcher(**params)
@@ -104,39 +158,14 @@ async def dispatch(name: str, params: dict[str, Any]) -> Any:
 
 def install() -> None:
     """Swap every placeholder in ``connic.tools`` for a dispatcher (idempotent)."""
-    if _DISPATCHERS:
-        return
-    for name in _names():
-        original = getattr(connic_tools, name)
-        _ORIGINALS[name] = original
-        _DISPATCHERS[name] = _make(name, original)
-        setattr(connic_tools, name, _DISPATCHERS[name])
+    _SWAP.install()
 
 
 def rebind_modules(modules: list[types.ModuleType]) -> None:
-    """Replace placeholder references held in module globals (imported before ``install``),
-    under any name (``from connic.tools import db_find as find``)."""
-    if not _DISPATCHERS:
-        return
-    originals = {id(f): name for name, f in _ORIGINALS.items()}
-    for module in modules:
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict) or module is connic_tools:
-            continue
-        for key, value in list(namespace.items()):
-            name = originals.get(id(value))
-            if name is not None and value is _ORIGINALS[name]:
-                namespace[key] = _DISPATCHERS[name]
-                _REBOUND.append((namespace, key, value))
+    """Replace placeholder references held in module globals (imported before ``install``)."""
+    _SWAP.rebind(modules)
 
 
 def uninstall() -> None:
     """Put the SDK's placeholders back, in ``connic.tools`` and in rebound module globals."""
-    for namespace, key, original in _REBOUND:
-        if is_dispatcher(namespace.get(key)):
-            namespace[key] = original
-    _REBOUND.clear()
-    for name, original in _ORIGINALS.items():
-        setattr(connic_tools, name, original)
-    _ORIGINALS.clear()
-    _DISPATCHERS.clear()
+    _SWAP.restore()

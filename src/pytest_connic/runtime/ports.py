@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_connic.warnings import ConnicWarning
@@ -31,17 +32,39 @@ class Host(Protocol):
     def predefined_tool(self, name: str, params: dict[str, Any], context: dict[str, Any]) -> object | None:
         """The result of a predefined tool call (``pytest_connic_predefined_tool``)."""
 
-    def warn_once(self, key: str, message: str, category: type[Warning] | None = None) -> None:
-        """Emit ``message`` (a ``ConnicWarning`` unless ``category`` says which) once per ``key``."""
+    def warn_once(self, key: str | None, message: str, category: type[Warning] | None = None,
+                  location: tuple[str | Path, int] | None = None) -> None:
+        """The one way the runtime (and the layers under the plugin) warns: ``message`` (a
+        ``ConnicWarning`` unless ``category`` says which) once per ``key`` (``None``: every time),
+        located at ``location`` (a file and line of the user's: a suite file, a cassette), else at
+        the case running now, else at the caller, so pytest's summary names the user's file."""
+
+
+class WarnedKeys:
+    """The keys a host has warned about (thread-safe): :meth:`first` is true once per key, and
+    always for ``None`` (a warning that is not deduplicated)."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def first(self, key: str | None) -> bool:
+        if key is None:
+            return True
+        with self._lock:
+            if key in self._seen:
+                return False
+            self._seen.add(key)
+            return True
 
 
 class NullHost:
     """A host without user hooks, for library use: every question is answered with None, and
-    each warning is emitted once per key."""
+    each warning is emitted once per key, at the caller (pytest's host locates them,
+    ``plugin/host.py``)."""
 
     def __init__(self) -> None:
-        self._warned: set[str] = set()
-        self._lock = threading.Lock()
+        self._warned = WarnedKeys()
 
     def make_model(self, agent: Any, model: str, case: dict[str, Any] | None, run_index: int) -> object | None:
         return None
@@ -52,9 +75,7 @@ class NullHost:
     def predefined_tool(self, name: str, params: dict[str, Any], context: dict[str, Any]) -> object | None:
         return None
 
-    def warn_once(self, key: str, message: str, category: type[Warning] | None = None) -> None:
-        with self._lock:
-            if key in self._warned:
-                return
-            self._warned.add(key)
-        warnings.warn((category or ConnicWarning)(message), stacklevel=2)
+    def warn_once(self, key: str | None, message: str, category: type[Warning] | None = None,
+                  location: tuple[str | Path, int] | None = None) -> None:
+        if self._warned.first(key):
+            warnings.warn((category or ConnicWarning)(message), stacklevel=2)

@@ -1,4 +1,4 @@
-"""Connic's predefined tools, locally (spec §9.8, §5.6).
+"""Connic's predefined tools, locally (the SDK's connic/loader.py, PREDEFINED_TOOL_NAMES; the SDK's connic/loader.py and connic/tools.py).
 
 Every call, whether the model asked for it or user code awaited ``connic.tools.<name>``,
 goes first to the ``pytest_connic_predefined_tool`` hook (a conftest.py may supply any
@@ -29,11 +29,11 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.jsonsafe import to_jsonable
-from pytest_connic.models.base import CassetteError, ProviderError
-from pytest_connic.project.sdk import StopProcessing, load_errors
+from pytest_connic.models.base import CassetteError
+from pytest_connic.project.sdk import load_errors
 from pytest_connic.runtime.children import trigger_agent, trigger_agent_at
 from pytest_connic.runtime.predefined import web
-from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
+from pytest_connic.runtime.signals import PASS_THROUGH, RunAborted
 from pytest_connic.runtime.state import InvocationState
 from pytest_connic.warnings import ConnicWarning
 
@@ -43,8 +43,6 @@ OFFLINE_HINT = (
     f"Implement the hook {HOOK}(config, name, params, context) in conftest.py to supply its result "
     "(docs/predefined-tools.md)"
 )
-#: what ends a run (or a call) its own way: no failed call the model reads
-_PASS_THROUGH = (StopProcessing, RunAborted, RunFailed, AwaitingApproval, InfrastructureFailure, ProviderError)
 _ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
@@ -72,7 +70,7 @@ async def run_predefined(inv: InvocationState, name: str, params: dict[str, Any]
     """Run predefined tool ``name`` for ``inv`` with ``params``."""
     try:
         return await _run(inv, name, params)
-    except _PASS_THROUGH:
+    except PASS_THROUGH:  # ends the run its own way: no failed call the model reads
         raise
     except Exception as exc:
         _mark_failed(inv, name, exc)
@@ -94,7 +92,7 @@ async def _run(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
     func = _data_tools(inv).get(name)
     if func is None:
         message = OFFLINE_HINT.format(name=name)
-        inv.services.located_warnings.warn(f"predefined-offline:{name}", message, ConnicWarning, inv.scope.location)
+        inv.services.host.warn_once(f"predefined-offline:{name}", message, ConnicWarning, inv.scope.location)
         raise PredefinedUnavailable(message)
     return await func(**params)
 
@@ -129,7 +127,7 @@ def _mark_failed(inv: InvocationState, name: str, exc: BaseException) -> None:
             "failed call as a call, so expected_tool_calls that name it still match (docs/predefined-tools.md)")
     inv.record.events.append({"type": "note", "name": f"note: {name} failed", "text": note,
                               "tool": name, "failed_predefined": True})
-    inv.services.located_warnings.warn(f"predefined-failed:{name}", note, ConnicWarning, inv.scope.location)
+    inv.services.host.warn_once(f"predefined-failed:{name}", note, ConnicWarning, inv.scope.location)
 
 
 # --------------------------------------------------------------------------- outbound connectors

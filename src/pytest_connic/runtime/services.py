@@ -14,7 +14,7 @@ from pytest_connic.models.base import Model, ModelRequest, ModelResponse, ToolCa
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.sdk import Agent, generate_schema
 from pytest_connic.project.sdk import sdk_tools as connic_tools
-from pytest_connic.runtime.hosted import HostedSettings, LocatedWarnings
+from pytest_connic.runtime.hosted import HostedSettings
 from pytest_connic.runtime.ports import Host
 from pytest_connic.runtime.predefined import LocalServices
 from pytest_connic.runtime.sessions import SessionStore
@@ -55,8 +55,6 @@ class RuntimeServices:
         self.connectors: tuple[dict[str, Any], list[str]] | None = None
         #: Connic's hosted services locally: the guardrail judge, unjudged checks (runtime/hosted.py)
         self.hosted = HostedSettings()
-        #: warnings located at the case that caused them, once per key
-        self.located_warnings = LocatedWarnings()
         #: ``--connic-mcp-url NAME=URL``: MCP servers pointed at another URL (runtime/mcp.py)
         self.mcp_urls: dict[str, str] = {}
 

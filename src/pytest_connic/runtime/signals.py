@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_connic.errors import ConnicError
+from pytest_connic.errors import ConnicError, RunSignal
+from pytest_connic.project.sdk import StopProcessing
 
 
-class RunAborted(ConnicError):
+class RunAborted(RunSignal):
     """Ends the run at once and fails it with ``message`` as a check failure
     (strict mocks, a mocked call that misses the signature, a cassette problem)."""
 
@@ -16,7 +17,7 @@ class RunAborted(ConnicError):
         self.message = message
 
 
-class RunFailed(ConnicError):
+class RunFailed(RunSignal):
     """Ends the run with status ``failed`` and ``message`` as its error; with ``keep_output``
     the run keeps the output it has (a guardrail's ``fail_run`` changes the status only)."""
 
@@ -29,12 +30,19 @@ class RunFailed(ConnicError):
         self.traceback = traceback
 
 
-class AwaitingApproval(ConnicError):
+class AwaitingApproval(RunSignal):
     """A gated call has no scripted decision: the run ends ``awaiting_approval``."""
 
 
-class InfrastructureFailure(ConnicError):
+class InfrastructureFailure(RunSignal):
     """A provider failed: the case is an error, the session exits 2."""
+
+
+#: what passes through user code, hooks and tool dispatch untouched, to end the run its own way:
+#: every ``RunSignal`` (``RunAborted``, ``RunFailed``, ``AwaitingApproval``,
+#: ``InfrastructureFailure``, and the models' ``CassetteError`` and ``ProviderError``) and the
+#: SDK's ``StopProcessing``, which cannot derive from a class of ours
+PASS_THROUGH: tuple[type[BaseException], ...] = (StopProcessing, RunSignal)
 
 
 class ExitCalled(ConnicError):

@@ -24,6 +24,7 @@ from pytest_connic.project.located import safe_text, user_location
 from pytest_connic.project.sdk import Agent, AgentConfig, Tool
 from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime.clock import RunClock
+from pytest_connic.runtime.mocks import fresh_origin
 from pytest_connic.runtime.payload import deliver
 from pytest_connic.runtime.retries import ReflectionBudget
 from pytest_connic.runtime.sessions import (
@@ -73,10 +74,11 @@ def describe(func: Any) -> str:
         return f"the {qualname} hook of agent '{rest}'"
     if head == "guardrails" and rest:
         return f"the guardrail `{rest}` {qualname}()"
-    if module.startswith("_connic_builders_"):
-        return f"builder '{module[len('_connic_builders_'):].rsplit('_', 1)[0]}' {qualname}()"
-    if module.startswith("_connic_mocks_"):
-        return f"mock {qualname} (tests/mocks/{module[len('_connic_mocks_'):].rsplit('_', 1)[0]}.py)"
+    fresh = fresh_origin(module)
+    if fresh is not None and fresh[0] == "builders":
+        return f"builder '{fresh[1]}' {qualname}()"
+    if fresh is not None:
+        return f"mock {qualname} (tests/mocks/{fresh[1]}.py)"
     return f"`{qualname}`"
 
 
@@ -214,7 +216,7 @@ class InvocationState:
     root: bool  #: the case's own agent (not a child, not a stage)
     depth: int
     original_payload: Any
-    delivered: dict[str, Any]  #: the payload as Connic delivers it (spec §4.1)
+    delivered: dict[str, Any]  #: the payload as Connic delivers it (https://connic.co/docs/v1/test/fixtures-and-mocks)
     timeout_s: float | None
     timeout_label: str | None
     record: RunRecord
@@ -262,7 +264,7 @@ class InvocationState:
         agent = services.agent(agent_name)
         config = agent.config
         delivered = deliver(payload, files or [])
-        # the agent's own `timeout` applies too, whichever is shorter (spec §11.15)
+        # the agent's own `timeout` applies too, whichever is shorter (https://connic.co/docs/v1/build/agent-configuration/runtime-controls)
         if config.timeout and (timeout_s is None or float(config.timeout) < timeout_s):
             timeout_s, timeout_label = float(config.timeout), f"timeout of agent '{agent_name}'"
         run_id = scope.world.run_id() if scope.world is not None else str(uuid.uuid4())

@@ -6,8 +6,8 @@ user code) and finds what would make a case wrong whatever the agent does:
 
 - a tool name in ``expected_tool_calls``, ``expected_tool_call_order``, ``expected_no_tool_calls``
   (also under ``expected_child_agents``) that is neither the ref nor the function name of a tool
-  the agent has (spec §3, as ``checks/evaluate.py`` matches calls), or an ``approval_decisions``
-  tool that is not the canonical ref of a tool some agent gates by approval (spec §6.2);
+  the agent has (the SDK's connic/loader.py, ProjectLoader._resolve_tools, as ``checks/evaluate.py`` matches calls), or an ``approval_decisions``
+  tool that is not the canonical ref of a tool some agent gates by approval (the SDK's connic/test_schema.py, TestApprovalDecision);
 - an ``expected_child_agents`` name that no agent of the project has;
 - a ``mocks:`` or ``builder:`` module that does not exist, and a ``build``, ``cleanup``, ``mock*``,
   ``middleware_*`` or ``guardrail*`` name in one that is bound to a value that cannot be called
@@ -35,7 +35,7 @@ from pytest_connic.project.load import LoadWarning
 from pytest_connic.suite.loader import CaseSpec, Suite
 from pytest_connic.yamlpos import KeyPath, YamlPositions, format_path
 
-#: the names Connic looks up in a builder or mocks module and calls (spec §4.3, §5): exact
+#: the names Connic looks up in a builder or mocks module and calls (https://connic.co/docs/v1/test/fixtures-and-mocks): exact
 #: names, then prefixes
 _CALLED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "builders": (("build", "cleanup"), ()),
@@ -232,8 +232,8 @@ class _CaseChecker:
             # ends awaiting approval may be what it expects)
             if ref is not None and ref != tool and ref in gated.names:
                 self.report(path, f"approval decisions name the tool by its canonical ref: write '{ref}', "
-                            f"not '{tool}' (spec §6.2: no short-name match; this decision never answers a "
-                            "request)", warn=True)
+                            f"not '{tool}' (Connic matches a decision by its canonical ref, never by a short name: this decision "
+                            "never answers a request)", warn=True)
                 continue
             hint = gated.suggest(tool)
             did_you_mean = f"; did you mean '{hint}'?" if hint else ""

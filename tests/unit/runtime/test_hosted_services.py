@@ -3,8 +3,6 @@ located warnings (runtime/guardrails.py, runtime/predefined/web.py, runtime/host
 
 from __future__ import annotations
 
-import warnings
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,8 +11,6 @@ import pytest
 from pytest_connic.models.base import CallFailed
 from pytest_connic.project.sdk import GuardrailRule
 from pytest_connic.runtime.guardrails import JUDGE_QUESTIONS, judge_prompt, parse_judgement
-from pytest_connic.runtime.hosted import LocatedWarnings
-from pytest_connic.warnings import GuardrailNotEvaluatedWarning
 
 
 @pytest.mark.parametrize(("answer", "expected"), [
@@ -67,14 +63,3 @@ def test_html_becomes_markdown_like_text() -> None:
     text = html_to_text('<h1>Hours</h1><p>Open at <b>9</b>, <a href="/map">map</a>.</p><img src="x.png">',
                         "https://example.com/")
     assert text == "# Hours\n\nOpen at **9** , [map](https://example.com/map)."
-
-
-def test_located_warnings_name_the_file_and_line_once_per_key(tmp_path: Path) -> None:
-    located = LocatedWarnings()
-    suite = tmp_path / "tests" / "bank.yaml"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(2):
-            located.warn("k", "no judgement", GuardrailNotEvaluatedWarning, (suite, 7))
-    (warning,) = caught
-    assert (warning.filename, warning.lineno, warning.category) == (str(suite), 7, GuardrailNotEvaluatedWarning)

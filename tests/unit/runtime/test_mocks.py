@@ -75,11 +75,32 @@ def test_the_most_specific_callable_wins_and_non_callables_are_skipped() -> None
         return "package"
 
     mocks = MockSet(_module(mock=mock, mock_data=mock_data, mock_data_customer=42), {})
-    found = mocks.tool("data.customer.add_customer")
+    found = mocks.first(tool_ladder("data.customer.add_customer"))
     assert found is not None and found.name == "mock_data" and found.func is mock_data
-    assert mocks.tool("billing.refund").name == "mock"  # type: ignore[union-attr]
-    assert MockSet(None, {}).tool("billing.refund") is None
-    assert MockSet(_module(), {}).middleware("before") is None
+    assert mocks.first(tool_ladder("billing.refund")).name == "mock"  # type: ignore[union-attr]
+    assert MockSet(None, {}).first(tool_ladder("billing.refund")) is None
+    assert MockSet(_module(), {}).first(["middleware_before"]) is None
+
+
+def test_a_mock_else_the_strict_flag_else_the_real_function() -> None:
+    """``MockSet.choose``: the one mock resolution of tools, hooks, middleware and guardrails."""
+    from pytest_connic.runtime.signals import RunAborted
+
+    def mock_billing(*a: Any) -> None: ...
+
+    def real(*a: Any) -> None: ...
+
+    def missing(tried: str) -> str:
+        return f"billing.refund has no mock ({tried})"
+
+    ladder = tool_ladder("billing.refund")
+    assert MockSet(_module(mock_billing=mock_billing), {"strict_mocks": True}).choose(
+        ladder, "strict_mocks", missing, real) == (mock_billing, "mock_billing")
+    assert MockSet(_module(), {}).choose(ladder, "strict_mocks", missing, real) == (real, None)
+    with pytest.raises(RunAborted) as raised:
+        MockSet(None, {"strict_mocks": True}).choose(ladder, "strict_mocks", missing, real)
+    assert raised.value.message == ("strict_mocks: billing.refund has no mock (tried mock_billing_refund, "
+                                    "mock_billing, mock (the case sets no `mocks:` module))")
 
 
 def test_tried_names_say_where_they_were_looked_up() -> None:
@@ -157,3 +178,13 @@ def test_without_the_function_the_sdk_schema_decides() -> None:
 )
 def test_argument_schema(annotation: Any, schema: dict[str, Any]) -> None:
     assert argument_schema(annotation) == schema
+
+
+def test_a_fresh_module_name_reads_back_as_its_folder_and_stem() -> None:
+    from pytest_connic.runtime.mocks import fresh_name, fresh_origin
+
+    name = fresh_name(Path("/project/tests/mocks/customer_mocks.py"))
+    assert name.startswith("_connic_mocks_customer_mocks_")
+    assert fresh_origin(name) == ("mocks", "customer_mocks")
+    assert fresh_origin(fresh_name(Path("/p/tests/builders/seed_db.py"))) == ("builders", "seed_db")
+    assert fresh_origin("tools.billing") is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from pytest_connic.runtime.ports import Host, NullHost
+from pytest_connic.runtime.ports import Host, NullHost, WarnedKeys
 from pytest_connic.warnings import ConnicWarning, GuardrailNotEvaluatedWarning
 
 
@@ -25,3 +25,8 @@ def test_null_host_warns_once_per_key() -> None:
     assert [(type(w.message), str(w.message)) for w in caught] == [
         (ConnicWarning, "first"), (GuardrailNotEvaluatedWarning, "other")
     ]
+
+
+def test_warned_keys_are_new_once_and_none_always() -> None:
+    keys = WarnedKeys()
+    assert [keys.first(k) for k in ("a", "a", "b", None, None)] == [True, False, True, True, True]

@@ -33,6 +33,7 @@ from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode
 from pytest_connic.execution.isolation.worker import WorkerSettings, main
 from pytest_connic.project.located import safe_text
 from pytest_connic.runtime import placeholders
+from pytest_connic.runtime.mocks import fresh_origin
 from pytest_connic.runtime.signals import ExitCalled, UserCodeEnded
 from pytest_connic.runtime.state import CURRENT
 
@@ -620,7 +621,7 @@ def _reference(func: Any, root: Path) -> Ref | None:
         if not file or not _inside(Path(file), root) or _lookup(module, qualname) is not func:
             return None
         return ("module", module_name, qualname)
-    if module_name.startswith(("_connic_builders_", "_connic_mocks_")):
+    if fresh_origin(module_name) is not None:
         file = func.__globals__.get("__file__")
         if not file or not _inside(Path(file), root) or _lookup(func.__globals__, qualname) is not func:
             return None

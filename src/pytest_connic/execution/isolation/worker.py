@@ -38,8 +38,8 @@ from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode
 from pytest_connic.jsonsafe import to_jsonable
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import safe_text, user_location
-from pytest_connic.project.sdk import sdk_tools
 from pytest_connic.runtime.mocks import import_as
+from pytest_connic.runtime.placeholders import PlaceholderSwap
 
 #: the id of the call a piece of user code runs for (``connic.tools`` requests carry it)
 CALL_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar("connic_worker_call", default=None)
@@ -83,40 +83,18 @@ class _Worker:
 
     # -- connic.tools, forwarded to pytest's process --------------------------------------
     def install_placeholders(self) -> None:
-        # the originals are kept alive: their ids must not be reused by other objects
-        self._originals: dict[int, tuple[Any, Callable[..., Any]]] = {}
-        for name, value in list(vars(sdk_tools).items()):
-            if inspect.iscoroutinefunction(value) and getattr(value, "__module__", "") == "connic.tools":
-                self._originals[id(value)] = (value, self._forwarder(name, value))
-                setattr(sdk_tools, name, self._originals[id(value)][1])
+        self._placeholders = PlaceholderSwap(self._forward)
+        self._placeholders.install()
 
     def rebind(self, modules: list[types.ModuleType]) -> None:
-        for module in modules:
-            namespace = getattr(module, "__dict__", None)
-            if isinstance(namespace, dict) and module is not sdk_tools:
-                for key, value in list(namespace.items()):
-                    found = self._originals.get(id(value))
-                    if found is not None and found[0] is value:
-                        namespace[key] = found[1]
+        self._placeholders.rebind(modules, undo=False)  # the run's fresh modules are dropped after it
 
-    def _forwarder(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(original)
-        worker = self
-
-        async def forward(*args: Any, **kwargs: Any) -> Any:
-            try:
-                params = dict(signature.bind(*args, **kwargs).arguments)
-            except TypeError as exc:
-                raise TypeError(f"connic.tools.{name}(): {exc}") from None
-            future: Future[Any] = Future()
-            rid = next(worker.request_ids)
-            worker.requests[rid] = future
-            worker.send(("service", CALL_ID.get(), rid, name, params))
-            return await asyncio.wrap_future(future)
-
-        forward.__name__ = forward.__qualname__ = name
-        forward.__connic_dispatcher__ = True  # type: ignore[attr-defined]
-        return forward
+    async def _forward(self, name: str, params: dict[str, Any]) -> Any:
+        future: Future[Any] = Future()
+        rid = next(self.request_ids)
+        self.requests[rid] = future
+        self.send(("service", CALL_ID.get(), rid, name, params))
+        return await asyncio.wrap_future(future)
 
     # -- functions ----------------------------------------------------------------------
     def resolve(self, ref: Ref) -> Callable[..., Any]:

@@ -1,7 +1,7 @@
 """Local, offline implementations of Connic's predefined data tools.
 
 Connic runs ``db_*``, ``file_*`` and ``retrieval_*`` for real during tests (they cannot
-be mocked, spec §5.6). pytest-connic runs them against per-session local services:
+be mocked, the SDK's connic/loader.py and connic/tools.py). pytest-connic runs them against per-session local services:
 
 * ``LocalDatabase`` — documents as JSON in a SQLite file (``db.py``);
 * ``LocalFiles`` — a sandbox directory plus a metadata index (``files.py``);
