@@ -98,7 +98,7 @@ class SetupErrorAnnotations:
 
         if os.environ.get("GITHUB_ACTIONS") != "true" or report.when != "setup" or not report.failed:
             return
-        from pytest_connic.plugin.xdist import is_case_id
+        from pytest_connic.plugin.verdicts import is_case_id
 
         if not is_case_id(report.nodeid):
             return

@@ -91,7 +91,7 @@ class ConnicMerge:
     def _report(self, outcome: Any) -> None:
         """The reports of one case, as its shard's pytest made them."""
         from pytest_connic.plugin.longrepr import case_longrepr
-        from pytest_connic.plugin.reporting import ERROR_ATTR
+        from pytest_connic.plugin.verdicts import ERROR_ATTR
         from pytest_connic.reports.failure import failure_text
         from pytest_connic.reports.junit import junit_properties
         from pytest_connic.reports.terminal import escape_text

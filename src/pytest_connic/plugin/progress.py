@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_connic.plugin.session import SESSION_KEY
-from pytest_connic.plugin.xdist import is_case_id, is_worker
+from pytest_connic.plugin.verdicts import is_case_id
+from pytest_connic.plugin.xdist import is_worker
 
 
 def progress_line(cases_done: int, cases_total: int | None, runs_done: int, runs_total: int | None,

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_connic.plugin.session import state as state_of
-from pytest_connic.plugin.xdist import ends_runs, is_case_id, is_worker, placeholder_outcome, verbose
+from pytest_connic.plugin.verdicts import ERROR_ATTR, is_case_id, is_error_report, report_verdict
+from pytest_connic.plugin.xdist import ends_runs, is_worker, placeholder_outcome, verbose
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
@@ -163,18 +164,6 @@ def gate_in_last_line(reporter: Any) -> None:
 
 
 
-#: set on a case's call report when it is an error, not a failure (``CaseErrored``)
-ERROR_ATTR = "connic_error"
-
-
-def is_error_report(report: pytest.TestReport) -> bool:
-    """A failed report of a case that pytest must count as an error: the case's runs could not
-    happen (``CaseErrored``), or its xdist worker crashed (xdist's report has ``when`` ``???``)."""
-    if not report.failed or not is_case_id(report.nodeid):
-        return False
-    return bool(getattr(report, ERROR_ATTR, False)) or report.when not in ("setup", "call", "teardown")
-
-
 def junit_as_error(config: pytest.Config, report: pytest.TestReport) -> None:
     """pytest's JUnit XML files every failed call as a ``<failure>``: a case that pytest counts as
     an error (``is_error_report``) gets an ``<error>``, as its setup's failure would."""
@@ -191,37 +180,6 @@ def junit_as_error(config: pytest.Config, report: pytest.TestReport) -> None:
             node.tag = "error"
             xml.stats["failure"] -= 1
             xml.stats["error"] += 1
-
-
-def report_verdict(report: pytest.TestReport) -> tuple[str, str | None] | None:
-    """pytest's word for the case from one of its reports (None: this report says nothing new)."""
-    if report.outcome == "rerun":  # type: ignore[comparison-overlap]  # pytest-rerunfailures: this attempt failed
-        return "failed", report_reason(report)
-    if hasattr(report, "wasxfail"):
-        return ("xfailed", str(report.wasxfail) or None) if report.skipped else ("passed", None)
-    if report.passed:
-        return ("passed", None) if report.when == "call" else None
-    if report.skipped:
-        return "skipped", report_reason(report)
-    if report.when == "call" and not is_error_report(report):
-        return "failed", report_reason(report)
-    reason = report_reason(report)
-    if report.when in ("setup", "teardown") and reason:
-        reason = f"error at {report.when}: {reason}"
-    return "error", reason
-
-
-def report_reason(report: pytest.TestReport) -> str | None:
-    """The one-line reason of a report: its crash message, a skip's reason, else its first line."""
-    longrepr = report.longrepr
-    if longrepr is None:
-        return None
-    if isinstance(longrepr, tuple):  # a skip: (path, line, "Skipped: reason")
-        return str(longrepr[2]).removeprefix("Skipped: ") or None
-    crash = getattr(longrepr, "reprcrash", None)
-    text = str(getattr(crash, "message", "") or "") if crash is not None else str(longrepr)
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return first or None
 
 
 def mark_unfinished(config: pytest.Config, state: ConnicSession, items: list[tuple[str, Any, Any]]) -> None:

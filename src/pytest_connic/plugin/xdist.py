@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_connic.plugin.verdicts import is_case_id, report_verdict
+
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
 
@@ -82,12 +84,6 @@ class ConnicWorker:
         rest = [o for o in state.outcomes if o.nodeid not in self.sent]
         output[WORKER_KEY] = json.dumps([masked(o.to_dict(), state.masker) for o in rest])
         output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
-
-
-def is_case_id(nodeid: str) -> bool:
-    """A Connic case's node id (``tests/<suite>.yaml::<name>``)."""
-    suite, _, name = nodeid.partition("::")
-    return bool(name) and suite.lower().endswith(".yaml")
 
 
 def placeholder_outcome(state: Any, nodeid: str, case_name: str, **fields: Any) -> Any:
@@ -209,8 +205,6 @@ class ConnicXdist:
             self.received.add(outcome.nodeid)
             state = self.activate(self.config)
             if outcome.nodeid != report.nodeid:  # --dist each: pytest's word of this worker's report
-                from pytest_connic.plugin.reporting import report_verdict
-
                 verdict = report_verdict(report)
                 if verdict is not None:
                     outcome.pytest_outcome, outcome.pytest_reason = verdict
