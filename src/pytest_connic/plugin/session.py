@@ -171,7 +171,8 @@ class ConnicSession:
                                          budget=budget_for(self.config))
                 api = self.api_registry(root)
                 self._runtimes[root] = ProjectRuntime(
-                    self._load_project(root, lambda: LoadedProject(root, self.interrupts.real, api)),
+                    self._load_project(root, lambda: LoadedProject(root, self.interrupts.real, api,
+                                                                    static=settings.isolation == "process")),
                     options, masker=self.masker,
                     host=PytestHost(self.config, self.warn_once), run_listeners=self.run_listeners,
                     stop=self.stop,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -29,7 +30,7 @@ with warnings.catch_warnings():
 
 from connic import AbortTool, GuardrailResult, ProjectLoader, StopProcessing, ToolFile, TransferCall
 from connic import tools as sdk_tools
-from connic.core import Agent, AgentConfig, AgentType, GuardrailRule, Tool
+from connic.core import Agent, AgentConfig, AgentType, CustomGuardrail, GuardrailRule, Tool
 from connic.loader import PREDEFINED_TOOL_ALIASES, PREDEFINED_TOOL_NAMES
 from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 
@@ -43,6 +44,7 @@ __all__ = [
     "AgentConfig",
     "AgentType",
     "ChildAgentExpectation",
+    "CustomGuardrail",
     "GuardrailResult",
     "GuardrailRule",
     "ProjectLoader",
@@ -59,10 +61,15 @@ __all__ = [
     "exclude_agent_files",
     "generate_schema",
     "guard_tool_imports",
+    "import_tool_module",
     "load_errors",
+    "load_single_agent",
+    "mark_static_stubs",
     "refused_file_types",
     "sdk_tools",
     "skip_unnamed_api_specs",
+    "static_module",
+    "static_reference",
     "validate_project_files",
 ]
 
@@ -172,6 +179,62 @@ def guard_tool_imports(loader: Any, translate: Callable[[BaseException, str], Ba
             raise replacement from None
 
     loader._load_tool_module = load_guarded
+
+
+#: the attribute of a stub function (the SDK's validation mode) naming the real function for a
+#: worker process: ``("module", module name, qualname)`` or ``("fresh", module name, file, qualname)``
+_REFERENCE = "__connic_reference__"
+
+
+def static_reference(func: Any) -> tuple[str, ...] | None:
+    """The reference a stub made by ``mark_static_stubs`` or ``static_module`` carries, or None
+    (a real function, or anything else)."""
+    ref = getattr(func, _REFERENCE, None) if isinstance(func, types.FunctionType) else None
+    return ref if isinstance(ref, tuple) else None
+
+
+def _marking(loader: Any, reference: Callable[[str, str], tuple[str, ...]]) -> None:
+    """Make ``loader``'s AST stubs (the private ``_create_ast_stub`` of validation mode) carry
+    ``reference(module name, function name)``."""
+    create = loader._create_ast_stub
+
+    def create_marked(node: Any, module_name: str) -> Any:
+        stub = create(node, module_name)
+        setattr(stub, _REFERENCE, reference(module_name, node.name))
+        return stub
+
+    loader._create_ast_stub = create_marked
+
+
+def mark_static_stubs(loader: Any) -> None:
+    """A validation-mode ``loader``'s stubs (tools, middleware, hooks: the SDK parses them with
+    ``ast``, nothing executes) name their real function in a project module, for a worker."""
+    _marking(loader, lambda module_name, name: ("module", module_name, name))
+
+
+def static_module(import_name: str, path: Path, reference: Callable[[str], tuple[str, ...]]) -> types.ModuleType:
+    """``path`` read as the SDK's validation mode reads a tool module (its private
+    ``_load_module_from_ast``: the public top-level functions, as stubs with their signatures and
+    docstrings; nothing executes), each stub carrying ``reference(function name)``. Raises
+    ``SyntaxError`` (and ``OSError``) as an import would."""
+    loader = ProjectLoader(".", validation_only=True)
+    _marking(loader, lambda _module, name: reference(name))
+    module: types.ModuleType = loader._load_module_from_ast(import_name, path)
+    return module
+
+
+def import_tool_module(loader: Any, module_name: str) -> types.ModuleType:
+    """``tools/<module_name>`` imported for real by ``loader`` (its private ``_load_tool_module``:
+    the SDK's own import, once per loader; what ``guard_tool_imports`` set up applies)."""
+    module: types.ModuleType = loader._load_tool_module(module_name)
+    return module
+
+
+def load_single_agent(loader: Any, path: Path) -> Agent:
+    """The agent of ``path`` alone, loaded by ``loader`` (the private ``_load_single_agent`` that
+    ``load_agents`` calls for each file; its exceptions are that agent's load error)."""
+    agent: Agent = loader._load_single_agent(path)
+    return agent
 
 
 _CWD_LOCK = threading.Lock()
