@@ -267,6 +267,9 @@ class ConnicSession:
         for applied in self._envs.values():
             applied.restore()
         self._envs.clear()
+        from pytest_connic.yamlpos import forget_files
+
+        forget_files()  # one parse per file and session
 
 
 #: how bad each of pytest's outcomes is, for the worst phase of an attempt

@@ -12,11 +12,13 @@ below, so that an SDK upgrade that moves one of them breaks in one place.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 import threading
 import types
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ with warnings.catch_warnings():
     import connic.test_schema
     import connic.tools
 
+import yaml as _yaml
 from connic import AbortTool, GuardrailResult, ProjectLoader, StopProcessing, ToolFile, TransferCall
 from connic import tools as sdk_tools
 from connic.core import Agent, AgentConfig, AgentType, CustomGuardrail, GuardrailRule, Tool
@@ -71,6 +74,7 @@ __all__ = [
     "static_module",
     "static_reference",
     "validate_project_files",
+    "yaml_read_by",
 ]
 
 
@@ -235,6 +239,47 @@ def load_single_agent(loader: Any, path: Path) -> Agent:
     ``load_agents`` calls for each file; its exceptions are that agent's load error)."""
     agent: Agent = loader._load_single_agent(path)
     return agent
+
+
+class _YamlReadBy:
+    """``yaml`` as the SDK's loader sees it while ``yaml_read_by`` holds: ``safe_load`` of a file
+    is a deep copy of ``parse(path)`` (the data ``yaml.safe_load`` gives); anything ``parse``
+    refuses is left to PyYAML, so the SDK words its own errors."""
+
+    def __init__(self, parse: Callable[[Path], tuple[Any, Any]]) -> None:
+        self._parse = parse
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_yaml, name)
+
+    def safe_load(self, stream: Any) -> Any:
+        name = getattr(stream, "name", None)
+        if isinstance(name, str):
+            try:
+                data = self._parse(Path(name))[0]
+            except Exception:  # noqa: BLE001,S110  (the SDK's own read reports it in its words)
+                pass
+            else:
+                return copy.deepcopy(data)  # the SDK merges and validates in place
+        return _yaml.safe_load(stream)
+
+
+_YAML_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def yaml_read_by(parse: Callable[[Path], tuple[Any, Any]]) -> Iterator[None]:
+    """While it holds, the SDK's loader reads agent files and ``_defaults.yaml`` through ``parse``
+    (the session's one parse of each file) instead of parsing them again: its module's ``yaml``
+    (``connic.loader.yaml``, an implementation detail) is swapped for one that asks ``parse``."""
+    module = connic.loader
+    with _YAML_LOCK:
+        original = module.yaml
+        module.yaml = _YamlReadBy(parse)
+        try:
+            yield
+        finally:
+            module.yaml = original
 
 
 _CWD_LOCK = threading.Lock()
