@@ -12,6 +12,9 @@ Figures (issue "Fast at every scale"):
   earlystop    model calls with and without --connic-early-stop; verdicts must be equal
   startup      pytest --version and a plain Python project, with and without the plugin
   memory       peak RSS of collecting 10,000 cases
+  collect      1,000 suites x 10 cases (pytest --collect-only -q) vs the floor: the same YAML
+               files (suites and agent files) parsed with PyYAML's C loader in a bare process,
+               nothing else; the median of alternating runs (issue "Fast again": at most 3x)
   world        1,000 LLM-agent cases replayed from cassettes with a recorded world (``world:``:
                the clock travels in the worker per call, random seeded) vs the same cassettes
                without it (target <= 1.05x per run)
@@ -154,6 +157,34 @@ def bench_collection(tmp: Path) -> None:
     figure("", c, warm, "plain pytest, 10,000 Python tests (warm)", "<= 0.5x")
     figure("", d, warm, "... every expression distinct, vs warm", "report")
     figure("", c, floor, "SDK TestFile parse + validate (floor)", "report")
+
+
+FLOOR = (
+    "import pathlib, yaml\n"
+    "for f in sorted([*pathlib.Path('tests').glob('*.yaml'), *pathlib.Path('agents').rglob('*.yaml')]):\n"
+    "    yaml.load(f.read_bytes(), Loader=yaml.CSafeLoader)\n"
+)
+
+
+def bench_collect(tmp: Path, rounds: int = 5) -> None:
+    """Collection against the parse floor, as the median of ``rounds`` alternating pairs."""
+    import statistics
+
+    root = tmp / "collect"
+    tool_project(root, 1000, 10)
+    collect = [PY, "-m", "pytest", "--collect-only", "-q"]
+    floor = [PY, "-c", FLOOR]
+    run(collect, root)  # warm: the plugin's and pytest's bytecode
+    pairs = []
+    for _ in range(rounds):
+        c = run(collect, root)[0]
+        f = run(floor, root)[0]
+        pairs.append((c, f))
+    ratios = [c / f for c, f in pairs]
+    c, f = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+    print(f"{'collect':<12} {c:8.2f}s  vs {'C-loader parse of the same YAML (floor)':<46} {f:8.2f}s  "
+          f"ratio {statistics.median(ratios):5.2f}  (median of {rounds} pair ratios {', '.join(f'{r:.2f}' for r in ratios)}; "
+          "target <= 3x)", flush=True)
 
 
 def bench_overhead(tmp: Path) -> None:
@@ -394,6 +425,7 @@ def bench_world(tmp: Path) -> None:
 
 
 FIGURES["world"] = bench_world
+FIGURES["collect"] = bench_collect
 
 
 def main(argv: list[str]) -> None:

@@ -10,8 +10,12 @@ alias bomb or a pathological document is refused quickly with a clear error.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -234,3 +238,49 @@ def format_path(path: KeyPath) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out or "<top level>"
+
+
+#: one parse per file: path -> ((mtime_ns, size), what parsing gave: the result or the exception)
+_FILES: dict[str, tuple[tuple[int, int], Any]] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def parse_file(path: Path) -> tuple[Any, YamlPositions]:
+    """The YAML file at ``path`` (UTF-8, universal newlines, as Connic's ``open()`` reads it) parsed
+    with positions, once for as long as its ``(mtime_ns, size)`` stays the same: every reader of a
+    project file (the project index, the loader's locators, the agent-key check, the YAML guard,
+    suite loading, the SDK's own load) shares one parse, so the data is shared too: read it, never
+    change it. Raises what reading and parsing raise, the same each time: ``OSError`` (a FIFO or
+    a device is never opened), ``UnicodeDecodeError``, ``YamlError`` (``file too large`` before
+    anything is read)."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(f"{path}: not a regular file")
+    key, stamp = os.fspath(path), (info.st_mtime_ns, info.st_size)
+    with _FILES_LOCK:
+        cached = _FILES.get(key)
+    if cached is None or cached[0] != stamp:
+        cached = (stamp, _parse(Path(path), info.st_size))
+        with _FILES_LOCK:
+            _FILES[key] = cached
+    result = cached[1]
+    if isinstance(result, BaseException):
+        raise result.with_traceback(None)
+    return result  # type: ignore[no-any-return]
+
+
+def _parse(path: Path, size: int) -> Any:
+    """``(data, positions)``, or the exception reading or parsing ``path`` raised."""
+    try:
+        if size > MAX_BYTES:
+            raise YamlError(f"file too large: {size} bytes (at most {MAX_BYTES})", 1, 1)
+        text = path.read_bytes().decode("utf-8")
+        return load_with_positions(text.replace("\r\n", "\n").replace("\r", "\n"))
+    except (OSError, ValueError, YamlError) as exc:
+        return exc
+
+
+def forget_files() -> None:
+    """Drop every cached parse (the session ends)."""
+    with _FILES_LOCK:
+        _FILES.clear()

@@ -75,10 +75,11 @@ def _inside(project_root: Path, path: Path, label: str) -> Path:
     return path
 
 
-def load_builder(project_root: Path, name: str) -> types.ModuleType:
-    """A fresh builder module; raises ``ModuleLoadError`` when missing or without ``build``."""
+def load_builder(project_root: Path, name: str, *, static: bool = False) -> types.ModuleType:
+    """A fresh builder module; raises ``ModuleLoadError`` when missing or without ``build``
+    (``static``: read, not executed: ``load_fresh``)."""
     path = builder_path(project_root, name)
-    module = load_fresh(path, f"builder '{name}'")
+    module = load_fresh(path, f"builder '{name}'", static=static)
     if not callable(getattr(module, "build", None)):
         raise ModuleLoadError(f"builder '{name}': tests/builders/{path.name} defines no build() function")
     return module

@@ -27,7 +27,9 @@ from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.execution.outcomes import suite_outcome
 from pytest_connic.expressions import ExpressionError
+from pytest_connic.project.load import ProjectError
 from pytest_connic.project.loaded import LoadedProject
+from pytest_connic.project.located import relative
 from pytest_connic.records.run import CaseOutcome, RunRecord
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.clock import RunClock
@@ -37,6 +39,7 @@ from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
 from pytest_connic.runtime.payload import FilesError, load_fixtures
 from pytest_connic.runtime.services import RuntimeServices
 from pytest_connic.runtime.sessions import runs_in_order
+from pytest_connic.runtime.signals import UserCodeEnded
 from pytest_connic.runtime.state import RunScope
 
 if TYPE_CHECKING:
@@ -155,6 +158,12 @@ def _run_coroutine(coro: Coroutine[Any, Any, None]) -> None:
         raise errors[0]
 
 
+#: what a worker runs to import a module of the project, and to describe an agent as the SDK
+#: loads it for real (``project/loaded.py``), by reference
+_WORKER_IMPORT = ("module", "pytest_connic.project.loaded", "worker_import")
+_WORKER_DESCRIBE = ("module", "pytest_connic.project.loaded", "worker_describe")
+
+
 class ProjectRuntime:
     """One project's runtime within a session: services, models, and the case loop."""
 
@@ -177,6 +186,8 @@ class ProjectRuntime:
         placeholders.rebind_modules(project.modules())
         self.executor = ReusingDaemonExecutor()
         self.pool: WorkerPool | None = None
+        #: agents a worker could not describe (a crash, a hang): the message each of their cases gets
+        self._undescribed: dict[str, str] = {}
         if options.isolation == "process":
             from pytest_connic.execution.isolation.pool import DEFAULT_MEMORY_MB, WorkerPool
 
@@ -186,6 +197,75 @@ class ProjectRuntime:
             any((project.root / folder).rglob("*.py")) for folder in ("tools", "middleware", "hooks", "guardrails")
             if (project.root / folder).is_dir()
         )
+
+    async def describe(self, agent_name: str, timeout_s: float) -> None:
+        """Under process isolation, before ``agent_name`` (and the stages it runs) first runs: a
+        worker imports its modules and describes it as the SDK loads it for real, which the static
+        project adopts (``LoadedProject.adopt``: exact tool schemas, import errors, middleware that
+        fails to load). ``ProjectError``: the agent's modules fail to load, or a worker could not
+        import one (a crash; a hang, bounded by ``timeout_s``): the message names the module."""
+        from pytest_connic.execution.isolation.pool import WorkerStartError
+
+        project = self.project
+        if self.pool is None or not project.static:
+            return
+        names = self._reachable(agent_name)
+        for name in names:
+            if name in self._undescribed:
+                raise ProjectError(self._undescribed[name])
+            if name in project.described:
+                continue
+            doing = [f"loading agent '{name}'"]
+            lease = self.pool.lease(timeout_s)
+            failure = None
+            try:  # the worker's start has its own bound (the pool's); the imports then get timeout_s
+                finished, _ = await self.stop.race(lease.acquire())
+                if finished:
+                    finished, _ = await self.stop.race(asyncio.wait_for(self._describe_one(lease, name, doing),
+                                                                        timeout_s))
+            except asyncio.TimeoutError:  # a hang: each case waits its own timeout_s
+                failure = f"{doing[-1]} did not finish within {timeout_s:g}s (timeout_s)"
+            except WorkerStartError as exc:
+                failure = str(exc)
+            except UserCodeEnded as exc:  # an exit or a crash at import: the agent's later cases are told at once
+                failure = self._undescribed[name] = f"the Connic project failed to load: {exc}"
+            else:
+                if not finished:
+                    return
+            finally:
+                await lease.release()
+            if failure is not None:
+                raise ProjectError(failure if failure.startswith("the Connic project") else
+                                   f"the Connic project failed to load: {failure}")
+        errors = [e for name in names for e in project.import_errors_for(name)]
+        if errors:
+            raise ProjectError("the Connic project failed to load:\n" + "\n".join(f"  {e}" for e in dict.fromkeys(errors)))
+
+    async def _describe_one(self, lease: Lease, name: str, doing: list[str]) -> None:
+        from pytest_connic.project.loaded import UserImportError
+
+        root = str(self.project.root)
+        for module, path in self.project.modules_of(name):
+            doing.append(f"importing {relative(self.project.root, path)}")
+            try:
+                await lease.call(_WORKER_IMPORT, doing[-1], (root, module), {})
+            except UserImportError:  # the agent's load error, from describing it
+                pass
+        doing.append(f"loading agent '{name}'")
+        self.project.adopt(name, await lease.call(_WORKER_DESCRIBE, doing[-1], (root, name), {}))
+
+    def _reachable(self, agent_name: str) -> list[str]:
+        """``agent_name`` and the agents its stages name (sequential agents), transitively."""
+        found: list[str] = []
+        todo = [agent_name]
+        while todo:
+            name = todo.pop()
+            agent = self.project.agents.get(name)
+            if name in found or agent is None:
+                continue
+            found.append(name)
+            todo.extend(str(n) for n in getattr(agent.config, "agents", None) or [])
+        return found
 
     def close(self) -> None:
         if self.pool is not None:
@@ -240,6 +320,7 @@ class CaseRun:
         self.tickets: dict[int, Ticket] = {}
 
     async def run(self) -> None:
+        await self.runtime.describe(self.agent_name, float(self.case["timeout_s"]))
         try:
             names = list(self.case.get("files") or [])
             self.fixtures = load_fixtures(self.root, names) if names else []
@@ -448,9 +529,10 @@ class CaseRun:
         if not name:
             return None
         try:
+            static = self.runtime.project.static
             if kind == "builder":
-                return builders.load_builder(self.root, name)
-            return load_fresh(builders.mocks_path(self.root, name), f"mocks '{name}'")
+                return builders.load_builder(self.root, name, static=static)
+            return load_fresh(builders.mocks_path(self.root, name), f"mocks '{name}'", static=static)
         except ModuleLoadError as exc:
             record = RunRecord(run_id=f"setup-{index}", agent_name=self.agent_name, index=index,
                                status="failed", error=str(exc))

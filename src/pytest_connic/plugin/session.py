@@ -170,7 +170,8 @@ class ConnicSession:
                                          budget=budget_for(self.config))
                 api = self.api_registry(root)
                 self._runtimes[root] = ProjectRuntime(
-                    self._load_project(root, lambda: LoadedProject(root, self.interrupts.real, api)),
+                    self._load_project(root, lambda: LoadedProject(root, self.interrupts.real, api,
+                                                                    static=settings.isolation == "process")),
                     options, masker=self.masker,
                     host=self.host, run_listeners=self.run_listeners,
                     stop=self.stop,
@@ -245,6 +246,9 @@ class ConnicSession:
         for applied in self._envs.values():
             applied.restore()
         self._envs.clear()
+        from pytest_connic.yamlpos import forget_files
+
+        forget_files()  # one parse per file and session
 
 
 #: how bad each of pytest's outcomes is, for the worst phase of an attempt

@@ -22,14 +22,7 @@ from pydantic import AliasChoices, BaseModel
 
 from pytest_connic.project.load import LoadWarning
 from pytest_connic.project.sdk import AgentConfig
-from pytest_connic.yamlpos import (
-    MAX_BYTES,
-    KeyPath,
-    YamlError,
-    YamlPositions,
-    format_path,
-    load_with_positions,
-)
+from pytest_connic.yamlpos import KeyPath, YamlError, YamlPositions, format_path, parse_file
 
 
 def models_in(annotation: object) -> list[type[BaseModel]]:
@@ -125,9 +118,7 @@ def agent_key_warnings(root: Path) -> list[LoadWarning]:
         if any(part.startswith(".") for part in file.relative_to(agents_dir).parts) or not file.is_file():
             continue
         try:
-            if file.stat().st_size > MAX_BYTES:
-                continue
-            data, positions = load_with_positions(file.read_text("utf-8"))
+            data, positions = parse_file(file)
         except (OSError, ValueError, YamlError):
             continue
         relpath = file.relative_to(root).as_posix()

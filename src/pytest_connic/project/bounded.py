@@ -1,7 +1,7 @@
 """Loading the project in pytest's process, bounded and interruptible.
 
-pytest's process imports the project's modules once (``LoadedProject``: tool signatures, mock
-ladders, middleware names). A module whose import hangs would hang the session, and a SIGINT or
+Under ``--connic-isolation=none`` (and ``--pdb``) pytest's process imports the project's modules
+once (``LoadedProject``); under process isolation it only reads them (nothing executes). A module whose import hangs would hang the session, and a SIGINT or
 SIGTERM would only be seen once the import returned. So the load runs on a thread of its own while
 the main thread waits in short steps: a stop request (the session's signal handler) ends the wait
 at once, and a load that takes longer than ``IMPORT_TIMEOUT_S`` is an error naming the file and

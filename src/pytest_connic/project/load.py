@@ -25,7 +25,7 @@ from pytest_connic.project.apispec import DEFAULT_DIR, ApiRegistry, spec_of
 from pytest_connic.project.located import relative
 from pytest_connic.project.sdk import Agent, ProjectLoader
 from pytest_connic.project.yamlguard import guard_loader
-from pytest_connic.yamlpos import MAX_BYTES, KeyPath, YamlError, YamlPositions, load_with_positions
+from pytest_connic.yamlpos import KeyPath, YamlError, YamlPositions, parse_file
 
 
 class ProjectError(ConnicError):
@@ -70,7 +70,7 @@ def load_agents(root: Path, *, validation_only: bool, prepare: Callable[[Any], N
     if prepare is not None:
         prepare(loader)
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with contextlib.redirect_stdout(printed), sdk.yaml_read_by(parse_file):
         try:
             agents = loader.load_agents()
         except FileNotFoundError as exc:
@@ -218,9 +218,7 @@ class Locator:
         """The YAML file at ``path`` with its positions (read once), None when it cannot be read."""
         if path not in self._positions:
             try:
-                if path.stat().st_size > MAX_BYTES:
-                    raise YamlError("file too large")
-                self._positions[path] = load_with_positions(path.read_text("utf-8"))
+                self._positions[path] = parse_file(path)
             except (OSError, ValueError, YamlError):
                 self._positions[path] = None
         return self._positions[path]

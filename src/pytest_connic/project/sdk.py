@@ -12,10 +12,13 @@ below, so that an SDK upgrade that moves one of them breaks in one place.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 import threading
+import types
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +30,10 @@ with warnings.catch_warnings():
     import connic.test_schema
     import connic.tools
 
+import yaml as _yaml
 from connic import AbortTool, GuardrailResult, ProjectLoader, StopProcessing, ToolFile, TransferCall
 from connic import tools as sdk_tools
-from connic.core import Agent, AgentConfig, AgentType, GuardrailRule, Tool
+from connic.core import Agent, AgentConfig, AgentType, CustomGuardrail, GuardrailRule, Tool
 from connic.loader import PREDEFINED_TOOL_ALIASES, PREDEFINED_TOOL_NAMES
 from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 
@@ -43,6 +47,7 @@ __all__ = [
     "AgentConfig",
     "AgentType",
     "ChildAgentExpectation",
+    "CustomGuardrail",
     "GuardrailResult",
     "GuardrailRule",
     "ProjectLoader",
@@ -59,11 +64,17 @@ __all__ = [
     "exclude_agent_files",
     "generate_schema",
     "guard_tool_imports",
+    "import_tool_module",
     "load_errors",
+    "load_single_agent",
+    "mark_static_stubs",
     "refused_file_types",
     "sdk_tools",
     "skip_unnamed_api_specs",
+    "static_module",
+    "static_reference",
     "validate_project_files",
+    "yaml_read_by",
 ]
 
 
@@ -172,6 +183,103 @@ def guard_tool_imports(loader: Any, translate: Callable[[BaseException, str], Ba
             raise replacement from None
 
     loader._load_tool_module = load_guarded
+
+
+#: the attribute of a stub function (the SDK's validation mode) naming the real function for a
+#: worker process: ``("module", module name, qualname)`` or ``("fresh", module name, file, qualname)``
+_REFERENCE = "__connic_reference__"
+
+
+def static_reference(func: Any) -> tuple[str, ...] | None:
+    """The reference a stub made by ``mark_static_stubs`` or ``static_module`` carries, or None
+    (a real function, or anything else)."""
+    ref = getattr(func, _REFERENCE, None) if isinstance(func, types.FunctionType) else None
+    return ref if isinstance(ref, tuple) else None
+
+
+def _marking(loader: Any, reference: Callable[[str, str], tuple[str, ...]]) -> None:
+    """Make ``loader``'s AST stubs (the private ``_create_ast_stub`` of validation mode) carry
+    ``reference(module name, function name)``."""
+    create = loader._create_ast_stub
+
+    def create_marked(node: Any, module_name: str) -> Any:
+        stub = create(node, module_name)
+        setattr(stub, _REFERENCE, reference(module_name, node.name))
+        return stub
+
+    loader._create_ast_stub = create_marked
+
+
+def mark_static_stubs(loader: Any) -> None:
+    """A validation-mode ``loader``'s stubs (tools, middleware, hooks: the SDK parses them with
+    ``ast``, nothing executes) name their real function in a project module, for a worker."""
+    _marking(loader, lambda module_name, name: ("module", module_name, name))
+
+
+def static_module(import_name: str, path: Path, reference: Callable[[str], tuple[str, ...]]) -> types.ModuleType:
+    """``path`` read as the SDK's validation mode reads a tool module (its private
+    ``_load_module_from_ast``: the public top-level functions, as stubs with their signatures and
+    docstrings; nothing executes), each stub carrying ``reference(function name)``. Raises
+    ``SyntaxError`` (and ``OSError``) as an import would."""
+    loader = ProjectLoader(".", validation_only=True)
+    _marking(loader, lambda _module, name: reference(name))
+    module: types.ModuleType = loader._load_module_from_ast(import_name, path)
+    return module
+
+
+def import_tool_module(loader: Any, module_name: str) -> types.ModuleType:
+    """``tools/<module_name>`` imported for real by ``loader`` (its private ``_load_tool_module``:
+    the SDK's own import, once per loader; what ``guard_tool_imports`` set up applies)."""
+    module: types.ModuleType = loader._load_tool_module(module_name)
+    return module
+
+
+def load_single_agent(loader: Any, path: Path) -> Agent:
+    """The agent of ``path`` alone, loaded by ``loader`` (the private ``_load_single_agent`` that
+    ``load_agents`` calls for each file; its exceptions are that agent's load error)."""
+    agent: Agent = loader._load_single_agent(path)
+    return agent
+
+
+class _YamlReadBy:
+    """``yaml`` as the SDK's loader sees it while ``yaml_read_by`` holds: ``safe_load`` of a file
+    is a deep copy of ``parse(path)`` (the data ``yaml.safe_load`` gives); anything ``parse``
+    refuses is left to PyYAML, so the SDK words its own errors."""
+
+    def __init__(self, parse: Callable[[Path], tuple[Any, Any]]) -> None:
+        self._parse = parse
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_yaml, name)
+
+    def safe_load(self, stream: Any) -> Any:
+        name = getattr(stream, "name", None)
+        if isinstance(name, str):
+            try:
+                data = self._parse(Path(name))[0]
+            except Exception:  # noqa: BLE001,S110  (the SDK's own read reports it in its words)
+                pass
+            else:
+                return copy.deepcopy(data)  # the SDK merges and validates in place
+        return _yaml.safe_load(stream)
+
+
+_YAML_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def yaml_read_by(parse: Callable[[Path], tuple[Any, Any]]) -> Iterator[None]:
+    """While it holds, the SDK's loader reads agent files and ``_defaults.yaml`` through ``parse``
+    (the session's one parse of each file) instead of parsing them again: its module's ``yaml``
+    (``connic.loader.yaml``, an implementation detail) is swapped for one that asks ``parse``."""
+    module = connic.loader
+    with _YAML_LOCK:
+        original = module.yaml
+        module.yaml = _YamlReadBy(parse)
+        try:
+            yield
+        finally:
+            module.yaml = original
 
 
 _CWD_LOCK = threading.Lock()

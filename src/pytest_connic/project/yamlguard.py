@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_connic.files import IrregularFileError, refuse_irregular
 from pytest_connic.project import sdk
-from pytest_connic.yamlpos import MAX_BYTES, YamlError, load_with_positions
+from pytest_connic.yamlpos import YamlError, parse_file
 
 #: a refusal for these reasons only: anything else (a syntax error) the SDK reports itself
 _BOUNDS = ("too large", "too deeply")
@@ -27,11 +27,7 @@ def refusal(path: Path, relpath: str) -> str | None:
     """Why the bounded loader refuses ``path`` (``relpath:line:col: ...``), or None."""
     try:
         refuse_irregular(path, "agent file")  # the SDK would open a FIFO and wait forever
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise YamlError(f"file too large: {size} bytes (at most {MAX_BYTES})", 1, 1)
-        text = path.read_text("utf-8", errors="surrogateescape")
-        load_with_positions(text)
+        parse_file(path)  # the session's one parse of the file, shared with every other reader
     except IrregularFileError as exc:
         return f"{relpath}:1:1: {str(exc).partition(': ')[2]}"
     except YamlError as exc:

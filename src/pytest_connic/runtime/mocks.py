@@ -53,11 +53,28 @@ def fresh_origin(module_name: str) -> tuple[str, str] | None:
     return None
 
 
-def load_fresh(path: Path, label: str) -> types.ModuleType:
-    """Import ``path`` as a brand-new module object (never cached in ``sys.modules``)."""
+def load_fresh(path: Path, label: str, *, static: bool = False) -> types.ModuleType:
+    """Import ``path`` as a brand-new module object (never cached in ``sys.modules``).
+
+    ``static``: read it without executing it (process isolation: a worker imports it when a run
+    calls one of its functions); its functions are stubs that name it for the worker."""
     if not path.is_file():
         raise ModuleLoadError(f"{label}: {path.name} not found in {path.parent.name}/ (expected {path})")
     name = fresh_name(path)
+    if static:
+        from pytest_connic.project.sdk import static_module
+
+        try:
+            return static_module(name, path, lambda qualname: ("fresh", name, str(path), qualname))
+        except (SyntaxError, ValueError, OSError) as exc:
+            raise ModuleLoadError(f"{label}: {_where(exc, path)}importing {path.name} raised "
+                                  f"{exception_text(exc)}") from None
+    return import_fresh(name, path, label)
+
+
+def import_fresh(name: str, path: Path, label: str) -> types.ModuleType:
+    """``path`` executed as the new module ``name``; ``ModuleLoadError`` (located) when its import
+    fails, whatever it raised (``SystemExit`` included)."""
     try:
         module = import_as(name, path)
     except Exception as exc:

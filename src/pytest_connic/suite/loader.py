@@ -30,7 +30,7 @@ from pytest_connic.checks.compiled import CompiledCase, compile_case
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import ExpressionError
 from pytest_connic.project.sdk import ChildAgentExpectation, TestCase, TestDefaults, TestFile
-from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, load_with_positions
+from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, parse_file
 
 
 class SuiteError(ConnicError):
@@ -213,18 +213,14 @@ def _files_hint(relpath: str) -> str:
 def load_suite(path: Path, project_root: Path) -> Suite | None:
     """Parse and validate one suite file; None for an empty document (Connic skips it)."""
     relpath = path.relative_to(project_root).as_posix()
-    try:
-        raw = path.read_bytes()
+    try:  # the session's one parse of the file (universal newlines, as Connic's open() reads it)
+        data, positions = parse_file(path)
     except OSError as exc:
         raise SuiteError(f"{relpath}:1:1: cannot read suite: {exc}") from None
-    try:
-        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        raw = exc.object
         line, column = raw.count(b"\n", 0, exc.start) + 1, exc.start - raw.rfind(b"\n", 0, exc.start)
         raise SuiteError(f"{relpath}:{line}:{column}: not UTF-8 text: {exc.reason} (byte {exc.start})") from None
-    text = text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as Connic's open() reads it
-    try:
-        data, positions = load_with_positions(text)
     except YamlError as exc:
         where = f"{relpath}:{exc.line or 1}:{exc.column or 1}"
         raise SuiteError(f"{where}: {_one_line(exc.message)}{_files_hint(relpath)}") from None

@@ -32,6 +32,7 @@ from pytest_connic.execution.isolation import coverage_share, procs
 from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
 from pytest_connic.execution.isolation.worker import WorkerSettings, main
 from pytest_connic.project.located import safe_text
+from pytest_connic.project.sdk import static_reference
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.mocks import fresh_origin
 from pytest_connic.runtime.signals import ExitCalled, UserCodeEnded
@@ -606,7 +607,11 @@ def _same(a: Any, b: Any) -> bool:
 def _reference(func: Any, root: Path) -> Ref | None:
     """("module", name, qualname) for a function of a project module in ``sys.modules``;
     ("fresh", name, file, qualname) for one of a builder or mocks module loaded for this run;
-    None for anything else (lambdas, closures, bound methods: they run in pytest's process)."""
+    None for anything else (lambdas, closures, bound methods: they run in pytest's process).
+    A stub of the project read statically (``project/sdk.py``) carries its reference."""
+    static = static_reference(func)
+    if static is not None:
+        return static
     if not isinstance(func, types.FunctionType):
         return None
     qualname = getattr(func, "__qualname__", "")

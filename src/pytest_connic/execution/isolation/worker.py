@@ -38,8 +38,9 @@ from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode
 from pytest_connic.jsonsafe import to_jsonable
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import safe_text, user_location
-from pytest_connic.runtime.mocks import import_as
+from pytest_connic.runtime.mocks import ModuleLoadError, import_fresh
 from pytest_connic.runtime.placeholders import PlaceholderSwap
+from pytest_connic.runtime.signals import UserCodeEnded
 
 #: the id of the call a piece of user code runs for (``connic.tools`` requests carry it)
 CALL_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar("connic_worker_call", default=None)
@@ -117,25 +118,25 @@ class _Worker:
         return value  # type: ignore[no-any-return]
 
     def _load_fresh(self, name: str, path: Path) -> types.ModuleType:
-        return import_as(name, path)
+        """A builder or mocks module, executed here only; a failing import ends the run, located."""
+        label = f"builder '{path.stem}'" if path.parent.name == "builders" else f"mocks '{path.stem}'"
+        try:
+            return import_fresh(name, path, label)
+        except ModuleLoadError as exc:
+            raise UserCodeEnded(str(exc)) from None
 
     def _load_project_module(self, name: str) -> types.ModuleType:
-        """Middleware, hooks and guardrails are loaded by the SDK on first use, as in pytest's process."""
+        """Tools, middleware, hooks and guardrails are imported by the SDK on first use (the
+        project reaches ``adopt`` with each module it imported)."""
         assert self.project is not None
-        head, _, rest = name.partition(".")
-        if head == "middleware":
-            self.project.middleware(rest)
-        elif head == "hooks":
-            self.project.hooks(rest)
-        elif head == "guardrails":
-            self.project.guardrail(rest)
-        module = sys.modules.get(name)
-        if module is None:
-            raise ImportError(f"module {name} is not loaded in the worker process")
+        return self.project.import_module(name)
+
+    def adopt(self, name: str, module: types.ModuleType) -> None:
+        """A project module imported here: its ``connic.tools`` names forward to pytest's process
+        and it stays for the runs that follow."""
         self.rebind([module])
         if self.state is not None:
             self.state.adopt(name, module)
-        return module
 
     # -- calls --------------------------------------------------------------------------
     def call(self, cid: int, ref: Ref, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -401,7 +402,7 @@ def _main(conn: Any, settings: WorkerSettings) -> None:
     try:
         worker.install_placeholders()
         with _reporting_imports(worker, Path(settings.root)):
-            project = worker.project = LoadedProject(Path(settings.root))
+            project = worker.project = LoadedProject(Path(settings.root), static=True, on_import=worker.adopt)
         worker.rebind(project.modules())
     except BaseException as exc:  # noqa: BLE001  (reported to pytest's process)
         conn.send(("failed", f"{type(exc).__name__}: {safe_text(exc)}"))
