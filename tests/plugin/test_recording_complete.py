@@ -60,7 +60,8 @@ def test_web_search_without_a_backend_fails_the_recording_and_writes_no_cassette
 
     recorded.assert_outcomes(errors=1)
     recorded.stdout.fnmatch_lines([
-        ("*case 'finds' (finder) could not be recorded: cassettes/finder/finds.yaml: the recording is incomplete, "
+        "*case 'finds' (finder) could not be recorded",
+        ("    cassettes/finder/finds.yaml: the recording is incomplete, "
         "so no cassette was written*run 1: its web call 'web_search' failed while recording: WebUnavailable: "
         "web_search has no search backend: set TAVILY_API_KEY*implement the hook pytest_connic_predefined_tool "
         "in conftest.py*--connic-record-mode=once*"),

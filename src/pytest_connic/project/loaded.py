@@ -18,6 +18,7 @@ from pytest_connic.project import sdk
 from pytest_connic.project.apispec import ApiRegistry
 from pytest_connic.project.load import LoadWarning, Locator, ProjectError, load_agents, printed_lines
 from pytest_connic.project.located import exception_text, relative, user_location
+from pytest_connic.usertb import ImportCapture, attach, import_failure
 from pytest_connic.yamlpos import YamlPositions
 
 
@@ -33,7 +34,8 @@ def import_error(exc: BaseException, root: Path, path: Path) -> UserImportError:
     else:
         where = user_location(exc, root)
     where = where or relpath
-    return UserImportError(f"{where}: importing {relpath} raised {exception_text(exc)}")
+    return attach(UserImportError(f"{where}: importing {relpath} raised {exception_text(exc)}"),
+                  import_failure(exc, root, path))
 
 
 class LoadedProject:
@@ -135,7 +137,7 @@ class LoadedProject:
         """The custom guardrail ``guardrails/<name>.py``; ``ProjectError`` with the SDK's reason
         when it cannot be loaded."""
         with self._lock:
-            printed = io.StringIO()
+            printed = ImportCapture(self.root, self.root / "guardrails" / f"{name}.py")  # the traceback
             with contextlib.redirect_stdout(printed):
                 guardrail = self._user_import(f"custom guardrail '{name}'", self.root / "guardrails" / f"{name}.py",
                                               lambda: self.loader.load_guardrail(name))

@@ -47,7 +47,7 @@ async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: An
     except Exception as exc:  # noqa: BLE001  (user code)
         raise RunFailed(
             f"middleware {phase} of agent '{inv.config.name}' raised {type(exc).__name__}: {exc}",
-            traceback=for_record(exc, inv.services.project.root, inv.services.masker.text),
+            traceback=_user_traceback(inv, exc, f"middleware {phase}"),
         ) from None
 
 
@@ -246,6 +246,11 @@ async def user_code(awaitable: Any) -> Any:
         raise UserCodeError(exc) from exc
 
 
+def _user_traceback(inv: InvocationState, exc: BaseException, origin: str | None = None) -> dict[str, Any] | None:
+    """What the run record keeps of user code's traceback (``usertb.for_record``), masked."""
+    return for_record(exc, inv.services.project.root, inv.services.masker.text, origin)
+
+
 def internal_error(exc: BaseException, doing: str) -> RunAborted:
     """A located run failure for a bug of pytest-connic itself (never shown as the user's fault)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "pytest_connic" in f.filename]
@@ -286,12 +291,13 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
         result = await _pipeline(inv, entry, record, dict(arguments))
     except _ToolError as exc:
         record.error = exc.message
+        record.traceback = exc.traceback
         if body:
-            raise RunFailed(exc.message) from None
+            raise RunFailed(exc.message, traceback=exc.traceback) from None
         return f"Error: {exc.message}"
     except UserCodeError as exc:
         record.error = str(exc)
-        record.traceback = for_record(exc.exc, inv.services.project.root, inv.services.masker.text)
+        record.traceback = _user_traceback(inv, exc.exc)
         if body:
             raise RunFailed(record.error, traceback=record.traceback) from None
         return f"Error: {record.error}"
@@ -307,9 +313,11 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
 
 
 class _ToolError(ConnicError):
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, traceback: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        #: the user's traceback when a hook (or its mock) raised (``usertb.for_record``)
+        self.traceback = traceback
 
 
 class _Aborted(ConnicError):
@@ -398,7 +406,8 @@ async def _before_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, pa
     except AbortTool as abort:
         raise _Aborted(abort.result, _origin("before", mock)) from None
     except UserCodeError as exc:
-        raise _ToolError(f"{_origin('before', mock)} failed: {exc}") from None
+        raise _ToolError(f"{_origin('before', mock)} failed: {exc}",
+                         _user_traceback(inv, exc.exc, _origin("before", mock))) from None
     if changed is None:  # None = params unchanged
         return params
     if not isinstance(changed, dict):
@@ -420,7 +429,8 @@ async def _after_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, par
     except AbortTool as abort:
         raise _Aborted(abort.result, _origin("after", mock)) from None
     except UserCodeError as exc:
-        raise _ToolError(f"{_origin('after', mock)} failed: {exc}") from None
+        raise _ToolError(f"{_origin('after', mock)} failed: {exc}",
+                         _user_traceback(inv, exc.exc, _origin("after", mock))) from None
     return result if changed is None else changed  # None = keep the result
 
 
