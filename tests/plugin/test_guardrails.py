@@ -243,7 +243,7 @@ def test_model_based_guardrails_without_a_judgement_fail_or_count_as_passed_when
     unjudged.assert_outcomes(failed=1)
     unjudged.stdout.fnmatch_lines([  # the ways to supply it: a short list, one line each
         "*input guardrail 'prompt_injection' of agent 'smart' has no judgement*(docs/guardrails.md):",
-        "    - write it into the cassette under runs?<i>?.calls: {kind: guardrail, name: prompt_injection, *}",
+        "    - write it in the cassette, runs?<i>?.calls: {kind: guardrail, name: prompt_injection, *}",
         "    - record it: --connic-guardrail-model MODEL (ini connic_guardrail_model) and --connic-record-mode=all",
         "    - implement the hook pytest_connic_guardrail in conftest.py",
         "    - or count unjudged checks as passed: --connic-unjudged-guardrails=pass",

@@ -116,7 +116,8 @@ def test_a_judge_that_does_not_answer_a_verdict_is_an_error_and_no_judgement_is_
 
     recorded.assert_outcomes(errors=1)
     recorded.stdout.fnmatch_lines([
-        ("*could not be recorded*run 1: its guardrail call 'prompt_injection' failed while recording: RunAborted: "
+        "*could not be recorded",
+        ("*run 1: its guardrail call 'prompt_injection' failed while recording: RunAborted: "
         "the judgement of the input guardrail 'prompt_injection' failed: the judge model did not answer*'not json'*"),
     ])
     assert not (project.root / "cassettes").exists()

@@ -340,7 +340,7 @@ def unjudged_message(inv: InvocationState, rule: GuardrailRule, direction: str, 
         (f"{direction} guardrail '{rule.type}' of agent '{inv.config.name}' has no judgement: Connic "
          f"evaluates it with a hosted model, which pytest-connic does not have ({why}). Supply it "
          "(docs/guardrails.md):"),
-        (f"- write it into the cassette under runs[<i>].calls: {{kind: guardrail, name: {rule.type}, "
+        (f"- write it in the cassette, runs[<i>].calls: {{kind: guardrail, name: {rule.type}, "
          "result: {passed: false}}"),
         "- record it: --connic-guardrail-model MODEL (ini connic_guardrail_model) and --connic-record-mode=all",
         f"- implement the hook {HOOK} in conftest.py",
