@@ -339,3 +339,14 @@ def test_a_syntax_error_at_import_shows_its_line(project: ConnicProject) -> None
     result.stdout.fnmatch_lines(["importing tools/t.py raised:", ">   from tools.helper import SLOTS",
                                  "tools/t.py:1: ", "*", ">   *'tue' 2,", "E   SyntaxError: *",
                                  "tools/helper.py:3: SyntaxError"])
+
+
+def test_a_builder_that_raises_at_import_shows_its_traceback(project: ConnicProject) -> None:
+    project.write("tests/builders/b.py", BROKEN_IMPORT + BUILDER)
+    project.agent("bd")
+    project.suite("bd", "tests:\n  - name: built\n    builder: b\n")
+    result = project.run(*QUIET, "--tb=short")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*builder 'b': tests/builders/b.py:2: importing b.py raised KeyError: 'port'",
+                                 "importing tests/builders/b.py raised:", "tests/builders/b.py:5: in <module>",
+                                 "tests/builders/b.py:2: in _conf", "E   KeyError: 'port'"])

@@ -38,7 +38,7 @@ from pytest_connic.runtime.payload import FilesError, load_fixtures
 from pytest_connic.runtime.services import RuntimeServices
 from pytest_connic.runtime.sessions import runs_in_order
 from pytest_connic.runtime.state import RunScope
-from pytest_connic.usertb import for_record
+from pytest_connic.usertb import for_record, import_in, masked
 
 if TYPE_CHECKING:
     from pytest_connic.execution.isolation.pool import Lease, WorkerPool
@@ -463,6 +463,8 @@ class CaseRun:
             record = RunRecord(run_id=f"setup-{index}", agent_name=self.agent_name, index=index,
                                status="failed", error=str(exc))
             record.failures.append(str(exc))
+            trace = import_in(str(exc))  # the module raised at import: its traceback
+            record.error_traceback = masked(trace, self.runtime.masker.text) if trace else None
             return record
 
     async def _invoke(self, scope: RunScope, builder_module: Any, context: dict[str, Any],
