@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
+import linecache
 import os
+import re
 import reprlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 #: {"chain": [{"type", "text", "frames": [frame...], "relation"}...]} (the first cause first);
 #: frame = {"file", "line", "name", "first", "source": [lines], "locals": {name: repr}, "hidden"}
 TracebackData = dict[str, Any]
+_E = TypeVar("_E", bound=BaseException)
 
 _ATTR = "_connic_traceback"
 _MAX_FRAMES = 40  #: per exception: the innermost ones are kept
@@ -44,9 +48,9 @@ CONTEXT = "During handling of the above exception, another exception occurred:"
 
 
 def _hidden_dirs() -> tuple[str, ...]:
-    """Folders whose frames are not the user's: pytest-connic, the SDK, pytest, pluggy, asyncio."""
+    """Folders whose frames are not the user's: pytest-connic, the SDK, pytest, pluggy, asyncio, importlib."""
     dirs = [Path(__file__).parent]
-    for name in ("connic", "_pytest", "pluggy", "asyncio", "concurrent"):
+    for name in ("connic", "_pytest", "pluggy", "asyncio", "concurrent", "importlib"):
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
         if file:
@@ -55,7 +59,7 @@ def _hidden_dirs() -> tuple[str, ...]:
 
 
 def _is_hidden(filename: str, local_names: dict[str, Any], hidden: tuple[str, ...]) -> bool:
-    if local_names.get("__tracebackhide__"):
+    if local_names.get("__tracebackhide__") or filename.startswith("<frozen "):  # importlib's own frames
         return True
     base = os.path.basename(filename)
     if base in ("threading.py", "contextvars.py", "functools.py") and "site-packages" not in filename:
@@ -73,8 +77,13 @@ def _safe_repr(value: Any) -> str:
 def _source(code: Any, line: int) -> tuple[int, list[str]]:
     """(first line number, the function's lines up to ``line``); (line, []) when unreadable."""
     try:
-        lines, first = inspect.getsourcelines(code)
+        if code.co_name == "<module>":  # a module's code: the file up to the line (inspect gives its first block)
+            lines, first = linecache.getlines(code.co_filename), 1
+        else:
+            lines, first = inspect.getsourcelines(code)
     except (OSError, TypeError, IndexError):
+        return line, []
+    if not lines:
         return line, []
     first = max(first, 1)
     upto = [ln.rstrip("\n") for ln in lines[: line - first + 1]]
@@ -138,7 +147,7 @@ def capture(exc: BaseException) -> TracebackData:
     return {"chain": chain}
 
 
-def attach(exc: BaseException, data: TracebackData | None) -> BaseException:
+def attach(exc: _E, data: TracebackData | None) -> _E:
     """``exc`` carrying ``data`` (an exception that takes no attributes simply carries none)."""
     if data is not None:
         with contextlib.suppress(Exception):  # __slots__ or a frozen exception: no frames then
@@ -200,28 +209,133 @@ def masked(data: TracebackData, mask: Any) -> TracebackData:
     def frame(f: dict[str, Any]) -> dict[str, Any]:
         return {**f, "source": [mask(s) for s in f.get("source") or []],
                 "locals": {k: mask(v) for k, v in (f.get("locals") or {}).items()}}
-    return {"chain": [{**e, "text": mask(e.get("text") or ""), "frames": [frame(f) for f in e["frames"]]}
-                      for e in data["chain"]]}
+    out = {**data, "chain": [{**e, "text": mask(e.get("text") or ""), "frames": [frame(f) for f in e["frames"]]}
+                             for e in data["chain"]]}
+    if isinstance(data.get("text"), str):  # a record's text as Python prints it
+        out["text"] = mask(data["text"])
+    return out
 
 
 _MAX_RECORD_TEXT = 8000
 
 
-def for_record(exc: BaseException, root: Path | None, mask: Any) -> TracebackData | None:
+def for_record(exc: BaseException, root: Path | None, mask: Any, origin: str | None = None) -> TracebackData | None:
     """What a run record keeps of ``exc``'s traceback: the chain (masked), its text as Python prints
-    it (bounded) and ``where`` (``tools/x.py:42``, the innermost user frame); None without a user frame."""
+    it (bounded), ``where`` (``tools/x.py:42``, the innermost user frame) and ``origin`` (what raised,
+    in words: ``builder build()``, ``input guardrail 'g'``); None without a user frame."""
     try:
         data = masked(capture(exc), mask)
     except Exception:  # noqa: BLE001  # pragma: no cover - a broken traceback only loses the frames
         return None
     if not any(frames for _, frames in user_frames(data)):  # no frame of the user: not their traceback
         return None
+    record = _finished(data, root, origin)
+    _remember(exc, record)
+    return record
+
+
+def _finished(data: TracebackData, root: Path | None, origin: str | None) -> TracebackData:
     text = traceback_text(data, root)
     if len(text) > _MAX_RECORD_TEXT:
         text = "...\n" + text[-_MAX_RECORD_TEXT:]
     record = {**data, "text": text, "where": innermost(data, root)}
-    _remember(exc, record)
+    if origin:
+        record["origin"] = origin
     return record
+
+
+#: the tracebacks of the project's modules that failed to import in this process, by the module's
+#: path as messages name it (``tools/t.py``); a case such a failure keeps from being set up finds
+#: its traceback by the path its message names (``import_in``)
+_IMPORTS: dict[str, TracebackData] = {}
+_MAX_IMPORTS = 50
+
+
+def _syntax_frame(exc: SyntaxError) -> dict[str, Any]:
+    """The frame a syntax error names: its file and line (its traceback ends in importlib)."""
+    line = int(exc.lineno or 1)
+    source = [(exc.text or "").rstrip("\n")] if exc.text else []
+    return {"file": str(exc.filename), "line": line, "name": "<module>", "first": line, "source": source,
+            "locals": {}, "hidden": False}
+
+
+def import_failure(exc: BaseException, root: Path, path: Path) -> TracebackData | None:
+    """The traceback of ``path`` (a module of the project under ``root``) failing to import with
+    ``exc``, remembered for the case it keeps from being set up (:func:`import_in`); None when no
+    frame of the user's is in it. A syntax error ends at the line it names."""
+    shown = shown_path(str(path), root)
+    data: TracebackData | None
+    if isinstance(exc, SyntaxError) and isinstance(exc.filename, str):
+        data = capture(exc)
+        data["chain"][-1]["text"] = str(exc.msg or "")[:_MAX_TEXT]
+        data["chain"][-1]["frames"].append(_syntax_frame(exc))
+        data = _finished(data, root, f"importing {shown}")
+    else:
+        data = for_record(exc, root, str, f"importing {shown}")
+    if data is not None:
+        _IMPORTS.pop(shown, None)
+        _IMPORTS[shown] = data
+        while len(_IMPORTS) > _MAX_IMPORTS:
+            _IMPORTS.pop(next(iter(_IMPORTS)))
+    return data
+
+
+def import_in(text: str) -> TracebackData | None:
+    """The traceback of the latest failed import of a module that ``text`` names, or None."""
+    for shown, data in reversed(_IMPORTS.items()):
+        if re.search(rf"(?<![\w/.]){re.escape(shown)}(?![\w])", text):
+            return data
+    return None
+
+
+class ImportCapture(io.StringIO):
+    """A stream for what the SDK's loader prints while it imports ``path``: the loader prints a
+    failed import's exception and goes on, so the exception it handles when it first prints is
+    taken as that import's failure (:func:`import_failure`)."""
+
+    def __init__(self, root: Path, path: Path) -> None:
+        super().__init__()
+        self.root, self.path, self.seen = root, path, False
+
+    def write(self, text: str) -> int:
+        raised = sys.exc_info()[1]
+        if raised is not None and not self.seen:
+            self.seen = True
+            with contextlib.suppress(Exception):  # a traceback that cannot be read only loses its frames
+                import_failure(raised, self.root, self.path)
+        return super().write(text)
+
+
+def run_traceback(record: Any) -> tuple[str, TracebackData] | None:
+    """(what raised, its traceback) of a run (a ``RunRecord``): the run's own error, else its first
+    tool call that raised (children's runs included)."""
+    if record.error_traceback:
+        return str(record.error_traceback.get("origin") or "the run's error"), record.error_traceback
+    for call in record.tool_calls:
+        if call.traceback:
+            what = f"{call.name}(...) (tool call #{call.seq + 1})"
+            origin = call.traceback.get("origin")
+            return (f"the {origin} of {what}" if origin else what), call.traceback
+    for trigger in record.triggers:
+        if trigger.child_run is not None:
+            found = run_traceback(trigger.child_run)
+            if found is not None:
+                return found
+    return None
+
+
+def case_traceback(outcome: Any) -> tuple[str, TracebackData] | None:
+    """The traceback a failed case (a ``CaseOutcome``) shows: its first failed run's (see
+    :func:`run_traceback`), else the import that kept it from being set up."""
+    for record in outcome.records:
+        if not record.passed:
+            found = run_traceback(record)
+            if found is not None:
+                return found
+    setup = outcome.setup_traceback
+    if setup:
+        return str(setup.get("origin") or "the project's import"), setup
+    return None
 
 
 #: with ``--pdb`` (in-process user code), the live exceptions of the last few records, so the

@@ -100,8 +100,8 @@ def test_env_file_reaches_user_code_and_is_masked_everywhere(keeper: ConnicProje
     result = keeper.run("--connic-env", "staging", *REPORTS)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
-        ("*case 'builder and mock see env' (keeper) failed: 0/1 runs passed*"
-         "expected_result not satisfied: output == \"something else\"*"),
+        "*case 'builder and mock see env' (keeper) failed",
+        "    0/1 runs passed*expected_result not satisfied: output == \"something else\"*",
         '        Input:   {"token":"***","name":"***"}',
         '*secret_of(name="API_TOKEN") → {"value":"***","length":18,"mocked":true} [[]mocked by *]*',
     ])
@@ -140,7 +140,8 @@ def test_missing_env_file_fails_the_cases_clearly(keeper: ConnicProject) -> None
     result.assert_outcomes(failed=3)
     assert result.ret == 1
     message = f"--connic-env prod: .env.prod not found in {keeper.root} (from --connic-env)"
-    result.stdout.fnmatch_lines([f"tests/keeper.yaml:2: case 'tool sees env' (keeper) could not be set up: {message}"])
+    result.stdout.fnmatch_lines(["tests/keeper.yaml:2: case 'tool sees env' (keeper) could not be set up",
+                                 f"    {message}"])
     report = json.loads((keeper.root / "report.json").read_text("utf-8"))
     assert [(c["status"], c["agent_run_ids"], c["setup_error"]) for c in report["cases"]] == [("error", [], message)] * 3
 

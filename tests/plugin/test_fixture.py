@@ -86,7 +86,8 @@ def test_tool_agents_need_no_model_and_expectations_work_like_a_suite(calc: Conn
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            ("test_agent.py:7: case 'test_fails' (echo) failed: 0/2 runs passed, threshold 100% needs 2: "
+            "test_agent.py:7: case 'test_fails' (echo) failed",
+            ("    0/2 runs passed, threshold 100% needs 2: "
             "expected_result not satisfied: output.got.a == 2 where output.got.a = 1"),
             "*Failed:  as above",  # the reason is said once, in the first line
         ]
@@ -132,9 +133,10 @@ def test_cassette_problems_fail_the_test_without_a_traceback(calc: ConnicProject
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines_random(
         [
-            ("test_agent.py:2: case 'test_no_cassette' (calc) failed: 0/1 runs passed, threshold 100% needs 1: "
+            "test_agent.py:2: case 'test_no_cassette' (calc) failed",
+            ("    0/1 runs passed, threshold 100% needs 1: "
             "no cassette for this case: expected cassettes/python/test_no_cassette.yaml*"),
-            esc("test_agent.py:5: case 'test_unused_turns' (calc) failed: 0/1 runs passed, threshold 100% needs 1: "
+            esc("test_agent.py:5: case 'test_unused_turns' (calc) failed"), esc("    0/1 runs passed, threshold 100% needs 1: "
                 "*cassettes/custom/test_unused_turns.yaml: runs[0].turns: the agent completed run 1 after 1 of 2 "
                 "recorded model turn(s); it took fewer steps than recorded"),
         ]
@@ -184,7 +186,8 @@ def test_bad_arguments_and_setup_problems_fail_clearly(calc: ConnicProject) -> N
         [
             "*connic.run('echo'): runs: Input should be less than or equal to 100",
             "*connic.run: unknown agent 'eccho'; did you mean 'echo'? (agents: calc, echo)",
-            ("test_agent.py:8: case 'test_missing_fixture' (echo) could not be set up: missing fixture: "
+            "test_agent.py:8: case 'test_missing_fixture' (echo) could not be set up",
+            ("    missing fixture: "
             "tests/files/nope.pdf does not exist"),
             "*connic.run('echo'): expected_result: *",
         ]

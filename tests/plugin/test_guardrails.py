@@ -98,7 +98,8 @@ def test_custom_guardrails_block_warn_and_run_after_on_block(project: ConnicProj
 
     result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines([
-        "*case 'a block is not completed' (gate) failed*: agent error: run ended blocked by the input guardrail 'domain-check'*: evil content",
+        "*case 'a block is not completed' (gate) failed",
+        "*: agent error: run ended blocked by the input guardrail 'domain-check'*: evil content",
         "*✗ input guardrail domain-check: blocked* — evil content",
     ])
     runs = {c["test_name"]: c["runs_detail"][0] for c in json.loads((project.root / "report.json").read_text())["cases"]}
@@ -240,11 +241,14 @@ def test_model_based_guardrails_without_a_judgement_fail_or_count_as_passed_when
 
     unjudged = project.run("-k", "harmless")
     unjudged.assert_outcomes(failed=1)
-    unjudged.stdout.fnmatch_lines([
-        ("*input guardrail 'prompt_injection' of agent 'smart' has no judgement*kind: guardrail, "
-        "name: prompt_injection*--connic-guardrail-model MODEL*pytest_connic_guardrail*"
-        "--connic-unjudged-guardrails=pass*"),
+    unjudged.stdout.fnmatch_lines([  # the ways to supply it: a short list, one line each
+        "*input guardrail 'prompt_injection' of agent 'smart' has no judgement*(docs/guardrails.md):",
+        "    - write it in the cassette, runs?<i>?.calls: {kind: guardrail, name: prompt_injection, *}",
+        "    - record it: --connic-guardrail-model MODEL (ini connic_guardrail_model) and --connic-record-mode=all",
+        "    - implement the hook pytest_connic_guardrail in conftest.py",
+        "    - or count unjudged checks as passed: --connic-unjudged-guardrails=pass",
     ])
+    assert all(len(line) <= 120 for line in unjudged.outlines if line.startswith("    - "))
 
     no_hook = project.run("-k", "harmless", "--connic-json", "plain.json", "--connic-unjudged-guardrails=pass")
 

@@ -116,11 +116,14 @@ def test_a_check_without_a_judgement_fails_the_case_saying_how_to_supply_one(pro
 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        ("tests/bank.yaml:5: case 'harmless' (bank) failed: * input guardrail 'prompt_injection' of agent "
-        "'bank' has no judgement*harmless.yaml*made the guardrail call 'prompt_injection'*Supply it: write "
-        "the judgement into the case's cassette under runs?<i>?.calls (- kind: guardrail, name: prompt_injection, "
-        "result: {passed: false, reason: \"...\"}*--connic-guardrail-model MODEL (ini connic_guardrail_model)*"
-        "hook pytest_connic_guardrail*--connic-unjudged-guardrails=pass*"),
+        "tests/bank.yaml:5: case 'harmless' (bank) failed",
+        ("    0/1 runs passed, threshold 100% needs 1: input guardrail 'prompt_injection' of agent "
+         "'bank' has no judgement*harmless.yaml*made the guardrail call 'prompt_injection'*Supply it "
+         "(docs/guardrails.md):"),
+        "    - write it in the cassette, runs?<i>?.calls: {kind: guardrail, name: prompt_injection, result: {passed: false}}",
+        "    - record it: --connic-guardrail-model MODEL (ini connic_guardrail_model) and --connic-record-mode=all",
+        "    - implement the hook pytest_connic_guardrail in conftest.py",
+        "    - or count unjudged checks as passed: --connic-unjudged-guardrails=pass",
     ])
 
     # recording needs a judge model: without one the case says so, it does not pass silently

@@ -249,8 +249,8 @@ def test_middleware_contracts(project: ConnicProject) -> None:
 
     result.assert_outcomes(passed=6, failed=1)
     result.stdout.fnmatch_lines([
-        ("*case 'an unexpected middleware error is an agent error' (desk) failed*: agent error: "
-        "middleware before of agent 'desk' raised ValueError: no entry"),
+        "tests/desk.yaml:25: case 'an unexpecte*agent error' (desk) failed",  # cut to 80 columns
+        "*: agent error: middleware before of agent 'desk' raised ValueError: no entry",
     ])
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
 

@@ -83,7 +83,8 @@ def test_a_timed_out_run_still_runs_builder_and_middleware_cleanup(project: Conn
 
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
-        "*case 'a timeout is an agent error' (slow) failed*agent error: run timed out after 1s (timeout_s)*",
+        "*case 'a timeout is an agent error' (slow) failed",
+        "*agent error: run timed out after 1s (timeout_s)*",
     ])
     entries = [json.loads(line) for line in (project.root / "cleanups.jsonl").read_text().splitlines()]
     middleware = [e for e in entries if e["by"] == "middleware"]

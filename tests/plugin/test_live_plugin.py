@@ -127,8 +127,8 @@ def test_a_provider_that_is_down_is_an_error_and_exit_code_2(
     result.stdout.fnmatch_lines(
         [
             "*ERROR at call of calc::adds*",
-            f"tests/calc.yaml:2: case 'adds' (calc) hit an infrastructure error: openai/gpt-4o-mini: {message}"
-            + "(after 2 attempt(s))",
+            "tests/calc.yaml:2: case 'adds' (calc) hit an infrastructure error",
+            f"    openai/gpt-4o-mini: {message}" + "(after 2 attempt(s))",
         ]
     )
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
@@ -147,7 +147,7 @@ def test_a_live_case_failing_its_assertions_is_a_failure_and_exit_code_1(
         result = calc.run("--connic-live", "--junitxml", "junit.xml")
     assert result.ret == 1
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*case 'adds' (calc) failed*output.sum == 10 where output.sum = 11*"])
+    result.stdout.fnmatch_lines(["*case 'adds' (calc) failed", "*output.sum == 10 where output.sum = 11*"])
     case = junit_cases(calc.root / "junit.xml")["adds"]
     assert case.find("failure") is not None and case.find("error") is None
 
@@ -180,7 +180,8 @@ def test_an_infrastructure_error_is_an_error_with_or_without_xdist(calc: ConnicP
         result.stdout.fnmatch_lines(["tests/calc.yaml::down ", *runs, "ERROR *"])
     result.stdout.fnmatch_lines([
         "*ERROR at call of calc::down*",
-        "tests/calc.yaml:5: case 'down' (calc) hit an infrastructure error: the gateway said 503 Service Unavailable",
+        "tests/calc.yaml:5: case 'down' (calc) hit an infrastructure error",
+        "    the gateway said 503 Service Unavailable",
     ])
 
 

@@ -138,3 +138,41 @@ def test_a_bad_rule_in_a_cassette_fails_its_case_with_the_location(shop: ConnicP
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([esc("*cassettes/shop/orders.yaml:3:13: match[0].ignore: invalid path "
                                      "'messages[x' at character 9*")])
+
+
+RAISING = '''
+def new_order(item: str) -> dict:
+    """Place an order.
+
+    Args:
+        item: what to order
+    """
+    return {"order_id": _stock()[item], "item": item}
+
+
+def _stock():
+    return {"pen": 1}
+'''
+
+
+def test_under_the_gate_a_divergence_shows_the_cases_trace_and_the_tools_traceback(
+    shop: ConnicProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shop.write("pytest.ini", f"[pytest]\nconnic_match_rules =\n    {UUID_RULE}\n")
+    record(shop, monkeypatch)
+    shop.tool("shop", RAISING)  # the tool now raises: the next request differs from the recorded one
+    shop.agent("shop", tools=["shop.new_order"], retry_options={"attempts": 3})  # the model reads the error
+    with no_network(monkeypatch):
+        result = shop.run(*GATE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "tests/shop.yaml:2: CassetteDivergenceWarning: *orders.yaml: runs[[]0[]].turns[[]1[]]*",
+        "*Trace:",
+        "*✗ new_order(item=\"book\") (*ms) — KeyError: 'book' at tools/shop.py:7",
+        "*note: *",
+        "new_order(...) (tool call #1) raised:",
+        "*return {\"order_id\": _stock()[[]item[]], \"item\": item}",
+        "E   KeyError: 'book'",
+        "tools/shop.py:7: KeyError",
+    ])
+    result.stdout.fnmatch_lines(["FAILED tests/shop.yaml::orders - CassetteDivergenceWarning: *"])

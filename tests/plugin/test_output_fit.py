@@ -4,6 +4,7 @@ over xdist), and warnings located at the suite file and line of their case."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -156,3 +157,8 @@ def test_a_console_without_box_characters_gets_an_ascii_table(calc: ConnicProjec
     assert "\\u2502" not in text and "│" not in section
     assert "    +---------+-" in section
     result.stdout.fnmatch_lines(["*|  PASS   | calc::adds *|", "*|  ERROR  | calc::invalid *|"])
+    # every other line of the plugin's: its symbols in ASCII (✓ + , ✗ x, → ->), never escaped
+    assert not re.search(r"\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}", text), text
+    result.stdout.fnmatch_lines(["*x calc::wrong sum (tests/calc.yaml:*)"])
+    result.stdout.fnmatch_lines(["*Trace:", "*+ calc (*ms)", "*+ add(a=4, b=6)*"])
+    assert "  -> Failure details" in text

@@ -60,7 +60,8 @@ def test_web_search_without_a_backend_fails_the_recording_and_writes_no_cassette
 
     recorded.assert_outcomes(errors=1)
     recorded.stdout.fnmatch_lines([
-        ("*case 'finds' (finder) could not be recorded: cassettes/finder/finds.yaml: the recording is incomplete, "
+        "*case 'finds' (finder) could not be recorded",
+        ("    cassettes/finder/finds.yaml: the recording is incomplete, "
         "so no cassette was written*run 1: its web call 'web_search' failed while recording: WebUnavailable: "
         "web_search has no search backend: set TAVILY_API_KEY*implement the hook pytest_connic_predefined_tool "
         "in conftest.py*--connic-record-mode=once*"),
@@ -115,7 +116,8 @@ def test_a_judge_that_does_not_answer_a_verdict_is_an_error_and_no_judgement_is_
 
     recorded.assert_outcomes(errors=1)
     recorded.stdout.fnmatch_lines([
-        ("*could not be recorded*run 1: its guardrail call 'prompt_injection' failed while recording: RunAborted: "
+        "*could not be recorded",
+        ("*run 1: its guardrail call 'prompt_injection' failed while recording: RunAborted: "
         "the judgement of the input guardrail 'prompt_injection' failed: the judge model did not answer*'not json'*"),
     ])
     assert not (project.root / "cassettes").exists()

@@ -62,7 +62,8 @@ def test_every_failed_check_is_reported_with_evaluated_operands(calc: ConnicProj
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            ("tests/calc.yaml:2: case 'many misses' (calc) failed: 0/1 runs passed, threshold 100% needs 1: "
+            "tests/calc.yaml:2: case 'many misses' (calc) failed",
+            ("    0/1 runs passed, threshold 100% needs 1: "
             "expected_result not satisfied: output.sum == 11 where output.sum = 10"),
             ("*expected tool call add: params.a == 4 and invocations == 3 not satisfied (invocations=2): "
             "invocations == 3 where invocations = 2"),
@@ -119,9 +120,11 @@ def test_an_agent_error_short_circuits_unless_the_expression_reads_status_or_err
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines_random(
         [
-            ("*case 'no expectation' (bad) failed: 0/1 runs passed, threshold 100% needs 1: "
+            "*case 'no expectation' (bad) failed",
+            ("    0/1 runs passed, threshold 100% needs 1: "
             "agent error: RuntimeError: kaboom"),
-            ("*case 'output expectation' (bad) failed: 0/1 runs passed, threshold 100% needs 1: "
+            "*case 'output expectation' (bad) failed",
+            ("    0/1 runs passed, threshold 100% needs 1: "
             "agent error: RuntimeError: kaboom"),
         ]
     )

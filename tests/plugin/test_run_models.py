@@ -34,7 +34,8 @@ def test_a_missing_cassette_fails_the_case_with_where_it_was_expected(calc: Conn
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         [
-            ("tests/calc.yaml:2: case 'lonely' (calc) failed: 0/1 runs passed, threshold 100% needs 1: "
+            "tests/calc.yaml:2: case 'lonely' (calc) failed",
+            ("    0/1 runs passed, threshold 100% needs 1: "
             "no cassette for this case: expected cassettes/calc/lonely.yaml; record one with "
             "--connic-record-mode=once*"),
         ]
@@ -49,7 +50,7 @@ def test_a_cassette_that_runs_out_of_turns_fails(calc: ConnicProject) -> None:
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            esc("tests/calc.yaml:2: case 'short' (calc) failed: 0/1 runs passed, threshold 100% needs 1: "
+            esc("tests/calc.yaml:2: case 'short' (calc) failed"), esc("    0/1 runs passed, threshold 100% needs 1: "
                 "*cassettes/calc/short.yaml: runs[0].turns: the agent asked for model turn 2 of run 1 but "
                 "the cassette has 1; the agent took more steps than recorded"),
         ]
@@ -64,7 +65,7 @@ def test_a_completed_run_leaving_turns_unused_fails(calc: ConnicProject) -> None
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            esc("tests/calc.yaml:2: case 'long' (calc) failed: 0/1 runs passed, threshold 100% needs 1: "
+            esc("tests/calc.yaml:2: case 'long' (calc) failed"), esc("    0/1 runs passed, threshold 100% needs 1: "
                 "*cassettes/calc/long.yaml: runs[0].turns: the agent completed run 1 after 1 of 2 recorded "
                 "model turn(s); it took fewer steps than recorded"),
         ]

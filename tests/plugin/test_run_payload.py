@@ -180,9 +180,11 @@ def test_a_missing_fixture_fails_the_case_before_any_run(with_files: ConnicProje
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
-            ("tests/marker.yaml:2: case 'missing' (marker) could not be set up: missing fixture: "
+            "tests/marker.yaml:2: case 'missing' (marker) could not be set up",
+            ("    missing fixture: "
             "tests/files/nope.pdf does not exist"),
-            ("tests/marker.yaml:6: case 'hidden' (marker) could not be set up: missing fixture: "
+            "tests/marker.yaml:6: case 'hidden' (marker) could not be set up",
+            ("    missing fixture: "
             "tests/files/.env does not exist (hidden files are never uploaded to Connic)"),
         ]
     )

@@ -110,7 +110,8 @@ def test_a_failing_stage_fails_the_run_and_the_trace_shows_the_stages(pipeline: 
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            ("tests/pipeline.yaml:2: case 'no n' (pipeline) failed: 0/1 runs passed, threshold 100% needs 1: "
+            "tests/pipeline.yaml:2: case 'no n' (pipeline) failed",
+            ("    0/1 runs passed, threshold 100% needs 1: "
             "agent error: stage 'inc' ended failed: KeyError: 'n'"),
             "*Trace:",
             esc("*✗ pipeline [failed]*"),

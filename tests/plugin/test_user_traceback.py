@@ -129,6 +129,9 @@ def test_json_and_html_hold_the_traceback(deep: ConnicProject) -> None:
     assert 'File "tools/helper.py", line 11, in _deep\n    return slots[key]\nKeyError' in call["traceback"]["text"]
     html = (deep.root / "r.html").read_text("utf-8")
     assert "in _deep" in html and "return slots[key]" in html
+    case = report["cases"][0]["traceback"]  # the one the failure report shows, at the case
+    assert case["origin"] == "schedule(...) (tool call #1)" and case["where"] == "tools/helper.py:11"
+    assert case["text"].endswith("return slots[key]\nKeyError: 'chat'")
 
 
 def test_the_cause_chain_of_a_middleware_crosses_the_worker(project: ConnicProject) -> None:
@@ -139,7 +142,7 @@ def test_the_cause_chain_of_a_middleware_crosses_the_worker(project: ConnicProje
     result = project.run(*QUIET)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "the run's error raised:",
+        "middleware before raised:",
         ">           return content[\"missing\"]",
         "E   KeyError: 'missing'",
         "middleware/mw.py:3: KeyError",
@@ -178,3 +181,172 @@ def test_breakpoint_in_a_worker_says_how_to_debug(project: ConnicProject) -> Non
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([("*BreakpointInWorker: breakpoint() in user code running in a worker process: "
                                  "run pytest with --pdb*")])
+
+
+# ------------------------------------------------------------------ builders, guardrails, hooks, imports
+
+GUARD = """
+def _norm(text):
+    return text["x"]
+
+
+def check(content, context):
+    return _norm(content)
+"""
+
+BUILDER = """
+def _make(args):
+    return args["needed"]
+
+
+def build(context, builder_args, test_name, payload, files):
+    return {"n": _make(builder_args)}
+"""
+
+CLEANUP = """
+def build(context, builder_args, test_name, payload, files):
+    return "hi"
+
+
+def cleanup(run, context, builder_args):
+    return {}["gone"]
+"""
+
+HOOKS = """
+def before(tool_name, params, context):
+    return _fix(params)
+
+
+def _fix(params):
+    return {"day": params["nope"]}
+"""
+
+SLOT_TOOL = ('def schedule(day: str) -> dict:\n    """Schedule.\n\n    Args:\n        day: the day\n    """\n'
+             '    return {"slot": 1}\n')
+
+BROKEN_IMPORT = """
+def _conf():
+    return {}["port"]
+
+
+PORT = _conf()
+"""
+
+
+@pytest.mark.parametrize("isolation", ["process", "none"])
+def test_a_builders_exception_shows_its_traceback(project: ConnicProject, isolation: str) -> None:
+    project.write("tests/builders/b.py", BUILDER)
+    project.write("tests/builders/c.py", CLEANUP)
+    project.agent("bd")
+    project.suite("bd", "tests:\n  - name: built\n    builder: b\n  - name: cleaned\n    builder: c\n")
+    project.replies("bd", "built", "done")
+    project.replies("bd", "cleaned", "done")
+    result = project.run(*QUIET, f"--connic-isolation={isolation}", "--connic-json=r.json")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*✗ bd [[]failed[]] (*ms) at tests/builders/b.py:2",
+        "builder build() raised:",
+        ">       return {\"n\": _make(builder_args)}",
+        "tests/builders/b.py:6: ",
+        ">       return args[\"needed\"]",
+        "E   KeyError: 'needed'",
+        "tests/builders/b.py:2: KeyError",
+    ])
+    result.stdout.fnmatch_lines(["builder cleanup() raised:", ">       return {}[\"gone\"]", "E   KeyError: 'gone'",
+                                 "tests/builders/c.py:6: KeyError"])
+    assert "pytest_connic" not in result.stdout.str()
+    cases = {c["test_name"]: c for c in json.loads((project.root / "r.json").read_text("utf-8"))["cases"]}
+    assert cases["built"]["traceback"]["where"] == "tests/builders/b.py:2"
+    assert cases["built"]["runs_detail"][0]["error_traceback"]["origin"] == "builder build()"
+
+
+def test_a_custom_guardrails_exception_shows_its_traceback(project: ConnicProject) -> None:
+    project.write("guardrails/g.py", GUARD)
+    project.agent("gr", guardrails={"input": [{"type": "custom", "name": "g"}]})
+    project.suite("gr", "tests:\n  - name: guarded\n    payload: hi\n")
+    project.replies("gr", "guarded", "done")
+    result = project.run(*QUIET, "--tb=short")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*✗ input guardrail g: blocked — check raised TypeError: string indices must be integers* at guardrails/g.py:2",
+        "input guardrail 'g' raised:",
+        "guardrails/g.py:6: in check",
+        "    return _norm(content)",
+        "guardrails/g.py:2: in _norm",
+        "    return text[\"x\"]",
+        "E   TypeError: string indices must be integers*",
+    ])
+
+
+def test_a_tool_hooks_exception_shows_its_traceback(project: ConnicProject) -> None:
+    project.tool("t", SLOT_TOOL)
+    project.write("hooks/hk.py", HOOKS)
+    project.agent("hk", tools=["t.schedule"])
+    project.suite("hk", "tests:\n  - name: hooked\n    payload: hi\n    expected_tool_calls:\n"
+                        "      - schedule: result.slot == 1\n")
+    project.replies("hk", "hooked", [("schedule", {"day": "x"})], "done")
+    result = project.run(*QUIET, "--tb=short")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*✗ schedule(day=\"x\") (*ms) — before hook failed: KeyError: 'nope' at hooks/hk.py:6",
+        "the before hook of schedule(...) (tool call #1) raised:",
+        "hooks/hk.py:2: in before",
+        "hooks/hk.py:6: in _fix",
+        "E   KeyError: 'nope'",
+    ])
+
+
+def test_the_guardrail_hooks_exception_shows_its_traceback(project: ConnicProject) -> None:
+    project.agent("smart", guardrails={"input": [{"type": "moderation"}]})
+    project.write("conftest.py", "def _classify():\n    raise ValueError('no classifier')\n\n\n"
+                                 "def pytest_connic_guardrail(config, rule, direction, content, context):\n"
+                                 "    return _classify()\n")
+    project.suite("smart", "tests:\n  - name: hook raises\n    payload: hi\n")
+    result = project.run(*QUIET, "--tb=short")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["the hook pytest_connic_guardrail raised:", "conftest.py:6: in pytest_connic_guardrail",
+                                 "conftest.py:2: in _classify", "E   ValueError: no classifier"])
+
+
+@pytest.mark.parametrize("isolation", ["process", "none"])
+def test_an_import_error_shows_its_traceback(project: ConnicProject, isolation: str) -> None:
+    project.tool("t", BROKEN_IMPORT + SLOT_TOOL)
+    project.write("guardrails/g.py", BROKEN_IMPORT + GUARD)
+    project.agent("hk", tools=["t.schedule"])
+    project.agent("gr", guardrails={"input": [{"type": "custom", "name": "g"}]})
+    project.suite("hk", "tests:\n  - name: tooled\n    payload: hi\n")
+    project.suite("gr", "tests:\n  - name: guarded\n    payload: hi\n")
+    project.replies("gr", "guarded", "done")
+    result = project.run(*QUIET, "--tb=short", f"--connic-isolation={isolation}", "--connic-json=r.json")
+    result.assert_outcomes(failed=2)
+    for module in ("tools/t.py", "guardrails/g.py"):
+        result.stdout.fnmatch_lines([f"importing {module} raised:", f"{module}:5: in <module>", "    PORT = _conf()",
+                                     f"{module}:2: in _conf", "E   KeyError: 'port'"])
+    out = result.stdout.str()
+    assert "frozen" not in out and "importlib" not in out and "pytest_connic" not in out
+    cases = {c["test_name"]: c for c in json.loads((project.root / "r.json").read_text("utf-8"))["cases"]}
+    assert cases["tooled"]["traceback"]["where"] == "tools/t.py:2"
+    assert cases["guarded"]["traceback"]["where"] == "guardrails/g.py:2"
+
+
+def test_a_syntax_error_at_import_shows_its_line(project: ConnicProject) -> None:
+    project.tool("t", "from tools.helper import SLOTS\n\n" + SLOT_TOOL)  # collection parses t.py, not its helper
+    project.tool("helper", "SLOTS = {\n    'mon': 1,\n    'tue' 2,\n}\n")
+    project.agent("hk", tools=["t.schedule"])
+    project.suite("hk", "tests:\n  - name: tooled\n    payload: hi\n")
+    result = project.run(*QUIET)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["importing tools/t.py raised:", ">   from tools.helper import SLOTS",
+                                 "tools/t.py:1: ", "*", ">   *'tue' 2,", "E   SyntaxError: *",
+                                 "tools/helper.py:3: SyntaxError"])
+
+
+def test_a_builder_that_raises_at_import_shows_its_traceback(project: ConnicProject) -> None:
+    project.write("tests/builders/b.py", BROKEN_IMPORT + BUILDER)
+    project.agent("bd")
+    project.suite("bd", "tests:\n  - name: built\n    builder: b\n")
+    result = project.run(*QUIET, "--tb=short")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*builder 'b': tests/builders/b.py:2: importing b.py raised KeyError: 'port'",
+                                 "importing tests/builders/b.py raised:", "tests/builders/b.py:5: in <module>",
+                                 "tests/builders/b.py:2: in _conf", "E   KeyError: 'port'"])

@@ -17,7 +17,14 @@ Caller = Callable[..., Awaitable[Any]]
 
 
 class BuilderError(ConnicError):
-    """``build()`` failed: the run fails before the agent, cleanup still runs."""
+    """``build()`` failed: the run fails before the agent, cleanup still runs; ``__cause__`` is
+    the user's exception when ``build()`` raised."""
+
+
+class CleanupFailure(str):
+    """What ``cleanup()`` failing means, in words; ``raised`` is the user's exception when it raised."""
+
+    raised: BaseException | None = None
 
 
 class _OwnTimeout(ConnicError):
@@ -131,7 +138,9 @@ async def cleanup(
     except UserCodeEnded as exc:
         return exc.message
     except Exception as exc:  # noqa: BLE001  (user code)
-        return f"builder cleanup raised: {safe_text(exc) or type(exc).__name__}"
+        failure = CleanupFailure(f"builder cleanup raised: {safe_text(exc) or type(exc).__name__}")
+        failure.raised = exc
+        return failure
     if verdict is None or verdict is True:
         return None
     if verdict is False:

@@ -41,6 +41,7 @@ from pytest_connic.runtime.services import RuntimeServices
 from pytest_connic.runtime.sessions import runs_in_order
 from pytest_connic.runtime.signals import UserCodeEnded
 from pytest_connic.runtime.state import RunScope
+from pytest_connic.usertb import for_record, import_in, masked
 
 if TYPE_CHECKING:
     from pytest_connic.execution.isolation.pool import Lease, WorkerPool
@@ -496,7 +497,14 @@ class CaseRun:
             record.failures.extend(self._unused_approvals(scope))
         if cleanup_failure:
             record.failures.append(cleanup_failure)
+            if record.error_traceback is None and not any(c.traceback for c in record.tool_calls):
+                record.error_traceback = self._user_traceback(getattr(cleanup_failure, "raised", None),
+                                                              "builder cleanup()")
         return record
+
+    def _user_traceback(self, exc: BaseException | None, origin: str) -> dict[str, Any] | None:
+        """What the run record keeps of user code's traceback (``usertb.for_record``), masked."""
+        return None if exc is None else for_record(exc, self.root, self.runtime.masker.text, origin)
 
     async def _lease(self, fresh_modules: bool, index: int = 0) -> Lease | RunRecord | None:
         """The run's worker process (``--connic-isolation=process``), taken before the run's clock
@@ -537,6 +545,8 @@ class CaseRun:
             record = RunRecord(run_id=f"setup-{index}", agent_name=self.agent_name, index=index,
                                status="failed", error=str(exc))
             record.failures.append(str(exc))
+            trace = import_in(str(exc))  # the module raised at import: its traceback
+            record.error_traceback = masked(trace, self.runtime.masker.text) if trace else None
             return record
 
     async def _invoke(self, scope: RunScope, builder_module: Any, context: dict[str, Any],
@@ -555,6 +565,7 @@ class CaseRun:
                     record = RunRecord(run_id=f"build-{scope.run_index}", agent_name=self.agent_name,
                                        index=scope.run_index, status="failed", error=str(exc))
                     record.failures.append(str(exc))
+                    record.error_traceback = self._user_traceback(exc.__cause__, "builder build()")
                     if lease is not None:  # a fresh worker after a kill, started outside cleanup's bound
                         await lease.acquire()
                     failure = await builders.cleanup(scope.call, builder_module,

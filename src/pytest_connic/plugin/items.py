@@ -15,7 +15,7 @@ from pytest_connic.errors import ConnicError
 from pytest_connic.plugin.session import ConnicSession
 from pytest_connic.plugin.session import state as state_of
 from pytest_connic.project.layout import DiscoveryError
-from pytest_connic.warnings import ConnicWarning
+from pytest_connic.warnings import CassetteDivergenceWarning, ConnicWarning
 
 if TYPE_CHECKING:
     from pytest_connic.project.load import LoadWarning
@@ -325,7 +325,16 @@ class CaseItem(pytest.Item):
             return case_longrepr(excinfo.value.text, excinfo.value.outcome, state_of(self.config).masker,
                                  style=self.config.getoption("tbstyle", "auto"), trace=TraceOptions.of(self.config))
         if isinstance(excinfo.value, ConnicWarning):  # made an error with -W: a message, not a bug
-            return f"{self.suite.relpath}:{self.spec.line}: {type(excinfo.value).__name__}: {excinfo.value}"
+            message = f"{type(excinfo.value).__name__}: {excinfo.value}"
+            line = f"{self.suite.relpath}:{self.spec.line}: {message}"
+            if isinstance(excinfo.value, CassetteDivergenceWarning) and self.outcome is not None:
+                from pytest_connic.plugin.longrepr import warning_longrepr
+                from pytest_connic.plugin.usertrace import TraceOptions
+
+                return warning_longrepr(line, message, self.outcome, state_of(self.config).masker,
+                                        style=self.config.getoption("tbstyle", "auto"),
+                                        trace=TraceOptions.of(self.config))
+            return line
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
@@ -373,8 +382,12 @@ def run_item(state: ConnicSession, item: CaseItem) -> None:
         with state.case_running(item.path, item.spec.line):
             _run_case(state, item)
     except ProjectError as exc:
+        from pytest_connic import usertb
+
         outcome = _setup_outcome(state, item, str(exc))
-        raise CaseFailed(failure_text(outcome, state.masker), outcome) from None
+        trace = usertb.import_in(str(exc))  # a module of the project failed to import: its traceback
+        outcome.setup_traceback = usertb.masked(trace, state.masker.text) if trace else None
+        raise CaseFailed(failure_text(outcome, state.masker, _width(state)), outcome) from None
     finally:
         _add_junit_properties(state, item)
 
@@ -392,14 +405,19 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     outcome = runtime.run_case(item.suite, item.spec, item.nodeid)
     item.outcome = state.add_outcome(outcome)
     if outcome.infrastructure_error:
-        raise CaseInfrastructureError(failure_text(outcome, state.masker), outcome)
+        raise CaseInfrastructureError(failure_text(outcome, state.masker, _width(state)), outcome)
     if outcome.recording_error is not None:  # no cassette was written: an error, never a silent pass
-        raise CaseErrored(failure_text(outcome, state.masker), outcome)
+        raise CaseErrored(failure_text(outcome, state.masker, _width(state)), outcome)
     if not outcome.verdict_passed and outcome.left_out is None:
         from pytest_connic.plugin.debugging import live_traceback
 
-        error = CaseFailed(failure_text(outcome, state.masker), outcome)
+        error = CaseFailed(failure_text(outcome, state.masker, _width(state)), outcome)
         raise error.with_traceback(live_traceback(outcome))  # --pdb: the debugger stops in the user's frame
+
+
+def _width(state: ConnicSession) -> int:
+    """The terminal's width, which a failure report's first line fits."""
+    return int(state.config.get_terminal_writer().fullwidth)
 
 
 def record_invalid(state: ConnicSession, item: CaseItem) -> None:

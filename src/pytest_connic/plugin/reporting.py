@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_connic.plugin.session import state as state_of
+from pytest_connic.plugin.terminal_fit import ascii_symbols
 from pytest_connic.plugin.verdicts import ERROR_ATTR, is_case_id, is_error_report, report_verdict
 from pytest_connic.plugin.xdist import ends_runs, is_worker, placeholder_outcome, verbose
 
@@ -28,6 +29,7 @@ class ConnicReporting:
         self.interrupted = False
         if verbose(config) and not is_worker(config):
             state_of(config).run_listeners.append(self._run_finished)
+        ascii_symbols(config)  # a cp1252 console: the plugin's symbols in ASCII, not escaped
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[

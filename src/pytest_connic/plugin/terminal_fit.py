@@ -1,5 +1,6 @@
 """How wide and in which encoding the plugin's tables are drawn: pytest's terminal, as the
-results table (``plugin/outputs.py``) and the A/B table (``plugin/ab.py``) both need it."""
+results table (``plugin/outputs.py``) and the A/B table (``plugin/ab.py``) both need it; and the
+ASCII its symbols become on a console that cannot print them (:func:`ascii_symbols`)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,24 @@ def console_encoding(reporter: Any) -> str | None:
     writer = getattr(reporter, "_tw", None)  # pytest has no public name for its output file
     encoding = getattr(getattr(writer, "_file", None), "encoding", None)
     return encoding if isinstance(encoding, str) else None
+
+
+def ascii_symbols(config: pytest.Config) -> None:
+    """On a console that cannot print the plugin's symbols (``PYTHONIOENCODING=cp1252``: ``✓ ✗ →``),
+    everything pytest writes shows their ASCII fallbacks (``reports/table.py``) rather than
+    ``\\u2713`` escapes: the terminal writer's ``write`` (which its ``line``, ``sep`` and every
+    failure report go through) translates them. Other text is written as pytest writes it."""
+    from pytest_connic.reports.table import symbol_fallbacks
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    writer = getattr(reporter, "_tw", None)
+    table = symbol_fallbacks(console_encoding(reporter))
+    if writer is None or not table or getattr(writer, "_connic_ascii", False):
+        return
+    write = writer.write
+
+    def ascii_write(msg: str, **markup: bool) -> None:
+        write(msg.translate(table), **markup)
+
+    writer.write = ascii_write
+    writer._connic_ascii = True

@@ -16,10 +16,10 @@ from typing import Any
 
 from _pytest._code.code import ReprEntry, ReprEntryNative, ReprFileLocation, ReprLocals, ReprTraceback
 
-from pytest_connic.records.run import CaseOutcome, RunRecord
-from pytest_connic.usertb import TracebackData, traceback_text, user_frames
+from pytest_connic.usertb import TracebackData, case_traceback, traceback_text, user_frames
 
 Element = tuple[ReprTraceback, ReprFileLocation, str | None]
+__all__ = ["Element", "TraceOptions", "case_traceback", "traceback_elements"]
 
 
 @dataclass(frozen=True)
@@ -35,32 +35,6 @@ class TraceOptions:
         full = bool(config.getoption("fulltrace", False))
         style = "long" if full else str(config.getoption("tbstyle", "auto") or "auto")
         return cls(style, bool(config.getoption("showlocals", False)), full)
-
-
-def _run_traceback(record: RunRecord) -> tuple[str, TracebackData] | None:
-    """(what raised, its traceback) of a failed run: the run's own error, else its first tool
-    call that raised (children's runs included)."""
-    if record.error_traceback:
-        return "the run's error", record.error_traceback
-    for call in record.tool_calls:
-        if call.traceback:
-            return f"{call.name}(...) (tool call #{call.seq + 1})", call.traceback
-    for trigger in record.triggers:
-        if trigger.child_run is not None:
-            found = _run_traceback(trigger.child_run)
-            if found is not None:
-                return found
-    return None
-
-
-def case_traceback(outcome: CaseOutcome) -> tuple[str, TracebackData] | None:
-    """The traceback a failed case shows: its first failed run's (see :func:`_run_traceback`)."""
-    for record in outcome.records:
-        if not record.passed:
-            found = _run_traceback(record)
-            if found is not None:
-                return found
-    return None
 
 
 def shown(file: str) -> str:

@@ -35,6 +35,7 @@ from pytest_connic.project.load import (
     printed_lines,
 )
 from pytest_connic.project.located import exception_text, relative, user_location
+from pytest_connic.usertb import ImportCapture, attach, import_failure
 from pytest_connic.yamlpos import YamlPositions
 
 
@@ -50,7 +51,8 @@ def import_error(exc: BaseException, root: Path, path: Path) -> UserImportError:
     else:
         where = user_location(exc, root)
     where = where or relpath
-    return UserImportError(f"{where}: importing {relpath} raised {exception_text(exc)}")
+    return attach(UserImportError(f"{where}: importing {relpath} raised {exception_text(exc)}"),
+                  import_failure(exc, root, path))
 
 
 #: the head of the SDK's printed warning about middleware or hooks that failed to load
@@ -197,7 +199,7 @@ class LoadedProject:
         if self.static:
             return self._static_guardrail(name)
         with self._lock:
-            printed = io.StringIO()
+            printed = ImportCapture(self.root, self.root / "guardrails" / f"{name}.py")  # the traceback
             with contextlib.redirect_stdout(printed):
                 guardrail = self._user_import(f"custom guardrail '{name}'", self.root / "guardrails" / f"{name}.py",
                                               lambda: self.loader.load_guardrail(name))

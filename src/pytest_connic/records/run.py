@@ -73,6 +73,8 @@ class GuardrailRecord:
     message: str | None = None
     mocked: bool = False
     mock_function: str | None = None
+    #: ``guardrails/g.py:3``: where the check raised (its traceback is the run's ``error_traceback``)
+    where: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -254,6 +256,9 @@ class CaseOutcome:
     #: why a recording session wrote no cassette for the case (a run's recording is incomplete):
     #: an error of the case, never a silent pass (docs/models.md, "A recording never fails in silence")
     recording_error: str | None = None
+    #: the user's traceback when the case could not be set up because a module of the project
+    #: failed to import (``usertb.import_traceback``)
+    setup_traceback: dict[str, Any] | None = None
 
     @property
     def successes(self) -> int:
@@ -384,6 +389,7 @@ class CaseOutcome:
             "attempts": list(self.attempts),
             "left_out": self.left_out,
             "recording_error": self.recording_error,
+            "setup_traceback": self.setup_traceback,
             "agent_run_ids": [r.run_id for r in self.executed],
             "agent_run_passed": [r.passed for r in self.executed],
             "median_latency_ms": self.median_latency_ms,
@@ -595,6 +601,9 @@ def _run_meta(record: RunRecord, child: bool) -> dict[str, Any]:
     }
     if child:
         meta.update(child=True, input=record.input, output=record.output_raw)
+    where = (record.error_traceback or {}).get("where")
+    if where and not any(g.where for g in record.guardrails):  # a guardrail's line says it already
+        meta["where"] = where
     return meta
 
 

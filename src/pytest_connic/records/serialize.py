@@ -56,4 +56,5 @@ def outcome_from_dict(data: dict[str, Any]) -> CaseOutcome:
         interrupted=data.get("interrupted"), pytest_outcome=data.get("pytest_outcome"),
         pytest_reason=data.get("pytest_reason"), attempts=list(data.get("attempts") or []),
         left_out=data.get("left_out"), recording_error=data.get("recording_error"),
+        setup_traceback=data.get("setup_traceback"),
     )

@@ -4,7 +4,8 @@ Connic's keys keep their names, order and meaning, so a script written against `
 --json`` reads this report unchanged. The extras (per case ``nodeid``, ``suite``, ``line``,
 ``status``, ``pass_rate``, ``wilson_95``, ``median_latency_ms``, ``tokens``, ``cost``,
 ``skipped_runs``, ``early_stop_reason``, ``setup_error``, ``infrastructure_error``,
-``pytest_outcome``, ``pytest_reason``, ``attempts``, ``runs_detail``, ``warnings``; top-level
+``pytest_outcome``, ``pytest_reason``, ``attempts``, ``runs_detail``, ``traceback`` (the user's, when
+user code raised), ``warnings``; top-level
 ``summary``) follow Connic's keys. Every string passes through the
 masker, and every value is plain JSON.
 """
@@ -19,6 +20,7 @@ from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
 from pytest_connic.reports import stats
 from pytest_connic.reports.stats import case_status, case_wilson, pass_rate, sorted_outcomes
 from pytest_connic.secrets import Masker
+from pytest_connic.usertb import case_traceback
 
 #: ``connic test`` fetches the details of at most this many failed runs per case
 MAX_FAILED_RUNS_SHOWN = 3
@@ -129,7 +131,20 @@ def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
         "pytest_reason": masked(outcome.pytest_reason, masker),
         "attempts": masked(outcome.attempts, masker),
         "runs_detail": [run_detail(r, masker=masker) for r in outcome.records],
+        "traceback": _traceback(outcome, masker=masker),
     }
+
+
+def _traceback(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any] | None:
+    """The user's traceback the failure report shows (``usertb.case_traceback``): what raised, where,
+    and its text as Python prints it (masked, bounded); None when user code raised nothing."""
+    if outcome.passed:
+        return None
+    found = case_traceback(outcome)
+    if found is None:
+        return None
+    what, data = found
+    return {"origin": what, "where": data.get("where"), "text": masked(data.get("text"), masker)}
 
 
 def failed_runs(outcome: CaseOutcome, *, masker: Masker, limit: int = MAX_FAILED_RUNS_SHOWN) -> dict[str, Any]:

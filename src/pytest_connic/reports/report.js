@@ -208,8 +208,9 @@
   // failures first (failed, error, interrupted), then skipped, then passed; stable otherwise
   function rank(status) { return status === "passed" ? 2 : status === "skipped" ? 1 : 0; }
 
-  // The notes of a case's runs (divergence notes first, each text once) and its warnings: shown on
-  // the card itself, in the always-visible summary, not only inside a collapsed trace.
+  // The notes of a case's runs (divergence notes first, each text once) and its warnings (those
+  // that do not repeat a note): shown on the card itself, in the always-visible summary, not only
+  // inside a collapsed trace.
   function caseNotes(c) {
     const notes = new Map();
     for (const run of c.runs_detail || []) {
@@ -220,15 +221,21 @@
     const ordered = [...notes].sort((a, b) => Number(b[1]) - Number(a[1]));
     const lines = ordered.map(([text, divergence]) => el("div", "card-note" + (divergence ? " divergence" : ""),
       (divergence ? "Divergence: " : "Note: ") + text));
-    for (const warning of c.warnings || []) lines.push(el("div", "card-note warning", "Warning: " + warning));
+    // the case's CassetteDivergenceWarning repeats a divergence note shown above: once is enough
+    const said = (warning) => [...notes.keys()].some((text) => warning.includes(text));
+    for (const warning of c.warnings || []) {
+      if (!said(warning)) lines.push(el("div", "card-note warning", "Warning: " + warning));
+    }
     return lines.length ? add(el("div", "card-notes"), ...lines) : null;
   }
 
   // A failure's traceback (the user's frames), when the runs carry one: on the card, above the runs.
   function caseTraceback(c) {
-    const texts = [c.traceback, ...(c.runs_detail || []).filter((r) => !r.passed).map((r) => r.traceback)];
-    const text = texts.find((t) => typeof t === "string" && t.trim());
-    return text ? add(el("div", "field"), el("div", "label", "Traceback"), el("pre", "traceback", text)) : null;
+    const t = c.traceback;
+    if (!t || typeof t.text !== "string" || !t.text.trim()) return null;
+    // the label is set in capitals: what raised and where go on a line of their own, as written
+    const origin = t.origin ? el("div", "traceback-origin", t.origin + " raised" + (t.where ? " at " + t.where : "")) : null;
+    return add(el("div", "field"), el("div", "label", "Traceback"), origin, el("pre", "traceback", t.text));
   }
 
   function caseNode(c, index) {

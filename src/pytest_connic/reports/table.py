@@ -137,6 +137,21 @@ def for_console(lines: list[str], encoding: str | None) -> list[str]:
     return [line.encode(encoding, "replace").decode(encoding) for line in ascii_lines(lines)]
 
 
+#: the plugin's own symbols and the ASCII a console without them (cp1252, ASCII) gets instead of
+#: pytest's ``\\u2713`` escapes
+SYMBOL_FALLBACKS = {"✓": "+", "✗": "x", "→": "->", "←": "<-", "○": "o", "▲": "^", "▼": "v", "Δ": "d",
+                    "−": "-", "—": "--", "–": "-", "…": "...", "·": "-", "│": "|"}
+
+
+def symbol_fallbacks(encoding: str | None) -> dict[int, str]:
+    """A ``str.translate`` table for the plugin's symbols on a console with ``encoding``: empty when
+    it prints them all (or its encoding is unknown), else every symbol in ASCII (cp1252 has ``—``
+    and ``…`` but not ``✓``: the lines then read alike, in ASCII)."""
+    if all(encodable(c, encoding) for c in SYMBOL_FALLBACKS):
+        return {}
+    return {ord(c): ascii for c, ascii in SYMBOL_FALLBACKS.items()}
+
+
 def encodable(text: str, encoding: str | None) -> bool:
     """Whether a console with ``encoding`` can print ``text`` (unknown encodings: assume so)."""
     if not encoding:

@@ -44,7 +44,7 @@ async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: An
     except Exception as exc:  # noqa: BLE001  (user code)
         raise RunFailed(
             f"middleware {phase} of agent '{inv.config.name}' raised {type(exc).__name__}: {exc}",
-            traceback=for_record(exc, inv.services.project.root, inv.services.masker.text),
+            traceback=_user_traceback(inv, exc, f"middleware {phase}"),
         ) from None
 
 
@@ -243,6 +243,11 @@ async def user_code(awaitable: Any) -> Any:
         raise UserCodeError(exc) from exc
 
 
+def _user_traceback(inv: InvocationState, exc: BaseException, origin: str | None = None) -> dict[str, Any] | None:
+    """What the run record keeps of user code's traceback (``usertb.for_record``), masked."""
+    return for_record(exc, inv.services.project.root, inv.services.masker.text, origin)
+
+
 def internal_error(exc: BaseException, doing: str) -> RunAborted:
     """A located run failure for a bug of pytest-connic itself (never shown as the user's fault)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "pytest_connic" in f.filename]
@@ -306,18 +311,21 @@ def _failed_call(inv: InvocationState, record: ToolCallRecord, exc: _ToolError |
     the model reads ``Error: ...``, or, in a tool agent's body, the run fails with it."""
     if isinstance(exc, UserCodeError):
         record.error = str(exc)
-        record.traceback = for_record(exc.exc, inv.services.project.root, inv.services.masker.text)
+        record.traceback = _user_traceback(inv, exc.exc)
     else:
         record.error = exc.message
+        record.traceback = exc.traceback
     if body:
         raise RunFailed(record.error, traceback=record.traceback) from None
     return f"Error: {record.error}"
 
 
 class _ToolError(ConnicError):
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, traceback: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        #: the user's traceback when a hook (or its mock) raised (``usertb.for_record``)
+        self.traceback = traceback
 
 
 class _Aborted(ConnicError):
@@ -402,7 +410,8 @@ async def _before_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, pa
     except AbortTool as abort:
         raise _Aborted(abort.result, _origin("before", mock)) from None
     except UserCodeError as exc:
-        raise _ToolError(f"{_origin('before', mock)} failed: {exc}") from None
+        raise _ToolError(f"{_origin('before', mock)} failed: {exc}",
+                         _user_traceback(inv, exc.exc, _origin("before", mock))) from None
     if changed is None:  # None = params unchanged
         return params
     if not isinstance(changed, dict):
@@ -424,7 +433,8 @@ async def _after_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, par
     except AbortTool as abort:
         raise _Aborted(abort.result, _origin("after", mock)) from None
     except UserCodeError as exc:
-        raise _ToolError(f"{_origin('after', mock)} failed: {exc}") from None
+        raise _ToolError(f"{_origin('after', mock)} failed: {exc}",
+                         _user_traceback(inv, exc.exc, _origin("after", mock))) from None
     return result if changed is None else changed  # None = keep the result
 
 

@@ -19,11 +19,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pytest_connic.models.base import CallFailed, CassetteError, ModelRequest
+from pytest_connic.project.located import exception_text, safe_text
 from pytest_connic.project.sdk import GuardrailResult, GuardrailRule
 from pytest_connic.records.run import GuardrailRecord
 from pytest_connic.runtime.mocks import guardrail_ladder
 from pytest_connic.runtime.signals import RunAborted, RunFailed, UserCodeEnded
 from pytest_connic.runtime.state import InvocationState
+from pytest_connic.usertb import for_record, import_in, masked
 from pytest_connic.warnings import ConnicWarning, GuardrailNotEvaluatedWarning
 
 if TYPE_CHECKING:
@@ -198,12 +200,16 @@ def as_result(value: Any, source: str) -> GuardrailResult:
     return GuardrailResult(passed=False, message=f"{source} returned {type(value).__name__}, not GuardrailResult")
 
 
-async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str, text: str) -> tuple[GuardrailResult, str | None]:
+async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str,
+                  text: str) -> tuple[GuardrailResult, str | None, dict[str, Any] | None]:
+    """The check's result, the mock that gave it, and the user's traceback when the check raised."""
     name = rule.name or ""
     try:  # the real file must load, mocked or not (https://connic.co/docs/v1/test/fixtures-and-mocks)
         real = inv.services.project.guardrail(name)
     except Exception as exc:  # noqa: BLE001  (user code)
-        raise RunAborted(f"{exc} ({direction} guardrail of agent '{inv.config.name}')") from None
+        trace = import_in(str(exc))  # the module's import raised: its traceback
+        raise RunAborted(f"{exc} ({direction} guardrail of agent '{inv.config.name}')",
+                         traceback=masked(trace, inv.services.masker.text) if trace else None) from None
     func, mock_name = inv.scope.mocks.choose(
         guardrail_ladder(direction, name), "strict_guardrail_mocks",
         lambda tried: f"custom {direction} guardrail '{name}' would run without a mock ({tried})", real.check)
@@ -213,8 +219,10 @@ async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str, tex
     except UserCodeEnded:  # a crash or a BaseException ends the run, it is no verdict
         raise
     except Exception as exc:  # noqa: BLE001  (an exception counts as a violation)
-        return GuardrailResult(passed=False, message=f"check raised {type(exc).__name__}: {exc}"), mock_name
-    return as_result(result, mock_name or f"guardrails/{name}.py::check"), mock_name
+        trace = for_record(exc, inv.services.project.root, inv.services.masker.text,
+                           f"{direction} guardrail '{name}'" + (f" (mock {mock_name})" if mock_name else ""))
+        return GuardrailResult(passed=False, message=f"check raised {exception_text(exc)}"), mock_name, trace
+    return as_result(result, mock_name or f"guardrails/{name}.py::check"), mock_name, None
 
 
 #: what each model-based type asks the judge, from Connic's descriptions of the type and its
@@ -321,17 +329,18 @@ def _judge_call(inv: InvocationState, rule: GuardrailRule, direction: str, text:
 
 
 def unjudged_message(inv: InvocationState, rule: GuardrailRule, direction: str, why: str) -> str:
-    """How to supply the judgement of a check that has none (hand-written entry, judge, hook)."""
-    return (
-        f"{direction} guardrail '{rule.type}' of agent '{inv.config.name}' has no judgement: Connic "
-        f"evaluates it with a hosted model, which pytest-connic does not have ({why}). Supply it: "
-        f"write the judgement into the case's cassette under runs[<i>].calls "
-        f"(- kind: guardrail, name: {rule.type}, result: {{passed: false, reason: \"...\"}}; without "
-        f"arguments it answers any content), record it with --connic-guardrail-model MODEL (ini "
-        f"connic_guardrail_model) and --connic-record-mode=all, or implement the hook {HOOK} in "
-        f"conftest.py; --connic-unjudged-guardrails=pass counts unjudged checks as passed "
-        f"(docs/guardrails.md)"
-    )
+    """How to supply the judgement of a check that has none (hand-written entry, judge, hook): a
+    sentence, then the ways as a short list, one line each (a failure report shows them so)."""
+    return "\n".join([
+        (f"{direction} guardrail '{rule.type}' of agent '{inv.config.name}' has no judgement: Connic "
+         f"evaluates it with a hosted model, which pytest-connic does not have ({why}). Supply it "
+         "(docs/guardrails.md):"),
+        (f"- write it in the cassette, runs[<i>].calls: {{kind: guardrail, name: {rule.type}, "
+         "result: {passed: false}}"),
+        "- record it: --connic-guardrail-model MODEL (ini connic_guardrail_model) and --connic-record-mode=all",
+        f"- implement the hook {HOOK} in conftest.py",
+        "- or count unjudged checks as passed: --connic-unjudged-guardrails=pass",
+    ])
 
 
 async def _model_based(inv: InvocationState, rule: GuardrailRule, direction: str,
@@ -342,8 +351,9 @@ async def _model_based(inv: InvocationState, rule: GuardrailRule, direction: str
         if inspect.isawaitable(result):
             result = await result
     except Exception as exc:  # noqa: BLE001  (user code)
+        trace = for_record(exc, inv.services.project.root, inv.services.masker.text, f"the hook {HOOK}")
         raise RunAborted(f"{HOOK} raised {type(exc).__name__} for the {direction} "
-                         f"guardrail '{rule.type}': {exc}") from None
+                         f"guardrail '{rule.type}': {safe_text(exc)}", traceback=trace) from None
     if result is not None:
         return as_result(result, HOOK)
     models = inv.scope.models
@@ -403,9 +413,13 @@ async def _evaluate(inv: InvocationState, rule: GuardrailRule, direction: str, t
     record = GuardrailRecord(direction=direction, type=rule.type, name=rule.name, status="passed")
     rejection = _rejection(rule)
     if rule.type == "custom":
-        result, record.mock_function = await _custom(inv, rule, direction, text)
+        result, record.mock_function, trace = await _custom(inv, rule, direction, text)
         record.mocked = record.mock_function is not None
         passed, record.message = result.passed, result.message
+        if trace is not None:
+            record.where = trace.get("where")
+            if _STATUS.get(rule.mode, "blocked") == "blocked":  # the run ends here: its traceback
+                inv.record.error_traceback = inv.record.error_traceback or trace
     elif rule.type in ("pii", "pii_leakage"):
         for entity in unknown_entities(rule):
             inv.services.host.warn_once(f"pii:{entity}", f"pii entity '{entity}' has no local detector and is "

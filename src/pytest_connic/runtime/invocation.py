@@ -148,6 +148,7 @@ async def _body(inv: InvocationState) -> None:
     except RunAborted as exc:
         inv.record.failures.append(exc.message)
         _end(inv, "failed", error=exc.message)
+        inv.record.error_traceback = exc.traceback
     except CassetteError as exc:
         inv.record.failures.append(str(exc))
         _end(inv, "failed", error=str(exc))

@@ -23,6 +23,7 @@ import jsonschema
 from pytest_connic.errors import ConnicError
 from pytest_connic.project.located import exception_text, user_location
 from pytest_connic.runtime.signals import RunAborted
+from pytest_connic.usertb import import_failure
 
 _counter = itertools.count()
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")
@@ -107,8 +108,10 @@ def import_as(name: str, path: Path) -> types.ModuleType:
 
 
 def _where(exc: BaseException, path: Path) -> str:
-    """``tests/builders/x.py:3: ``: where in the module (relative to the project) its import failed."""
+    """``tests/builders/x.py:3: ``: where in the module (relative to the project) its import failed;
+    its traceback is kept for the run's failure report (``usertb.import_failure``)."""
     root = path.parent.parent.parent  # <project>/tests/<builders|mocks>/<name>.py
+    import_failure(exc, root, path)
     if isinstance(exc, SyntaxError) and exc.filename:
         # a syntax error has no frame in the file (its traceback ends in importlib): its own
         # file and line say where it is

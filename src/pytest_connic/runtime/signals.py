@@ -12,9 +12,11 @@ class RunAborted(RunSignal):
     """Ends the run at once and fails it with ``message`` as a check failure
     (strict mocks, a mocked call that misses the signature, a cassette problem)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, traceback: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        #: the user's traceback when user code's exception aborted the run (``usertb.for_record``)
+        self.traceback = traceback
 
 
 class RunFailed(RunSignal):

@@ -168,6 +168,10 @@ def test_screenshot_with_the_header_and_the_summary_table(chromium: str, context
 NOTE = ("runs[0].turns[1]: the request differs from the recording: the system prompt changed "
         "(recorded 3f2a…, now 9b1c…)")
 WARNING = "tests/desk.yaml:3: ConnicWarning: the cassette's turns carry no request digests"
+FAILING_NOTE = "runs[0].turns[1]: message 2 (tool) differs: the tool result is now an error (KeyError: 'chat')"
+#: what the case's run warns at the end (pytest's warning text): the divergence note once more
+REPEATED = (f"tests/desk.yaml:3: CassetteDivergenceWarning: {NOTE}; the replayed answers were recorded for "
+            "another request: re-record the cassette with --connic-record-mode=all")
 TRACEBACK = ('Traceback (most recent call last):\n  File "tools/helpers.py", line 42, in lookup\n'
              '    return table[key]\nKeyError: \'chat\'')
 LONG_CASE = "answers a question about the refund policy for premium members of the loyalty programme"
@@ -182,7 +186,11 @@ def card_outcomes() -> list[CaseOutcome]:
                           agent_name="knowledge-copilot", case_name=LONG_CASE, runs=1, success_threshold=100,
                           records=[noted])
     broken = RunRecord(run_id="run-broken", agent_name="knowledge-copilot", status="failed",
-                       error="KeyError: 'chat'", failures=["agent error: KeyError: 'chat'"], duration_ms=30.0)
+                       error="KeyError: 'chat'", failures=["agent error: KeyError: 'chat'"], duration_ms=30.0,
+                       error_traceback={"chain": [], "text": TRACEBACK, "where": "tools/helpers.py:42",
+                                        "origin": "middleware before"},
+                       events=[{"type": "note", "name": f"note: {FAILING_NOTE}", "text": FAILING_NOTE,
+                                "divergence": True}])
     failing = CaseOutcome(nodeid="tests/desk.yaml::colons %3A%3A in name", suite_path="tests/desk.yaml", line=9,
                           agent_name="knowledge-copilot", case_name="colons :: in name", runs=1,
                           success_threshold=100, records=[broken])
@@ -195,8 +203,7 @@ def card_page(tmp_path: Path) -> Path:
 
     outcomes = card_outcomes()
     report = build_json_report(outcomes, masker=Masker(), environment_id="local")
-    add_warnings(report, {outcomes[0].nodeid: [WARNING]}, masker=Masker())
-    report["cases"][1]["runs_detail"][0]["traceback"] = TRACEBACK  # the field NAME=traceback adds
+    add_warnings(report, {outcomes[0].nodeid: [WARNING, REPEATED]}, masker=Masker())
     trend = [{"pass_rate": 1.0, "latency_ms": 40.0}, {"pass_rate": 0.0, "latency_ms": 30.0}]
     report["history"] = {"path": "/work/a/very/long/path/to/the/project/.pytest_cache/connic/history.sqlite",
                          "compared_with": "session 4 of 2026-12-01T12:00:00+00:00 at commit abc123456789",
@@ -236,7 +243,10 @@ def test_the_card_shows_notes_warnings_and_traceback_and_nothing_scrolls_sideway
     assert 'data-note="visible"' in dom  # in the collapsed card's summary, without expanding it
     text = html.unescape(re.search(r'data-text="([^"]*)"', dom).group(1))  # type: ignore[union-attr]
     assert f"Divergence: {NOTE}" in text and f"Warning: {WARNING}" in text
+    assert text.count(NOTE) == 1  # the case's CassetteDivergenceWarning repeats the note: shown once
+    assert f"Divergence: {FAILING_NOTE}" in text  # the failing case's card: its note and its traceback
     assert "KeyError: 'chat'" in text and 'File "tools/helpers.py", line 42' in text
+    assert "middleware before raised at tools/helpers.py:42" in text
     page = card_page.read_text("utf-8")
     history = page.split('id="history"')[1].split("</section>")[0]
     names = re.findall(r'<td class="history-name">([^<]*)</td>', history)

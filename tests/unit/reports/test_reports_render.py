@@ -46,7 +46,7 @@ EXTRA_CASE_KEYS = [
     "nodeid", "suite", "line", "status", "pass_rate", "wilson_95", "median_latency_ms", "median_latency_virtual_ms", "tokens", "cost", "cost_known",
     "skipped_runs", "early_stop_reason", "interrupted", "left_out", "setup_error", "infrastructure_error", "recording_error",
     "pytest_outcome",
-    "pytest_reason", "attempts", "runs_detail",
+    "pytest_reason", "attempts", "runs_detail", "traceback",
 ]
 SPAN_KEYS = ["name", "status", "duration_ms", "span_id", "parent_span_id", "span_order", "metadata_json"]
 SHOWN_KEYS = ["run_id", "input", "output", "error", "run_context", "traces"]

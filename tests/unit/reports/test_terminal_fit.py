@@ -102,8 +102,8 @@ def test_the_no_cassette_sentence_appears_once() -> None:
     text = failure_text(no_cassette_case(), Masker())
     assert text.count("no cassette for this case") == 1
     lines = text.split("\n")
-    assert lines[0] == ("tests/desk.yaml:17: case 'refunds' (desk) failed: 0/1 runs passed, threshold 100% "
-                        f"needs 1: {NO_CASSETTE}")
+    assert lines[0] == "tests/desk.yaml:17: case 'refunds' (desk) failed"  # what failed; then how and why
+    assert lines[1] == f"    0/1 runs passed, threshold 100% needs 1: {NO_CASSETTE}"
     assert failure_reason_line(no_cassette_case()) == NO_CASSETTE  # pytest's crash line
     assert "        Failed:  as above" in lines
     assert "          ✗ desk [failed] (1ms)" in lines  # still marked failed, without the sentence again
@@ -177,3 +177,16 @@ def test_a_calls_error_inside_the_reason_still_marks_its_span() -> None:
                           case_name="x", runs=1, success_threshold=100, records=[record])
     text = failure_text(outcome, Masker())
     assert '✗ add(a=13) [aborted] (0ms) — aborted by before hook (AbortTool): {"error": "unlucky"}' in text
+
+
+def test_a_failures_first_line_fits_the_width_and_says_what_failed() -> None:
+    outcome = no_cassette_case()
+    outcome.case_name = "answers a question about the refund policy for premium members of the loyalty programme"
+    outcome.records[0].failures = ["input guardrail 'moderation' has no judgement. Supply it:\n- write it\n- record it"]
+    lines = failure_text(outcome, Masker(), width=80).split("\n")
+    assert len(lines[0]) <= 80 and lines[0].endswith("(desk) failed"), lines[0]
+    assert lines[0].startswith("tests/desk.yaml:17: case 'answers a") and "…" in lines[0]
+    assert "loyalty programme' (desk)" in lines[0]  # the name's distinguishing end is kept
+    assert lines[1:4] == [("    0/1 runs passed, threshold 100% needs 1: input guardrail 'moderation' has no "
+                           "judgement. Supply it:"), "    - write it", "    - record it"]
+    assert failure_text(outcome, Masker()).split("\n")[0].endswith("loyalty programme' (desk) failed")  # no width
