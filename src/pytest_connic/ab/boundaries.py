@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,6 +55,16 @@ def _correlation(fractions: tuple[float, ...]) -> NDArray[np.float64]:
     return correlation
 
 
+def _fixed_generator(cdf: Any) -> dict[str, Any]:
+    """``rng``, the fixed QMC generator, where SciPy's ``multivariate_normal.cdf`` takes one (1.16
+    and later); before, it integrates with Genz's Fortran routine, which takes none."""
+    import inspect
+
+    import numpy as np
+
+    return {"rng": np.random.default_rng(_SEED)} if "rng" in inspect.signature(cdf).parameters else {}
+
+
 def _box_probability(
     lower: list[float], upper: list[float], fractions: tuple[float, ...], drift: float
 ) -> float:
@@ -74,7 +84,7 @@ def _box_probability(
         maxpts=_MAXPTS,
         abseps=_ABSEPS,
         releps=0.0,
-        rng=np.random.default_rng(_SEED),
+        **_fixed_generator(multivariate_normal.cdf),
     )
     return float(np.clip(value, 0.0, 1.0))
 

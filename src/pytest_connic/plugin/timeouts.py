@@ -122,9 +122,10 @@ class CaseTimers:
         return result
 
     def _set_timer(self, item: CaseItem, settings: Any) -> None:
-        from pytest_timeout import PYTEST_FAILURE_MESSAGE
+        import pytest_timeout
 
-        message = PYTEST_FAILURE_MESSAGE % settings.timeout
+        # pytest-timeout's own failure message (2.4 and later; "Timeout >Ns" before)
+        message = getattr(pytest_timeout, "PYTEST_FAILURE_MESSAGE", "Timeout >%ss") % settings.timeout
         if settings.method == "signal" and threading.current_thread() is threading.main_thread():
             def handler(signum: int, frame: Any) -> None:
                 __tracebackhide__ = True
