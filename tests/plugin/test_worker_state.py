@@ -127,14 +127,14 @@ def test_a_worker_serves_the_next_case_as_a_fresh_worker_would(project: ConnicPr
         f"  - name: {name}\n    payload: '{{\"who\": \"{name}\", \"do\": \"{do}\"}}'\n"
         for name, do in [("a before", "observe"), ("b dirty", "dirty"), ("c after", "waits"),
                          ("d forges", "forges"), ("e raises", "raises"), ("f last", "observe")]))
-    # one worker serves every case in order
+    # one case after another, on one worker at a time
     done = _run(project.root, "-s", "--connic-concurrency", "1")
     cases = _cases(project.root)
     before, after = _output(cases["a before"]), _output(cases["c after"])
     assert cases["c after"]["passed"], done.stdout[-3000:]
-    assert after["pid"] == before["pid"]  # the same worker, put back (not a new one)
-    assert after == before
-    # the verdict of a later case is not forged by the patch; a fresh worker serves it
+    assert after["pid"] != before["pid"]  # every run has a worker of its own
+    assert {k: v for k, v in after.items() if k != "pid"} == {k: v for k, v in before.items() if k != "pid"}
+    # the verdict of a later case is not forged by the patch
     assert not cases["e raises"]["passed"]
     assert "a real failure" in json.dumps(cases["e raises"]["runs_detail"])
     assert _output(cases["f last"])["pid"] != before["pid"]
@@ -406,3 +406,61 @@ def test_sigterm_during_a_hanging_project_import_stops_the_session(project: Conn
     assert "interrupted by SIGTERM" in out
     assert "INTERNALERROR" not in out
     assert {c["test_name"]: c["status"] for c in _cases(project.root).values()} == {"one": "interrupted"}
+
+
+GLOBALS = '''
+import connic
+from tools import shared
+
+COUNT = 0
+CACHE: dict = {}
+
+
+def mutate(payload: dict) -> dict:
+    """What it sees, then changes every kind of module-level state: a counter, a cache, another
+    project module's global and function, and the SDK module itself."""
+    global COUNT
+    seen = {"count": COUNT, "cache": dict(CACHE), "shared": shared.VALUE, "greet": shared.greet(),
+            "connic": getattr(connic, "FORGED", None)}
+    COUNT += 1
+    CACHE[payload.get("who", "?")] = True
+    shared.VALUE = "changed"
+    shared.greet = lambda: "patched"
+    connic.FORGED = "yes"
+    return seen
+'''
+
+SHARED = '''
+VALUE = "pristine"
+
+
+def greet() -> str:
+    return "hello"
+'''
+
+PRISTINE = {"count": 0, "cache": {}, "shared": "pristine", "greet": "hello", "connic": None}
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_module_globals_a_run_changes_are_pristine_in_every_later_run(project: ConnicProject,
+                                                                     concurrency: str) -> None:
+    """A tool mutating module globals (its own, another project module's, ``connic``'s): every run
+    of every case starts from the project as loaded, with one worker at a time and with several."""
+    project.tool("shared", SHARED)
+    project.tool("glob", GLOBALS)
+    _tool_agent(project, "mutate", "glob")
+    project.suite("mutate", """
+        tests:
+          - name: first
+            payload: '{"who": "first"}'
+            runs: 3
+          - name: second
+            payload: '{"who": "second"}'
+            runs: 3
+        """)
+    done = _run(project.root, "--connic-concurrency", concurrency)
+    cases = _cases(project.root)
+    for name in ("first", "second"):
+        assert cases[name]["passed"], done.stdout[-3000:]
+        outputs = [run["output"] for run in cases[name]["runs_detail"]]
+        assert outputs == [PRISTINE] * 3

@@ -177,15 +177,13 @@ class ProjectRuntime:
         placeholders.rebind_modules(project.modules())
         self.executor = ReusingDaemonExecutor()
         self.pool: WorkerPool | None = None
+        self.has_user_code = False
         if options.isolation == "process":
-            from pytest_connic.execution.isolation.pool import DEFAULT_MEMORY_MB, WorkerPool
+            from pytest_connic.execution.isolation.pool import DEFAULT_MEMORY_MB, WorkerPool, has_user_code
 
             self.pool = WorkerPool(project.root, size=options.concurrency,
                                    memory_mb=options.worker_memory_mb or DEFAULT_MEMORY_MB)
-        self.has_user_code = any(
-            any((project.root / folder).rglob("*.py")) for folder in ("tools", "middleware", "hooks", "guardrails")
-            if (project.root / folder).is_dir()
-        )
+            self.has_user_code = has_user_code(project.root)
 
     def close(self) -> None:
         if self.pool is not None:
