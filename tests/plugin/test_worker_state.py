@@ -335,13 +335,39 @@ async def checks(payload: dict) -> dict:
 '''
 
 
+CLEANUP_AFTER_SPIN = '''
+import json
+import os
+import pathlib
+
+
+def build(context, builder_args, test_name, payload, files):
+    return payload
+
+
+async def cleanup(run, context, builder_args):
+    """Runs right after the timeout, before the run's lease ends: on a worker of its own."""
+    pid = int(pathlib.Path("spun.pid").read_text())
+    try:  # a zombie (killed, not reaped yet) is gone too
+        alive = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        alive = False
+    pathlib.Path("cleanup.json").write_text(json.dumps({"spinner_alive": alive, "me": os.getpid() != pid}))
+'''
+
+
 def test_after_a_timeout_its_worker_is_gone_and_the_next_async_tool_runs(project: ConnicProject) -> None:
+    """Issue 30: ``Lease.call`` kills the worker of a run that timed out, at once: the builder's
+    ``cleanup()`` that follows (an ``async def``, which a spinning event loop would never run)
+    runs on a fresh worker and finds the spinning one gone; the next case's async tool runs."""
     project.tool("cpu", CPU)
     _tool_agent(project, "act", "cpu")
+    project.write("tests/builders/spin.py", CLEANUP_AFTER_SPIN)
     project.suite("act", """
         tests:
           - name: times out
             payload: '{"spin": true}'
+            builder: spin
             timeout_s: 1
           - name: next
             payload: '{}'
@@ -350,6 +376,7 @@ def test_after_a_timeout_its_worker_is_gone_and_the_next_async_tool_runs(project
     _run(project.root, "--connic-concurrency", "1")
     cases = _cases(project.root)
     assert "run timed out after 1s (timeout_s)" in cases["times out"]["runs_detail"][0]["error"]
+    assert json.loads((project.root / "cleanup.json").read_text()) == {"spinner_alive": False, "me": True}
     assert _output(cases["next"]) == {"gone": True, "me": True}
 
 
