@@ -95,6 +95,8 @@ def _reap() -> bool:
 def children(pid: int) -> list[int]:
     """The direct children of ``pid``: one read of ``/proc/<pid>/task/*/children`` where the
     kernel has it (the cost of the template's check after each worker's end), else ``/proc``."""
+    if not supported():
+        return []
     found: list[int] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")

@@ -99,6 +99,8 @@ class _Worker:
         self.send_lock = threading.Lock()
         self.executor = ReusingDaemonExecutor("connic-call", idle_s=60.0)
         self.loop = asyncio.new_event_loop()
+        self.loop_thread: threading.Thread | None = None
+        self.loop_lock = threading.Lock()
 
     def send(self, message: tuple[Any, ...]) -> None:
         with self.send_lock:
@@ -191,6 +193,7 @@ class _Worker:
             self._reply(cid, exc, None, args, kwargs, back)
             return
         if inspect.iscoroutinefunction(func):
+            self.start_loop()
             self.loop.call_soon_threadsafe(self._start_task, cid, func, args, kwargs, back)
         else:
             self.executor.submit(self._run_sync, cid, func, args, kwargs, back)
@@ -234,6 +237,7 @@ class _Worker:
                     task = contextvars.Context().run(self.loop.create_task, wait())
                     task.add_done_callback(lambda t: self._reply_task(cid, t, args, kwargs, back))
 
+                self.start_loop()
                 self.loop.call_soon_threadsafe(start)
                 return
             self._reply(cid, None, result, args, kwargs, back)
@@ -300,8 +304,15 @@ class _Worker:
             except BaseException:  # noqa: BLE001, S112  (the loop goes on for the other calls)
                 continue
 
+    def start_loop(self) -> None:
+        """The event loop's thread, started by the run's first coroutine (a run of sync code only
+        never starts it)."""
+        with self.loop_lock:
+            if self.loop_thread is None:
+                self.loop_thread = threading.Thread(target=self.run_loop, name="connic-worker-loop", daemon=True)
+                self.loop_thread.start()
+
     def serve(self) -> None:
-        threading.Thread(target=self.run_loop, name="connic-worker-loop", daemon=True).start()
         while True:
             try:
                 message = self.conn.recv()
@@ -481,6 +492,11 @@ class _Template:
             self.shutdown()
 
     def fork(self, token: int, settings: ForkSettings, fd: int) -> None:
+        if not hasattr(os, "fork"):  # pragma: no cover  (Windows)
+            os.close(fd)
+            why = "process isolation forks its workers, which Windows cannot: use --connic-isolation=none"
+            self.conn.send(("forked", token, why))
+            return
         try:
             pid = os.fork()
         except OSError as exc:  # out of processes
