@@ -501,7 +501,9 @@ def prestart(root: Path, memory_mb: int | None = DEFAULT_MEMORY_MB) -> None:
     def start() -> None:
         try:
             template.start()
-        except (RuntimeError, OSError):
+        except (RuntimeError, OSError):  # the pool that took it starts another
+            template.dead = True
+            template.ready.set()
             with _PRESTART_LOCK:
                 _PRESTARTED.pop(root, None)
 
@@ -552,7 +554,8 @@ def _taken(root: Path, memory_mb: int | None) -> Template | None:
 
 class WorkerPool:
     """The worker processes of one project: each run gets a worker forked from the project's
-    template and discards it when it ends; at most ``size`` at once, forked ahead as runs need."""
+    template and discards it when it ends; as many are forked ahead as runs have needed at once
+    (at most ``size``)."""
 
     def __init__(self, root: Path, *, size: int, memory_mb: int | None = DEFAULT_MEMORY_MB) -> None:
         self.root = root
@@ -594,8 +597,7 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         with self._lock:
             template = self._template
-            if template is None or (template.dead and template.outcome is not None
-                                    and template.outcome[0] == "ready"):
+            if template is None or (template.dead and (template.outcome is None or template.outcome[0] == "ready")):
                 template = self._template = Template(self.root, self.memory_mb)
                 fresh = True
             else:
@@ -638,20 +640,20 @@ class WorkerPool:
 
     # -- workers -------------------------------------------------------------------------
     async def acquire(self, timeout_s: float | None = None) -> Worker:
-        """A fresh worker of this run: one forked ahead, or the next one forked (at most ``size``
-        leased at once)."""
+        """A fresh worker of this run: one forked ahead, or the next one forked (the case's runs
+        are bounded by ``--connic-concurrency``, so are the leases)."""
         template = await self._loaded(timeout_s)
         loop = asyncio.get_running_loop()
         with self._lock:
+            self._wanted = min(self.size, max(self._wanted, len(self._leased) + len(self._waiters) + 1))
             while self._idle:
-                worker = self._idle.pop()
+                worker = self._idle.pop(0)
                 if not worker.dead:
                     self._leased.add(worker)
                     self._top_up(template)
                     return worker
             future: asyncio.Future[Worker | str] = loop.create_future()
             self._waiters.append((loop, future))
-            self._wanted = min(self.size, max(self._wanted, len(self._leased) + len(self._waiters)))
             self._top_up(template)
         try:
             got = await asyncio.wait_for(asyncio.shield(future), FORK_TIMEOUT_S)
@@ -676,11 +678,12 @@ class WorkerPool:
             self.discard(future.result(), "its run was cancelled")  # type: ignore[arg-type]
 
     def _top_up(self, template: Template) -> None:
-        """Under ``_lock``: fork until the workers leased, idle and forking are what runs need."""
-        if self._closed:
+        """Under ``_lock``: fork one worker per run waiting, and as many ahead as runs have needed
+        at once (at most ``size``), so the next runs find theirs forked."""
+        if self._closed or template.dead:
             return
-        want = min(self.size, max(self._wanted, len(self._leased) + len(self._waiters)))
-        while len(self._leased) + len(self._idle) + self._starting < want:
+        need = len(self._waiters) + min(self.size, self._wanted)
+        while len(self._idle) + self._starting < need:
             self._starting += 1
             template.fork(self.memory_mb, self._forked)
 
@@ -710,7 +713,7 @@ class WorkerPool:
             with contextlib.suppress(ValueError):
                 self._idle.remove(worker)
             template = self._template
-            if template is not None and not template.dead and self._waiters:
+            if template is not None:
                 self._top_up(template)
 
     def give_back(self, worker: Worker, healthy: bool = False) -> None:
