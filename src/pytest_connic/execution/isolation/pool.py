@@ -156,10 +156,6 @@ class Worker:
     released: Any = None  #: (loop, future) awaiting the worker's answer to "release"
     services: set[asyncio.Task[Any]] = field(default_factory=set)
 
-    @property
-    def wpid(self) -> int:
-        return self.process.pid
-
     def send(self, message: tuple[Any, ...]) -> None:
         with self.send_lock:
             self.conn.send(message)
@@ -370,9 +366,9 @@ class Template:
 
         sentinel = self.process.sentinel
         while True:
-            if self.conn not in wait([self.conn, sentinel]):
-                break
-            try:
+            try:  # ``close`` may close the pipe under this thread
+                if self.conn not in wait([self.conn, sentinel]):
+                    break
                 message = self.conn.recv()
             except (EOFError, OSError, pickle.UnpicklingError):
                 break
@@ -715,10 +711,6 @@ class WorkerPool:
             template = self._template
             if template is not None:
                 self._top_up(template)
-
-    def give_back(self, worker: Worker, healthy: bool = False) -> None:
-        """A run's lease ended: its worker is killed (the next run gets a fresh one)."""
-        self.discard(worker, "its run ended")
 
     def lease(self, timeout_s: float | None = None) -> Lease:
         """A run's lease; the template it starts must load the project within ``timeout_s``."""
