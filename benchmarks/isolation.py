@@ -4,8 +4,9 @@ default) against in-process (``--connic-isolation=none``).
     python benchmarks/isolation.py            # both figures (about a minute on two CPUs)
 
   overhead     1,000 tool-agent cases (one run each, a sync tool): the median time of one case
-               item's setup phase (where its runs execute), process minus none. The first cases are a warm-up (the pool's
-               worker starts and loads the project then, once per session): outside the figure.
+               item's setup phase (where its runs execute), process minus none: with a fresh worker
+               per run, a fork of the project's template (done ahead) and its end. The first
+               cases are a warm-up, outside the figure.
   concurrency  one case of 16 runs, each a tool sleeping 0.5 s, at --connic-concurrency 8, on a
                cold session (nothing else in it: the project's template starts while pytest
                collects): pytest's own JUnit time of the case (setup, call and teardown) against
