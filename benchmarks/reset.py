@@ -1,68 +1,76 @@
-"""What putting a worker's process state back costs per run (``execution/isolation/reset.py``).
+"""What a fresh world per run costs: a worker forked from the project's template
+(``execution/isolation/pool.py``, ``worker.py``), in place of the former reset of a reused worker.
 
     python benchmarks/reset.py
 
-  clean   ``Baseline.restore()`` plus the end-of-run process check, when the run changed nothing
-          (the common case): the median of 2,000 rounds.
-  dirty   the same after a run that changed an alarm, the umask, the environment, a resource
-          limit, the recursion limit, the working directory and fd 1 (each round changes them
-          all again): the median of 2,000 rounds.
+  fork     from the pool's request to the worker's pipe in pytest's process (the template forks,
+           the worker binds its pipe): the median of 300 workers, each killed before the next
+           (what a run waits for when no worker was forked ahead, which the pool does for the
+           next run while the current one runs);
+  call     one call of a sync tool on a fresh worker, the first call of its run: the median of
+           the same workers (what a run's first call costs on it);
+  end      killing a worker until the template reported its end: the median of the same.
 
-Both run in this process with the worker's modules imported (what a worker holds and the reset
-fingerprints); the target is under 1 ms each.
+The project is a tool module and an agent in a temporary folder; the template loads it once.
 """
 
 from __future__ import annotations
 
-import os
-import resource
-import signal
+import asyncio
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from pytest_connic.execution.isolation import procs, worker  # noqa: F401  (the worker's modules)
-from pytest_connic.execution.isolation.reset import Baseline
+from pytest_connic.execution.isolation.pool import WorkerPool
 
-ROUNDS = 2000
-
-
-def _dirty(null: int) -> None:
-    signal.alarm(30)
-    os.umask(0o077)
-    os.environ["CONNIC_BENCH_LEAK"] = "1"
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(64, hard), hard))
-    sys.setrecursionlimit(500)
-    os.chdir("/")
-    os.dup2(null, 1)
+ROUNDS = 300
 
 
-def _round(base: Baseline) -> float:
-    started = time.perf_counter()
-    procs.has_children()
-    reason = base.restore()
-    elapsed = time.perf_counter() - started
-    assert reason is None, reason
-    return elapsed
+async def measure(root: Path) -> None:
+    pool = WorkerPool(root, size=1)
+    lease = pool.lease(60)
+    await lease.acquire()  # the template loads the project: outside the figures
+    await lease.release()
+    await asyncio.sleep(0.5)  # the worker the pool forked ahead
+    forks, calls, ends = [], [], []
+    ref = ("module", "tools.bench", "echo")
+    for _ in range(ROUNDS):
+        with pool._lock:  # no worker forked ahead: the fork itself is measured
+            idle = list(pool._idle)
+        for worker in idle:
+            pool.discard(worker, "benchmark")
+        started = time.perf_counter()
+        lease = pool.lease(60)
+        worker = await lease.acquire()
+        forked = time.perf_counter()
+        await lease.call(ref, "bench", ({"x": 1},), {})
+        called = time.perf_counter()
+        await lease.release()
+        worker.process.join(10)
+        ended = time.perf_counter()
+        forks.append(forked - started)
+        calls.append(called - forked)
+        ends.append(ended - called)
+    pool.close()
+    print(f"fresh worker per run, median of {ROUNDS}: fork {statistics.median(forks) * 1000:.2f} ms, "
+          f"first call {statistics.median(calls) * 1000:.2f} ms, end {statistics.median(ends) * 1000:.2f} ms")
 
 
 def main() -> None:
-    base = Baseline.take(Path.cwd())
-    clean = [_round(base) for _ in range(ROUNDS)]
-    null = os.open(os.devnull, os.O_WRONLY)
-    dirty = []
-    for _ in range(ROUNDS):
-        _dirty(null)
-        dirty.append(_round(base))
-    assert os.environ.get("CONNIC_BENCH_LEAK") is None and signal.alarm(0) == 0
-    print(f"reset per run, clean: {statistics.median(clean) * 1e6:.0f} µs (target < 1000 µs)")
-    print(f"reset per run, dirty: {statistics.median(dirty) * 1e6:.0f} µs (target < 1000 µs)")
-    print(f"({len(base.guarded)} modules guarded, {len(base.prints)} namespaces; "
-          f"{len(sys.modules)} modules loaded)")
+    with tempfile.TemporaryDirectory(prefix="connic-bench-fork-") as tmp:
+        root = Path(tmp)
+        (root / "tools").mkdir()
+        (root / "tools" / "bench.py").write_text('def echo(payload: dict) -> dict:\n    """Echo."""\n'
+                                                 '    return payload\n', "utf-8")
+        (root / "agents").mkdir()
+        (root / "agents" / "echo.yaml").write_text("version: '1.0'\nname: echo\ndescription: echo\ntype: tool\n"
+                                                   "tool_name: bench.echo\n", "utf-8")
+        print(f"Python {sys.version.split()[0]}")
+        asyncio.run(measure(root))
 
 
 if __name__ == "__main__":

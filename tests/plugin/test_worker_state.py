@@ -127,14 +127,14 @@ def test_a_worker_serves_the_next_case_as_a_fresh_worker_would(project: ConnicPr
         f"  - name: {name}\n    payload: '{{\"who\": \"{name}\", \"do\": \"{do}\"}}'\n"
         for name, do in [("a before", "observe"), ("b dirty", "dirty"), ("c after", "waits"),
                          ("d forges", "forges"), ("e raises", "raises"), ("f last", "observe")]))
-    # one worker serves every case in order
+    # one case after another, on one worker at a time
     done = _run(project.root, "-s", "--connic-concurrency", "1")
     cases = _cases(project.root)
     before, after = _output(cases["a before"]), _output(cases["c after"])
     assert cases["c after"]["passed"], done.stdout[-3000:]
-    assert after["pid"] == before["pid"]  # the same worker, put back (not a new one)
-    assert after == before
-    # the verdict of a later case is not forged by the patch; a fresh worker serves it
+    assert after["pid"] != before["pid"]  # every run has a worker of its own
+    assert {k: v for k, v in after.items() if k != "pid"} == {k: v for k, v in before.items() if k != "pid"}
+    # the verdict of a later case is not forged by the patch
     assert not cases["e raises"]["passed"]
     assert "a real failure" in json.dumps(cases["e raises"]["runs_detail"])
     assert _output(cases["f last"])["pid"] != before["pid"]
@@ -336,13 +336,39 @@ async def checks(payload: dict) -> dict:
 '''
 
 
+CLEANUP_AFTER_SPIN = '''
+import json
+import os
+import pathlib
+
+
+def build(context, builder_args, test_name, payload, files):
+    return payload
+
+
+async def cleanup(run, context, builder_args):
+    """Runs right after the timeout, before the run's lease ends: on a worker of its own."""
+    pid = int(pathlib.Path("spun.pid").read_text())
+    try:  # a zombie (killed, not reaped yet) is gone too
+        alive = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        alive = False
+    pathlib.Path("cleanup.json").write_text(json.dumps({"spinner_alive": alive, "me": os.getpid() != pid}))
+'''
+
+
 def test_after_a_timeout_its_worker_is_gone_and_the_next_async_tool_runs(project: ConnicProject) -> None:
+    """Issue 30: ``Lease.call`` kills the worker of a run that timed out, at once: the builder's
+    ``cleanup()`` that follows (an ``async def``, which a spinning event loop would never run)
+    runs on a fresh worker and finds the spinning one gone; the next case's async tool runs."""
     project.tool("cpu", CPU)
     _tool_agent(project, "act", "cpu")
+    project.write("tests/builders/spin.py", CLEANUP_AFTER_SPIN)
     project.suite("act", """
         tests:
           - name: times out
             payload: '{"spin": true}'
+            builder: spin
             timeout_s: 1
           - name: next
             payload: '{}'
@@ -351,6 +377,7 @@ def test_after_a_timeout_its_worker_is_gone_and_the_next_async_tool_runs(project
     _run(project.root, "--connic-concurrency", "1")
     cases = _cases(project.root)
     assert "run timed out after 1s (timeout_s)" in cases["times out"]["runs_detail"][0]["error"]
+    assert json.loads((project.root / "cleanup.json").read_text()) == {"spinner_alive": False, "me": True}
     assert _output(cases["next"]) == {"gone": True, "me": True}
 
 
@@ -409,3 +436,61 @@ def test_sigterm_during_a_hanging_project_import_stops_the_session(project: Conn
     assert "interrupted by SIGTERM" in out
     assert "INTERNALERROR" not in out
     assert {c["test_name"]: c["status"] for c in _cases(project.root).values()} == {"one": "interrupted"}
+
+
+GLOBALS = '''
+import connic
+from tools import shared
+
+COUNT = 0
+CACHE: dict = {}
+
+
+def mutate(payload: dict) -> dict:
+    """What it sees, then changes every kind of module-level state: a counter, a cache, another
+    project module's global and function, and the SDK module itself."""
+    global COUNT
+    seen = {"count": COUNT, "cache": dict(CACHE), "shared": shared.VALUE, "greet": shared.greet(),
+            "connic": getattr(connic, "FORGED", None)}
+    COUNT += 1
+    CACHE[payload.get("who", "?")] = True
+    shared.VALUE = "changed"
+    shared.greet = lambda: "patched"
+    connic.FORGED = "yes"
+    return seen
+'''
+
+SHARED = '''
+VALUE = "pristine"
+
+
+def greet() -> str:
+    return "hello"
+'''
+
+PRISTINE = {"count": 0, "cache": {}, "shared": "pristine", "greet": "hello", "connic": None}
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_module_globals_a_run_changes_are_pristine_in_every_later_run(project: ConnicProject,
+                                                                     concurrency: str) -> None:
+    """A tool mutating module globals (its own, another project module's, ``connic``'s): every run
+    of every case starts from the project as loaded, with one worker at a time and with several."""
+    project.tool("shared", SHARED)
+    project.tool("glob", GLOBALS)
+    _tool_agent(project, "mutate", "glob")
+    project.suite("mutate", """
+        tests:
+          - name: first
+            payload: '{"who": "first"}'
+            runs: 3
+          - name: second
+            payload: '{"who": "second"}'
+            runs: 3
+        """)
+    done = _run(project.root, "--connic-concurrency", concurrency)
+    cases = _cases(project.root)
+    for name in ("first", "second"):
+        assert cases[name]["passed"], done.stdout[-3000:]
+        outputs = [run["output"] for run in cases[name]["runs_detail"]]
+        assert outputs == [PRISTINE] * 3

@@ -189,15 +189,13 @@ class ProjectRuntime:
         self.pool: WorkerPool | None = None
         #: agents a worker could not describe (a crash, a hang): the message each of their cases gets
         self._undescribed: dict[str, str] = {}
+        self.has_user_code = False
         if options.isolation == "process":
-            from pytest_connic.execution.isolation.pool import DEFAULT_MEMORY_MB, WorkerPool
+            from pytest_connic.execution.isolation.pool import DEFAULT_MEMORY_MB, WorkerPool, has_user_code
 
             self.pool = WorkerPool(project.root, size=options.concurrency,
                                    memory_mb=options.worker_memory_mb or DEFAULT_MEMORY_MB)
-        self.has_user_code = any(
-            any((project.root / folder).rglob("*.py")) for folder in ("tools", "middleware", "hooks", "guardrails")
-            if (project.root / folder).is_dir()
-        )
+            self.has_user_code = has_user_code(project.root)
 
     async def describe(self, agent_name: str, timeout_s: float) -> None:
         """Under process isolation, before ``agent_name`` (and the stages it runs) first runs: a

@@ -30,7 +30,7 @@ def activate(config: pytest.Config) -> ConnicSession:
     register_progress(config, state.settings.progress_interval)
     from pytest_connic.plugin.interrupts import ConnicInterrupts
 
-    manager.register(ConnicInterrupts(state.interrupts, is_case),
+    manager.register(ConnicInterrupts(state.interrupts, is_case, state.workers_ready),
                      "connic-interrupts")
     if is_worker(config):
         manager.register(ConnicWorker(config, state), "connic-worker")

@@ -97,13 +97,19 @@ class ConnicInterrupts:
     """Installs the handlers around the run loop when it holds Connic cases (not on the xdist
     controller: see ``plugin/xdist.py``)."""
 
-    def __init__(self, interrupts: Interrupts, is_case: Callable[[pytest.Item], bool]) -> None:
+    def __init__(self, interrupts: Interrupts, is_case: Callable[[pytest.Item], bool],
+                 before: Callable[[Callable[[], bool]], None] | None = None) -> None:
+        """``before``: called once the handlers are installed, before the first case, with
+        whether the session was asked to stop (the worker templates' wait)."""
         self.interrupts = interrupts
         self.is_case = is_case
+        self.before = before
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         if not any(self.is_case(item) for item in session.items):
             return (yield)
         with self.interrupts.installed():
+            if self.before is not None:
+                self.before(self.interrupts.stop.is_set)
             return (yield)

@@ -136,7 +136,32 @@ class ConnicSession:
                 from pytest_connic.project.index import index_project
 
                 self._indexes[root] = index_project(root, self.api_registry(root))
+                self._prestart(root)
             return self._indexes[root]
+
+    def _prestart(self, root: Path) -> None:
+        """Under process isolation, the project's worker template starts loading the project in
+        the background while pytest collects (``execution/isolation/pool.py``)."""
+        if self.settings.isolation != "process" or self.config.option.collectonly:
+            return
+        from pytest_connic.execution.isolation.pool import DEFAULT_MEMORY_MB, has_user_code, prestart
+        from pytest_connic.project.load import ProjectError
+
+        if not has_user_code(root):
+            return
+        try:
+            self._apply_env(root)  # the template imports the project with the environment cases see
+        except ProjectError:
+            return  # said by the first case's setup
+        prestart(root, self.settings.worker_memory_mb or DEFAULT_MEMORY_MB)
+
+    def workers_ready(self, stopped: Callable[[], bool]) -> None:
+        """Before the first case: the templates started while collecting have loaded their project,
+        so no case's time includes it (bounded; a stop request ends the wait)."""
+        if self._indexes and self.settings.isolation == "process":
+            from pytest_connic.execution.isolation.pool import wait_prestarted
+
+            wait_prestarted(stopped)
 
     def runtime(self, root: Path) -> ProjectRuntime:
         """The project's runtime (real modules, local services), built on first use."""
@@ -238,6 +263,10 @@ class ConnicSession:
     def close(self) -> None:
         for runtime in self._runtimes.values():
             runtime.close()
+        if self._indexes and self.settings.isolation == "process":
+            from pytest_connic.execution.isolation.pool import close_prestarted
+
+            close_prestarted()
         if self._runtimes:
             from pytest_connic.runtime import placeholders
 

@@ -59,3 +59,14 @@ def save(cov: Any) -> None:
     # untraced (coverage traces the threads that start after it does)
     with contextlib.suppress(Exception):  # a full disk: the measurement is lost, never the run
         cov.save()
+
+
+def restart(template: Any, settings: dict[str, Any] | None) -> Any:
+    """In a worker forked from the template: a measurement of its own (its own data file suffix),
+    the template's left unsaved here (the template saved what it measured while loading)."""
+    if template is None:
+        return None
+    with contextlib.suppress(Exception):
+        template._auto_save = False
+        template.stop()
+    return start(settings)

@@ -1,10 +1,14 @@
-"""pytest's side of the worker processes: a pool per project, a lease per run.
+"""pytest's side of the worker processes: a template and a pool per project, a lease per run.
 
-A run leases one worker for its whole duration (builder ``build()``, the agent, ``cleanup()``:
-one sandbox per run, as on Connic); its calls, nested ones included, are multiplexed over that
-worker's pipe with call ids. When a call is cancelled (the run's ``timeout_s`` passed, or the run
-was stopped) the worker is killed with its process group and the lease takes a fresh one for what
-follows (cleanup). A worker that dies ends the calls it was running with the cause in words.
+The project's template (``worker.py``) loads the project once, started in the background while
+pytest collects (``prestart``); every run leases a worker freshly forked from it for its whole
+duration (builder ``build()``, the agent, ``cleanup()``: one sandbox per run, as on Connic), and
+the worker is killed when the run ends, so no run sees what another left. The pool keeps as many
+workers forked ahead as runs have needed at once (at most ``size``), so a run rarely waits for a
+fork. A run's calls, nested ones included, are multiplexed over its worker's pipe with call ids.
+When a call is cancelled (the run's ``timeout_s`` passed, or the run was stopped) the worker is
+killed with its process group and the lease takes a fresh one for what follows (cleanup). A
+worker that dies ends the calls it was running with the cause in words.
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.execution.isolation import coverage_share, procs
+from pytest_connic.execution.isolation import coverage_share
 from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
-from pytest_connic.execution.isolation.worker import WorkerSettings, main
+from pytest_connic.execution.isolation.worker import ForkSettings, WorkerSettings, main
 from pytest_connic.project.located import safe_text
 from pytest_connic.project.sdk import static_reference
 from pytest_connic.runtime import placeholders
@@ -38,8 +42,12 @@ from pytest_connic.runtime.mocks import fresh_origin
 from pytest_connic.runtime.signals import ExitCalled, UserCodeEnded
 from pytest_connic.runtime.state import CURRENT
 
-#: how long a worker may take to start and load the project
+#: how long the template may take to start and load the project
 START_TIMEOUT_S = 120.0
+#: how long the session waits, before its first case, for the templates started while collecting
+PREWAIT_S = 5.0
+#: how long a fork of the template may take before the run that waits for it fails
+FORK_TIMEOUT_S = 30.0
 #: the default address-space limit of a worker (``connic_worker_memory_mb``)
 DEFAULT_MEMORY_MB = 4096
 
@@ -102,11 +110,44 @@ class _Pending:
     copied: dict[Any, Any] = field(default_factory=dict)
 
 
+class _Forked:
+    """A worker process as pytest's process knows it: forked by the template, which reports its
+    end (``("exit", pid, status)``); ``sentinel`` becomes readable then, even while a process
+    user code left behind still holds the worker's pipe open."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.exitcode: int | None = None
+        self.ended = threading.Event()
+        self._lock = threading.Lock()
+        self.sentinel, self._wake = os.pipe()
+
+    def end(self, status: int | None) -> None:
+        """The template reaped it (``status``), or the template is gone (None)."""
+        with self._lock:
+            if self.ended.is_set():
+                return
+            if status is not None:
+                self.exitcode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            self.ended.set()
+            os.write(self._wake, b"x")
+
+    def join(self, timeout: float | None = None) -> None:
+        self.ended.wait(timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in (self.sentinel, self._wake):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self.sentinel = self._wake = -1
+
+
 @dataclass(eq=False)
 class Worker:
-    """One worker process, as pytest's process sees it."""
+    """One worker process (a run's), as pytest's process sees it."""
 
-    process: Any
+    process: _Forked
     conn: Any
     memory_mb: int | None
     pending: dict[int, _Pending] = field(default_factory=dict)
@@ -114,43 +155,29 @@ class Worker:
     #: why pytest's process stopped it (its pending calls end with this), None: it was not
     stopped: str | None = None
     dead: bool = False
-    ready: Any = None  #: the start's outcome: ("ready", pid) or ("failed", text)
-    ready_event: threading.Event = field(default_factory=threading.Event)
     released: Any = None  #: (loop, future) awaiting the worker's answer to "release"
     services: set[asyncio.Task[Any]] = field(default_factory=set)
-    #: the worker's own pid (under its keeper, ``procs.py``), once it said it started
-    wpid: int | None = None
-    #: the module of the project the worker said it is importing while it starts
-    loading: str | None = None
 
     def send(self, message: tuple[Any, ...]) -> None:
         with self.send_lock:
             self.conn.send(message)
 
     def kill(self, reason: str) -> None:
-        """SIGKILL the worker's process group; its keeper then ends every process left in its
-        tree (detached ones included) and exits as the worker did (``procs.py``)."""
+        """SIGKILL the worker's process group; the template then kills every process left of its
+        tree (detached ones included) and reports its end (``worker.py``)."""
         if self.stopped is None:
             self.stopped = reason
-        pid = self.wpid if self.wpid is not None and procs.supported() else self.process.pid
-        if pid is None:
+        if self.process.ended.is_set():
             return
-        try:
-            if hasattr(os, "killpg"):
-                os.killpg(pid, signal.SIGKILL)
-            else:  # pragma: no cover
-                self.process.kill()
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
+        pid = self.process.pid
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        if self.wpid is None:  # still starting: no user code ran yet, the keeper goes at once
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                self.process.kill()
 
     def messages(self) -> Iterator[tuple[Any, ...]]:
-        """What the worker sends, until it ends: its pipe closes, or its process (the keeper)
-        ends, even while a process user code left behind still holds the pipe open."""
+        """What the worker sends, until it ends: its pipe closes, or the template reports its end,
+        even while a process user code left behind still holds the pipe open."""
         from multiprocessing.connection import wait
 
         sentinel = self.process.sentinel
@@ -167,14 +194,7 @@ class Worker:
         """The reader thread: settles calls, starts service requests, notices the worker's death."""
         for message in self.messages():
             kind = message[0]
-            if kind == "started":
-                self.wpid = message[1]
-            elif kind == "importing":
-                self.loading = message[1]
-            elif kind in ("ready", "failed"):
-                self.ready = message
-                self.ready_event.set()
-            elif kind == "result":
+            if kind == "result":
                 pending = self.pending.pop(message[1], None)
                 if pending is not None:
                     pending.loop.call_soon_threadsafe(_settle, pending, message[2], message[3], message[4], self)
@@ -187,7 +207,12 @@ class Worker:
 
     def _died(self) -> None:
         self.dead = True
-        self.process.join(5)
+        self.process.join(2)
+        if not self.process.ended.is_set():  # its pipe closed, the process lives on: it goes
+            stopped, self.stopped = self.stopped, "-"
+            self.kill("-")
+            self.stopped = stopped
+            self.process.join(5)
         code = self.process.exitcode
         if self.stopped is not None:
             cause = f"was stopped with its worker process ({self.stopped})"
@@ -197,9 +222,6 @@ class Worker:
             cause = f"was killed by signal {-code} ({_signal_name(-code)})"
         else:
             cause = f"ended its process with exit code {code}"
-        if not self.ready_event.is_set():
-            self.ready = ("failed", f"the worker process {cause.removeprefix('was ')}")
-            self.ready_event.set()
         for pending in list(self.pending.values()):
             error = UserCodeEnded(f"{pending.label} {cause}")
             pending.loop.call_soon_threadsafe(_fail, pending.future, error)
@@ -213,6 +235,7 @@ class Worker:
             self.conn.close()
         except OSError:
             pass
+        self.process.close()
 
     def _service(self, cid: int | None, rid: int, name: str, params: dict[str, Any]) -> None:
         pending = self.pending.get(cid) if cid is not None else None
@@ -301,8 +324,236 @@ def _settle(pending: _Pending, status: str, data: Any, returned: bytes | None, w
         future.set_exception(UserCodeEnded(f"{label} raised {type_name}{detail}{at}"))
 
 
+class Template:
+    """The project's template process: loads the project once, forks a worker per request."""
+
+    def __init__(self, root: Path, memory_mb: int | None) -> None:
+        self.root = root
+        self.memory_mb = memory_mb
+        self.process: Any = None
+        self.conn: Any = None
+        self.pid: int | None = None
+        #: the start's outcome once known: ("ready", pid) or ("failed", text)
+        self.outcome: tuple[str, Any] | None = None
+        self.ready = threading.Event()
+        #: the module of the project the template said it is importing while it loads
+        self.loading: str | None = None
+        self.dead = False
+        self._lock = threading.Lock()
+        self._tokens = itertools.count(1)
+        self._forks: dict[int, tuple[Callable[[Worker | str], None], Any]] = {}
+        self._workers: dict[int, _Forked] = {}
+
+    def start(self) -> None:
+        """Start the process (the few milliseconds ``multiprocessing`` takes); it loads the project
+        in the background. Raises ``RuntimeError``/``OSError`` when no process or thread is left."""
+        ctx = _context()
+        parent, child = ctx.Pipe(duplex=True)
+        settings = WorkerSettings(root=str(self.root), cwd=os.getcwd(), env=dict(os.environ),
+                                  sys_path=list(sys.path), memory_mb=self.memory_mb,
+                                  coverage=coverage_share.settings_of_current())
+        process = ctx.Process(target=main, args=(child, settings), name="connic-template", daemon=True)
+        with _without_main():
+            process.start()
+        child.close()
+        self.process, self.conn = process, parent
+        try:
+            threading.Thread(target=self._read, name=f"connic-template-reader-{process.pid}", daemon=True).start()
+        except RuntimeError:
+            self.kill()
+            raise
+
+    def _read(self) -> None:
+        from multiprocessing.connection import wait
+
+        sentinel = self.process.sentinel
+        while True:
+            try:  # ``close`` may close the pipe under this thread
+                if self.conn not in wait([self.conn, sentinel]):
+                    break
+                message = self.conn.recv()
+            except (EOFError, OSError, pickle.UnpicklingError):
+                break
+            kind = message[0]
+            if kind == "started":
+                self.pid = message[1]
+            elif kind == "importing":
+                self.loading = message[1]
+            elif kind in ("ready", "failed"):
+                self.outcome = message
+                self.ready.set()
+            elif kind == "forked":
+                self._forked(message[1], message[2])
+            elif kind == "exit":
+                with self._lock:
+                    forked = self._workers.pop(message[1], None)
+                if forked is not None:
+                    forked.end(message[2])
+        self._died()
+
+    def _died(self) -> None:
+        self.dead = True
+        with contextlib.suppress(Exception):
+            self.process.join(2)
+        code = getattr(self.process, "exitcode", None)
+        if not self.ready.is_set():
+            cause = f"ended with exit code {code}" if code is not None and code >= 0 else \
+                f"was killed by signal {-code} ({_signal_name(-code)})" if code is not None else "was lost"
+            self.outcome = ("failed", f"the worker process {cause.removeprefix('was ')}")
+            self.ready.set()
+        with self._lock:
+            forks, self._forks = list(self._forks.values()), {}
+            workers, self._workers = list(self._workers.values()), {}
+        for callback, _ in forks:
+            callback("the project's template process ended")
+        for forked in workers:  # they die with the template (``die_with_parent``)
+            forked.end(None)
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+    def fork(self, memory_mb: int | None, callback: Callable[[Worker | str], None]) -> None:
+        """Ask for a worker; ``callback`` gets it (or why there is none) on the reader thread."""
+        ctx = _context()
+        parent, child = ctx.Pipe(duplex=True)
+        settings = ForkSettings(cwd=os.getcwd(), env=dict(os.environ), sys_path=list(sys.path))
+        from multiprocessing.reduction import send_handle
+
+        with self._lock:
+            if self.dead:
+                parent.close()
+                child.close()
+                callback("the project's template process ended")
+                return
+            token = next(self._tokens)
+            self._forks[token] = (callback, (parent, memory_mb))
+            try:
+                self.conn.send(("fork", token, settings))
+                send_handle(self.conn, child.fileno(), self.pid or 0)
+            except (OSError, ValueError) as exc:
+                self._forks.pop(token, None)
+                parent.close()
+                callback(f"{type(exc).__name__}: {safe_text(exc)}")
+            finally:
+                child.close()
+
+    def _forked(self, token: int, pid: int | str) -> None:
+        with self._lock:
+            found = self._forks.pop(token, None)
+            if found is None:
+                return
+            callback, (conn, memory_mb) = found
+            if isinstance(pid, str):
+                conn.close()
+                worker: Worker | str = pid
+            else:
+                forked = self._workers[pid] = _Forked(pid)
+                worker = Worker(forked, conn, memory_mb)
+        if isinstance(worker, Worker):
+            try:
+                threading.Thread(target=worker.read, name=f"connic-worker-reader-{pid}", daemon=True).start()
+            except RuntimeError as exc:  # no thread left (a pids limit)
+                worker.kill("it could not start")
+                worker = f"RuntimeError: {safe_text(exc)}"
+        callback(worker)
+
+    def kill(self) -> None:
+        """End the template at once (its workers die with it)."""
+        if self.process is None:
+            return
+        pid = self.pid or self.process.pid
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self.process.kill()
+
+    def close(self) -> None:
+        """The session ended: the template kills its workers and what they started, then exits
+        (pytest's end of its pipe closes); killed if it does not within 2 s."""
+        if self.process is None:
+            return
+        if not self.ready.is_set():  # still loading: nothing of a run to end gracefully
+            self.kill()
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        with contextlib.suppress(Exception):
+            self.process.join(2)
+            if self.process.exitcode is None:
+                self.kill()
+                self.process.join(2)
+
+
+#: templates started while pytest collects (``prestart``), taken by the project's pool
+_PRESTARTED: dict[Path, Template] = {}
+_PRESTART_LOCK = threading.Lock()
+
+
+def prestart(root: Path, memory_mb: int | None = DEFAULT_MEMORY_MB) -> None:
+    """Start the project's template in the background (pytest is collecting): the project loads
+    meanwhile, outside any case's time. Nothing happens when it cannot start now (the first run
+    that needs it starts one, and says why it cannot)."""
+    with _PRESTART_LOCK:
+        if root in _PRESTARTED:
+            return
+        template = _PRESTARTED[root] = Template(root, memory_mb)
+
+    def start() -> None:
+        try:
+            template.start()
+        except (RuntimeError, OSError):  # the pool that took it starts another
+            template.dead = True
+            template.ready.set()
+            with _PRESTART_LOCK:
+                _PRESTARTED.pop(root, None)
+
+    try:
+        threading.Thread(target=start, name="connic-template-start", daemon=True).start()
+    except RuntimeError:
+        with _PRESTART_LOCK:
+            _PRESTARTED.pop(root, None)
+
+
+def wait_prestarted(stopped: Callable[[], bool], timeout_s: float = PREWAIT_S) -> None:
+    """Before the first case: the templates started during collection have loaded their project
+    (or failed, or ``timeout_s`` passed: a hanging import is then bounded by the timeout of the
+    case that needs it). Polled, so a stop request (``stopped``) ends the wait at once."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    with _PRESTART_LOCK:
+        templates = list(_PRESTARTED.values())
+    for template in templates:
+        while not template.ready.is_set() and not template.dead and not stopped() \
+                and time.monotonic() < deadline:
+            template.ready.wait(0.05)
+
+
+def close_prestarted() -> None:
+    """The session ended: templates that no pool took are closed."""
+    with _PRESTART_LOCK:
+        templates = list(_PRESTARTED.values())
+        _PRESTARTED.clear()
+    for template in templates:
+        template.close()
+
+
+def has_user_code(root: Path) -> bool:
+    """Whether the project has Python modules of its own (tools, middleware, hooks, guardrails)."""
+    return any(any((root / folder).rglob("*.py")) for folder in ("tools", "middleware", "hooks", "guardrails")
+               if (root / folder).is_dir())
+
+
+def _taken(root: Path, memory_mb: int | None) -> Template | None:
+    with _PRESTART_LOCK:
+        template = _PRESTARTED.get(root)
+        if template is None or template.memory_mb != memory_mb or template.dead:
+            return None
+        return _PRESTARTED.pop(root)
+
+
 class WorkerPool:
-    """The worker processes of one project: started lazily, at most ``size``, reused across runs."""
+    """The worker processes of one project: each run gets a worker forked from the project's
+    template and discards it when it ends; as many are forked ahead as runs have needed at once
+    (at most ``size``)."""
 
     def __init__(self, root: Path, *, size: int, memory_mb: int | None = DEFAULT_MEMORY_MB) -> None:
         self.root = root
@@ -310,12 +561,16 @@ class WorkerPool:
         self.memory_mb = memory_mb
         self._lock = threading.Lock()
         self._idle: list[Worker] = []
-        self._all: set[Worker] = set()
-        self._booting: set[Worker] = set()
+        self._leased: set[Worker] = set()
         self._starting = 0
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Worker | None]]] = []
+        #: how many workers runs have needed at once (leased and waiting): kept forked ahead
+        self._wanted = 1
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Worker | str]]] = []
         self._closed = False
+        self._template: Template | None = _taken(root, memory_mb)
         self._references: weakref.WeakKeyDictionary[Any, Ref | None] = weakref.WeakKeyDictionary()
+        #: whether workers save coverage data when their run ends (asked before they are killed)
+        self.measuring = coverage_share.settings_of_current() is not None
         atexit.register(self.close)
 
     # -- references ----------------------------------------------------------------------
@@ -332,125 +587,158 @@ class WorkerPool:
             pass
         return ref
 
-    # -- workers -------------------------------------------------------------------------
-    def _spawn(self) -> Worker:
-        """Start a worker process (blocking for the few milliseconds ``multiprocessing`` takes)."""
-        ctx = _context()
-        parent, child = ctx.Pipe(duplex=True)
-        settings = WorkerSettings(root=str(self.root), cwd=os.getcwd(), env=dict(os.environ),
-                                  sys_path=list(sys.path), memory_mb=self.memory_mb,
-                                  coverage=coverage_share.settings_of_current())
-        process = ctx.Process(target=main, args=(child, settings), name="connic-worker", daemon=True)
-        with _without_main():
-            process.start()
-        child.close()
-        worker = Worker(process, parent, self.memory_mb)
-        with self._lock:
-            self._booting.add(worker)  # from now on the session's end kills it, started or not
-        try:
-            threading.Thread(target=worker.read, name=f"connic-worker-reader-{process.pid}", daemon=True).start()
-        except RuntimeError:
-            self.discard(worker, "it could not start")
-            raise
-        return worker
-
-    async def _start(self, timeout_s: float | None) -> Worker:
-        """A new worker, once it loaded the project: within ``timeout_s`` (the timeout of the case
-        that needs it), else it is killed and the error names the module it was importing."""
-        loop = asyncio.get_running_loop()
-        try:
-            worker = await loop.run_in_executor(None, self._spawn)
-        except (RuntimeError, OSError) as exc:  # out of processes or threads (a fork bomb, a pids limit)
-            raise WorkerStartError(f"a worker process could not start: {type(exc).__name__}: {safe_text(exc)}") \
-                from None
-        limit = START_TIMEOUT_S if timeout_s is None else min(timeout_s, START_TIMEOUT_S)
-        try:
-            ready = await loop.run_in_executor(None, worker.ready_event.wait, limit)
-        except BaseException as exc:  # cancelled (the session stops) or no thread left to wait on
-            self.discard(worker, "its start was cancelled")
-            if isinstance(exc, RuntimeError):
-                raise WorkerStartError(f"a worker process could not start: RuntimeError: {safe_text(exc)}") from None
-            raise
-        if not ready:
-            self.discard(worker, "it did not start in time")
-            what = f"importing {worker.loading}" if worker.loading else "loading the project"
-            label = "timeout_s" if timeout_s is not None and timeout_s <= START_TIMEOUT_S else "the start-up limit"
-            raise WorkerStartError(f"a worker process did not finish {what} within {limit:g}s ({label})")
-        if worker.ready[0] != "ready":
-            self.discard(worker, "it failed to start")
-            raise WorkerStartError(f"a worker process could not load the project: {worker.ready[1]}")
-        with self._lock:
-            self._booting.discard(worker)
-            self._all.add(worker)
-        return worker
-
-    async def acquire(self, timeout_s: float | None = None) -> Worker:
-        """An idle worker, a new one when fewer than ``size`` exist, else the next one released."""
+    # -- the template --------------------------------------------------------------------
+    async def _loaded(self, timeout_s: float | None) -> Template:
+        """The project's template once it loaded the project: within ``timeout_s`` (the timeout of
+        the case that needs it), else it is killed and the error names the module it was
+        importing (the next run starts another)."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            while self._idle:
-                worker = self._idle.pop()
-                if not worker.dead:
-                    return worker
-            if len(self._all) + self._starting < self.size:
-                self._starting += 1
-                start = True
+            template = self._template
+            if template is None or (template.dead and (template.outcome is None or template.outcome[0] == "ready")):
+                template = self._template = Template(self.root, self.memory_mb)
+                fresh = True
             else:
-                future: asyncio.Future[Worker | None] = loop.create_future()
-                self._waiters.append((loop, future))
-                start = False
-        if not start:
-            worker_or_none = await future
-            if worker_or_none is None:  # a worker went away: there is room to start one
-                return await self.acquire(timeout_s)
-            return worker_or_none
-        try:
-            return await self._start(timeout_s)
-        finally:
-            with self._lock:
-                self._starting -= 1
+                fresh = False
+        if fresh:
+            try:
+                await loop.run_in_executor(None, template.start)
+            except (RuntimeError, OSError) as exc:  # out of processes or threads
+                with self._lock:
+                    self._template = None
+                raise WorkerStartError(f"a worker process could not start: {type(exc).__name__}: {safe_text(exc)}") \
+                    from None
+        if template.ready.is_set():
+            ready = True
+        else:
+            limit = START_TIMEOUT_S if timeout_s is None else min(timeout_s, START_TIMEOUT_S)
+            try:
+                ready = await loop.run_in_executor(None, template.ready.wait, limit)
+            except BaseException as exc:  # cancelled (the session stops) or no thread left to wait on
+                self._forget(template)
+                if isinstance(exc, RuntimeError):
+                    raise WorkerStartError(f"a worker process could not start: RuntimeError: {safe_text(exc)}") \
+                        from None
+                raise
+            if not ready:
+                self._forget(template)
+                what = f"importing {template.loading}" if template.loading else "loading the project"
+                label = "timeout_s" if timeout_s is not None and timeout_s <= START_TIMEOUT_S else "the start-up limit"
+                raise WorkerStartError(f"a worker process did not finish {what} within {limit:g}s ({label})")
+        assert template.outcome is not None
+        if template.outcome[0] != "ready":
+            raise WorkerStartError(f"a worker process could not load the project: {template.outcome[1]}")
+        return template
 
-    def give_back(self, worker: Worker, healthy: bool) -> None:
-        """A run's lease ended: the worker serves the next run, or is retired."""
-        if not healthy or worker.dead or self._closed:
-            self.discard(worker, "retired")
-            return
-        self._wake(worker)
-
-    def _wake(self, worker: Worker | None) -> None:
+    def _forget(self, template: Template) -> None:
+        template.kill()
         with self._lock:
+            if self._template is template:
+                self._template = None
+
+    # -- workers -------------------------------------------------------------------------
+    async def acquire(self, timeout_s: float | None = None) -> Worker:
+        """A fresh worker of this run: one forked ahead, or the next one forked (the case's runs
+        are bounded by ``--connic-concurrency``, so are the leases)."""
+        template = await self._loaded(timeout_s)
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._wanted = min(self.size, max(self._wanted, len(self._leased) + len(self._waiters) + 1))
+            while self._idle:
+                worker = self._idle.pop(0)
+                if not worker.dead:
+                    self._leased.add(worker)
+                    self._top_up(template)
+                    return worker
+            future: asyncio.Future[Worker | str] = loop.create_future()
+            self._waiters.append((loop, future))
+            self._top_up(template)
+        try:
+            got = await asyncio.wait_for(asyncio.shield(future), FORK_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            got = f"no worker was forked within {FORK_TIMEOUT_S:g}s"
+            with self._lock:
+                if (loop, future) in self._waiters:
+                    self._waiters.remove((loop, future))
+            future.add_done_callback(self._unwanted)
+        except BaseException:  # cancelled: a worker it gets later goes back
+            with self._lock:
+                if (loop, future) in self._waiters:
+                    self._waiters.remove((loop, future))
+            future.add_done_callback(self._unwanted)
+            raise
+        if isinstance(got, str):
+            raise WorkerStartError(f"a worker process could not start: {got}")
+        return got
+
+    def _unwanted(self, future: asyncio.Future[Worker | str]) -> None:
+        if not future.cancelled() and isinstance(future.result(), Worker):
+            self.discard(future.result(), "its run was cancelled")  # type: ignore[arg-type]
+
+    def _top_up(self, template: Template) -> None:
+        """Under ``_lock``: fork one worker per run waiting, and as many ahead as runs have needed
+        at once (at most ``size``), so the next runs find theirs forked."""
+        if self._closed or template.dead:
+            return
+        need = len(self._waiters) + min(self.size, self._wanted)
+        while len(self._idle) + self._starting < need:
+            self._starting += 1
+            template.fork(self.memory_mb, self._forked)
+
+    def _forked(self, worker: Worker | str) -> None:
+        """A fork's outcome (the template's reader thread): to the first run waiting, else idle."""
+        with self._lock:
+            self._starting -= 1
+            if isinstance(worker, Worker) and self._closed:
+                worker.kill("the session ended")
+                return
             while self._waiters:
                 loop, future = self._waiters.pop(0)
                 if not future.done() and not loop.is_closed():
-                    loop.call_soon_threadsafe(_set, future, worker)
+                    if isinstance(worker, Worker):
+                        self._leased.add(worker)
+                    loop.call_soon_threadsafe(_hand, future, worker, self)
                     return
-            if worker is not None:
+            if isinstance(worker, Worker):
                 self._idle.append(worker)
 
     def discard(self, worker: Worker, reason: str) -> None:
-        """Kill ``worker`` (a timeout, a cancelled run, a crash) and forget it."""
+        """Kill ``worker`` (its run ended, timed out, was cancelled, or it crashed) and fork the
+        next one runs need."""
         worker.kill(reason)
         with self._lock:
-            self._all.discard(worker)
-            self._booting.discard(worker)
-        self._wake(None)
+            self._leased.discard(worker)
+            with contextlib.suppress(ValueError):
+                self._idle.remove(worker)
+            template = self._template
+            if template is not None:
+                self._top_up(template)
 
     def lease(self, timeout_s: float | None = None) -> Lease:
-        """A run's lease; a worker it starts must load the project within ``timeout_s``."""
+        """A run's lease; the template it starts must load the project within ``timeout_s``."""
         return Lease(self, timeout_s)
 
     def close(self) -> None:
-        """Kill every worker (the session ends; cleanup has run)."""
+        """Kill every worker and end the template (the session ends; cleanup has run)."""
         self._closed = True
         with self._lock:
-            workers = [*self._all, *self._booting]
-            self._all.clear()
-            self._booting.clear()
+            workers = [*self._leased, *self._idle]
+            self._leased.clear()
             self._idle.clear()
+            template, self._template = self._template, None
         for worker in workers:
             worker.kill("the session ended")
-        for worker in workers:
-            worker.process.join(2)
+        if template is not None:
+            template.close()
+
+
+def _hand(future: asyncio.Future[Worker | str], worker: Worker | str, pool: WorkerPool) -> None:
+    """On the waiting run's loop: the worker is its (or goes, when the run stopped waiting)."""
+    if future.done():
+        if isinstance(worker, Worker):
+            pool.discard(worker, "its run stopped waiting")
+        return
+    future.set_result(worker)
 
 
 class Lease:
@@ -524,24 +812,24 @@ class Lease:
             _copy_back(pending.copied, sent, args, kwargs)
 
     async def release(self) -> None:
-        """The run ended: the worker goes back to the pool (retired when user code left threads)."""
+        """The run ended: its worker is killed (a fresh one serves the next run); when coverage
+        is measured it saves its data first."""
         worker, self.worker = self.worker, None
         if worker is None:
             return
-        if worker.dead or worker.stopped is not None or self.abandoned:
-            self.pool.discard(worker, worker.stopped or ("a call was left running" if self.abandoned else "it died"))
-            return
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        worker.released = (loop, future)
-        try:
-            worker.send(("release",))
-            clean = await asyncio.wait_for(future, 10)
-        except (OSError, ValueError, asyncio.TimeoutError):
-            clean = False
-        finally:
-            worker.released = None
-        self.pool.give_back(worker, bool(clean))
+        if self.pool.measuring and not worker.dead and worker.stopped is None:
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[bool] = loop.create_future()
+            worker.released = (loop, future)
+            try:
+                worker.send(("release",))
+                await asyncio.wait_for(future, 10)
+            except (OSError, ValueError, asyncio.TimeoutError):
+                pass
+            finally:
+                worker.released = None
+        reason = "a call was left running" if self.abandoned else "its run ended"
+        self.pool.discard(worker, worker.stopped or reason)
 
 
 def _snapshot(back: tuple[int | str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[Any, Any]:

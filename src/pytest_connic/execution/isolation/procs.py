@@ -1,16 +1,14 @@
 """The processes user code starts, kept inside one tree and ended with it (Linux).
 
-A worker runs under a *keeper*: the process ``multiprocessing`` starts forks the worker and becomes
-a child subreaper (``PR_SET_CHILD_SUBREAPER``), so a process user code starts and detaches
-(``os.setsid()``, ``start_new_session=True``, a double fork) stays in the keeper's tree whatever its
-session or process group. When the worker ends (its own exit, a kill from pytest's process, a
-crash) the keeper kills every process left in its tree and then exits as the worker did (its exit
-code, or the same signal), so pytest's process reads the worker's cause from the keeper. The worker
-is a subreaper too, so that while it lives a detached grandchild is its child, which one cheap
-``waitpid`` tells at the end of each run.
+Workers are forked by the project's template (``worker.py``), which is a child subreaper
+(``PR_SET_CHILD_SUBREAPER``); each worker is one too. So a process user code starts and detaches
+(``os.setsid()``, ``start_new_session=True``, a double fork) stays in its worker's tree whatever
+its session or process group while the worker lives, and becomes the template's child when the
+worker ends (its own exit, a kill from pytest's process, a crash). The template kills every child
+of its that is not a live worker, with that child's tree, and reports the worker's exit status to
+pytest's process.
 
-Elsewhere (no ``prctl``, no ``/proc``) the worker runs without a keeper and its process group is
-what pytest's process kills.
+Elsewhere (no ``prctl``, no ``/proc``) a worker's process group is what pytest's process kills.
 """
 
 from __future__ import annotations
@@ -18,8 +16,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
-from typing import Any
 
 #: ``prctl`` option numbers (linux/prctl.h)
 _PR_SET_CHILD_SUBREAPER = 36
@@ -96,10 +92,20 @@ def _reap() -> bool:
             return True
 
 
-def has_children() -> bool:
-    """Whether this process still has live children (ended ones are reaped). One system call when
-    there are none: the cost of the end-of-run check."""
-    return _reap()
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid``: one read of ``/proc/<pid>/task/*/children`` where the
+    kernel has it (the cost of the template's check after each worker's end), else ``/proc``."""
+    if not supported():
+        return []
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        for task in tasks:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
+                found.extend(int(c) for c in fh.read().split())
+    except (OSError, ValueError):
+        return [child for child, parent in _parents().items() if parent == pid]
+    return found
 
 
 def kill_tree(pid: int) -> None:
@@ -117,54 +123,3 @@ def kill_tree(pid: int) -> None:
                     pass
         if pid == me:
             _reap()
-
-
-def keep(run: Callable[..., None], *args: Any) -> None:
-    """Run ``run(*args)`` in a forked worker under this process as its keeper; return never.
-
-    The keeper ignores SIGINT (pytest's process ends workers by killing them), waits
-    for the worker, kills what is left of the tree, and exits with the worker's status."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if not become_subreaper():
-        run(*args)
-        os._exit(0)
-    pid = os.fork()
-    if pid == 0:  # the worker
-        try:
-            die_with_parent()
-            run(*args)
-        finally:
-            os._exit(0)
-    status = _wait_for(pid)
-    kill_tree(os.getpid())
-    _exit_as(status)
-
-
-def _wait_for(pid: int) -> int:
-    """The worker's wait status (adopted orphans that end meanwhile are reaped too)."""
-    while True:
-        try:
-            ended, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            return 0
-        except InterruptedError:  # pragma: no cover  (retried by Python since 3.5)
-            continue
-        if ended == pid:
-            return status
-
-
-def _exit_as(status: int) -> None:
-    """End this process as the worker ended: the same exit code, or the same signal."""
-    sys.stdout.flush()
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        try:  # SIGKILL has no handler to reset
-            signal.signal(number, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
-        try:
-            os.kill(os.getpid(), number)
-        except OSError:
-            pass
-        os._exit(128 + number)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)

@@ -1,13 +1,23 @@
-"""A worker process: loads the project once, then runs the calls of the run that leases it.
+"""Worker processes: a template loads the project once; each run gets a worker forked from it.
 
-Started by ``pool.py`` (``multiprocessing``, ``forkserver`` on Linux with this module preloaded,
-``spawn`` elsewhere). The main thread reads the pipe; a sync function runs on a thread, a
-coroutine function on the worker's event loop (its own thread). ``connic.tools`` calls travel back
-to pytest's process, which runs the service for the invocation that made the call.
+Started by ``pool.py`` (``multiprocessing``, ``forkserver`` on Linux with this module preloaded):
+the process ``multiprocessing`` starts is the project's *template*. It loads the project (the
+SDK, ``LoadedProject``, the ``connic.tools`` forwarders) once, runs no user call, and then forks a
+fresh worker for every run that pytest's process asks for (``("fork", token, ForkSettings)``, the
+worker's end of its pipe passed along as a descriptor). So every run starts in the state the
+template has: its modules' globals, signal handlers, umask, limits, descriptors, never what an
+earlier run left. A worker serves one run and is killed when the run ends.
 
-The worker ignores SIGINT and leads its own process group (pytest's process decides when a run
-stops, and kills the whole group, children of user code included); it exits when its pipe closes
-(pytest's process ended); its address space is limited (``connic_worker_memory_mb``).
+In a worker the main thread reads the pipe; a sync function runs on a thread, a coroutine
+function on the worker's event loop (its own thread). ``connic.tools`` calls travel back to
+pytest's process, which runs the service for the invocation that made the call.
+
+The template and its workers ignore SIGINT and each worker leads its own process group (pytest's
+process decides when a run stops, and kills the whole group, children of user code included).
+The template is a child subreaper (``procs.py``): a worker's detached descendants stay in the
+worker's tree while it lives and become the template's children when it ends, and the template
+kills every child that is not a live worker; it reports each worker's end (``("exit", pid,
+status)``) at once. Everything exits when pytest's process closes the pipes.
 """
 
 from __future__ import annotations
@@ -33,7 +43,6 @@ from typing import Any
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.isolation import coverage_share, procs
-from pytest_connic.execution.isolation.reset import Baseline
 from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
 from pytest_connic.jsonsafe import to_jsonable
 from pytest_connic.project.loaded import LoadedProject
@@ -59,7 +68,19 @@ class WorkerSettings:
     coverage: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class ForkSettings:
+    """What a worker takes of pytest's process when it is forked for a run."""
+
+    cwd: str
+    env: dict[str, str]
+    sys_path: list[str]
+
+
 class _Worker:
+    """The project as a worker uses it: built in the template (its pipe is the template's while
+    the project loads), bound to a run's pipe in each forked worker (``bind``)."""
+
     def __init__(self, conn: Any, settings: WorkerSettings) -> None:
         self.conn = conn
         self.root = Path(settings.root)
@@ -68,15 +89,19 @@ class _Worker:
         self.request_ids = iter(range(1, sys.maxsize))
         self.fresh: dict[str, types.ModuleType] = {}
         self.functions: dict[Ref, Callable[..., Any]] = {}
-        self.executor = ReusingDaemonExecutor("connic-call", idle_s=60.0)
-        self.loop = asyncio.new_event_loop()
         self.project: LoadedProject | None = None
-        self.baseline: set[int] = set()
         self.world = _World()
         #: coverage.py measuring this worker (``coverage_share.py``; None: not measured)
         self.coverage: Any = None
-        #: the process state every run starts from (taken once the project is loaded)
-        self.state: Baseline | None = None
+
+    def bind(self, conn: Any) -> None:
+        """In a forked worker: the run's pipe, and the threads and loop of its own."""
+        self.conn = conn
+        self.send_lock = threading.Lock()
+        self.executor = ReusingDaemonExecutor("connic-call", idle_s=60.0)
+        self.loop = asyncio.new_event_loop()
+        self.loop_thread: threading.Thread | None = None
+        self.loop_lock = threading.Lock()
 
     def send(self, message: tuple[Any, ...]) -> None:
         with self.send_lock:
@@ -135,8 +160,6 @@ class _Worker:
         """A project module imported here: its ``connic.tools`` names forward to pytest's process
         and it stays for the runs that follow."""
         self.rebind([module])
-        if self.state is not None:
-            self.state.adopt(name, module)
 
     # -- calls --------------------------------------------------------------------------
     def call(self, cid: int, ref: Ref, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -149,6 +172,7 @@ class _Worker:
             self._reply(cid, exc, None, args, kwargs, back)
             return
         if inspect.iscoroutinefunction(func):
+            self.start_loop()
             self.loop.call_soon_threadsafe(self._start_task, cid, func, args, kwargs, back)
         else:
             self.executor.submit(self._run_sync, cid, func, args, kwargs, back)
@@ -192,6 +216,7 @@ class _Worker:
                     task = contextvars.Context().run(self.loop.create_task, wait())
                     task.add_done_callback(lambda t: self._reply_task(cid, t, args, kwargs, back))
 
+                self.start_loop()
                 self.loop.call_soon_threadsafe(start)
                 return
             self._reply(cid, None, result, args, kwargs, back)
@@ -243,19 +268,10 @@ class _Worker:
             future.set_exception(decode_exception(value))
 
     def release(self) -> None:
-        """The run that leased this worker ended: drop its fresh modules, end the processes its
-        user code left running, put the process state back (``reset.py``); say whether the worker
-        is clean (threads of user code still alive, or state that cannot be put back: the pool
-        then retires this worker)."""
-        self.fresh.clear()
-        self.world.leave()
-        if procs.supported() and procs.has_children():
-            procs.kill_tree(os.getpid())
-        leftover = [t for t in threading.enumerate()
-                    if t.ident not in self.baseline and not t.name.startswith("connic-call")]
-        unclean = self.state.restore() if self.state is not None and not leftover else None
+        """The run that leased this worker ended (asked only when coverage is measured): save
+        what was measured; pytest's process then kills this worker."""
         coverage_share.save(self.coverage)
-        self.send(("released", not leftover and unclean is None))
+        self.send(("released", False))
 
     def run_loop(self) -> None:
         """The worker's event loop; a ``BaseException`` that escapes a callback of user code does
@@ -267,9 +283,15 @@ class _Worker:
             except BaseException:  # noqa: BLE001, S112  (the loop goes on for the other calls)
                 continue
 
+    def start_loop(self) -> None:
+        """The event loop's thread, started by the run's first coroutine (a run of sync code only
+        never starts it)."""
+        with self.loop_lock:
+            if self.loop_thread is None:
+                self.loop_thread = threading.Thread(target=self.run_loop, name="connic-worker-loop", daemon=True)
+                self.loop_thread.start()
+
     def serve(self) -> None:
-        threading.Thread(target=self.run_loop, name="connic-worker-loop", daemon=True).start()
-        self.baseline = {t.ident for t in threading.enumerate() if t.ident is not None}
         while True:
             try:
                 message = self.conn.recv()
@@ -368,23 +390,14 @@ def _no_breakpoint(*args: Any, **kwargs: Any) -> None:
 
 
 def main(conn: Any, settings: WorkerSettings) -> None:
-    """The worker's entry point (``multiprocessing.Process`` target): the worker itself, under a
-    keeper process where processes can be kept in a tree (``procs.py``)."""
-    if procs.supported():
-        procs.keep(_main, conn, settings)
-    else:  # pragma: no cover  (macOS, Windows)
-        _main(conn, settings)
-
-
-def _main(conn: Any, settings: WorkerSettings) -> None:
+    """The template's entry point (``multiprocessing.Process`` target): load the project, then
+    fork a worker per request until pytest's process closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.breakpointhook = _no_breakpoint
     if hasattr(os, "setpgid"):
-        try:
+        with contextlib.suppress(OSError):
             os.setpgid(0, 0)
-        except OSError:
-            pass
-    procs.become_subreaper()  # a detached grandchild stays this worker's child while it lives
+    procs.become_subreaper()  # a worker's detached descendants come here when it ends
     conn.send(("started", os.getpid()))
     try:  # user code may start processes of its own (a daemonic process may not)
         import multiprocessing
@@ -396,21 +409,149 @@ def _main(conn: Any, settings: WorkerSettings) -> None:
     os.environ.clear()
     os.environ.update(settings.env)
     sys.path[:] = settings.sys_path
-    measuring = coverage_share.start(settings.coverage)  # before any thread of the worker starts
+    measuring = coverage_share.start(settings.coverage)  # import-time lines count too
     worker = _Worker(conn, settings)
-    worker.coverage = measuring
     try:
         worker.install_placeholders()
         with _reporting_imports(worker, Path(settings.root)):
-            project = worker.project = LoadedProject(Path(settings.root), static=True, on_import=worker.adopt)
+            project = worker.project = load_project(Path(settings.root), worker.adopt)
         worker.rebind(project.modules())
     except BaseException as exc:  # noqa: BLE001  (reported to pytest's process)
         conn.send(("failed", f"{type(exc).__name__}: {safe_text(exc)}"))
         return
-    _limit_memory(settings.memory_mb)  # after loading: the limit is for user code's calls
-    worker.state = Baseline.take(worker.root, owner=worker)
+    coverage_share.save(measuring)
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the workers' collections leave the template's objects alone: shared, not copied
     conn.send(("ready", os.getpid()))
-    worker.serve()
+    _Template(conn, settings, worker, measuring).serve()
+
+
+def load_project(root: Path, on_import: Callable[[str, types.ModuleType], None]) -> LoadedProject:
+    """The project as the template reads it, once (every worker is forked from it): statically,
+    as pytest's process reads it, so no user module runs in the template; a run's worker imports
+    the modules its calls name (``on_import`` sees each), so what a module does at import happens
+    in that run's worker, bounded and reported like any call."""
+    return LoadedProject(root, static=True, on_import=on_import)
+
+
+class _Template:
+    """The template's loop: fork a worker per request, report each worker's end, and kill what a
+    dead worker left (its descendants become this subreaper's children)."""
+
+    def __init__(self, conn: Any, settings: WorkerSettings, worker: _Worker, measuring: Any) -> None:
+        self.conn = conn
+        self.settings = settings
+        self.worker = worker
+        self.measuring = measuring
+        self.workers: set[int] = set()
+        self.wake_r, self.wake_w = os.pipe()
+
+    def serve(self) -> None:
+        from multiprocessing.connection import wait
+        from multiprocessing.reduction import recv_handle
+
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, _ignore)
+        while True:
+            ready = wait([self.conn, self.wake_r])
+            if self.wake_r in ready:
+                with contextlib.suppress(OSError):
+                    os.read(self.wake_r, 4096)
+                self.reap()
+            if self.conn not in ready:
+                continue
+            try:
+                message = self.conn.recv()
+                if message[0] == "fork":
+                    self.fork(message[1], message[2], recv_handle(self.conn))
+                    continue
+            except (EOFError, OSError):  # pytest's process went away
+                pass
+            self.shutdown()
+
+    def fork(self, token: int, settings: ForkSettings, fd: int) -> None:
+        if not hasattr(os, "fork"):  # pragma: no cover  (Windows)
+            os.close(fd)
+            why = "process isolation forks its workers, which Windows cannot: use --connic-isolation=none"
+            self.conn.send(("forked", token, why))
+            return
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes
+            os.close(fd)
+            self.conn.send(("forked", token, f"{type(exc).__name__}: {safe_text(exc)}"))
+            return
+        if pid == 0:
+            try:
+                self.become_worker(settings, fd)
+            finally:
+                os._exit(1)
+        os.close(fd)
+        self.workers.add(pid)
+        self.conn.send(("forked", token, pid))
+
+    def become_worker(self, settings: ForkSettings, fd: int) -> None:
+        """In the forked child: a worker of one run, in the template's state."""
+        from multiprocessing.connection import Connection
+
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+        self.conn.close()
+        if hasattr(os, "setpgid"):
+            with contextlib.suppress(OSError):
+                os.setpgid(0, 0)
+        procs.become_subreaper()  # a detached grandchild stays this worker's child while it lives
+        procs.die_with_parent()
+        if os.getcwd() != settings.cwd:
+            os.chdir(settings.cwd)
+        if os.environ != settings.env:
+            os.environ.clear()
+            os.environ.update(settings.env)
+        sys.path[:] = settings.sys_path
+        worker = self.worker
+        worker.coverage = coverage_share.restart(self.measuring, self.settings.coverage)
+        _limit_memory(self.settings.memory_mb)  # the limit is for user code's calls
+        worker.bind(Connection(fd))
+        worker.serve()
+
+    def reap(self) -> None:
+        """Report the workers that ended; kill every other child (what a dead worker left)."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in self.workers:
+                self.workers.discard(pid)
+                with contextlib.suppress(OSError, ValueError):
+                    self.conn.send(("exit", pid, status))
+        for child in procs.children(os.getpid()):
+            if child not in self.workers:
+                procs.kill_tree(child)
+                with contextlib.suppress(OSError):
+                    os.kill(child, signal.SIGKILL)
+
+    def shutdown(self) -> None:
+        """pytest's process is gone or asked: every worker and what they started ends, then this."""
+        for pid in self.workers:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        procs.kill_tree(os.getpid())
+        os._exit(0)
+
+
+def _ignore(*args: Any) -> None:
+    """SIGCHLD's handler in the template: the signal only wakes its loop (``set_wakeup_fd``)."""
 
 
 class _ImportReporter:
