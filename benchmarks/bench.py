@@ -350,14 +350,16 @@ def peak_rss(args: list[str], cwd: Path) -> tuple[float, float, int]:
     """pytest's own peak RSS (``ru_maxrss`` at its end), the peak of its whole process tree's PSS
     sampled every 50 ms (pytest, the forkserver and the workers), both in MB, and the most
     processes of the tree seen at once."""
-    proc = subprocess.Popen([PY, "-c", MEASURED, *args], cwd=cwd, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **ENVS.get("warm", {})})
-    tree_kb, most = 0, 0
-    while proc.poll() is None:
-        pids = _tree(proc.pid)
-        tree_kb, most = max(tree_kb, sum(_pss_kb(pid) for pid in pids)), max(most, len(pids))
-        time.sleep(0.05)
-    out = proc.stdout.read() if proc.stdout else ""
+    with tempfile.TemporaryFile("w+") as output:  # a pipe would fill with 10,000 lines and block
+        proc = subprocess.Popen([PY, "-c", MEASURED, *args], cwd=cwd, stdout=output, stderr=subprocess.STDOUT,
+                                text=True, env={**os.environ, **ENVS.get("warm", {})})
+        tree_kb, most = 0, 0
+        while proc.poll() is None:
+            pids = _tree(proc.pid)
+            tree_kb, most = max(tree_kb, sum(_pss_kb(pid) for pid in pids)), max(most, len(pids))
+            time.sleep(0.05)
+        output.seek(0)
+        out = output.read()
     found = re.search(r"RSS (\d+)", out)
     if proc.returncode not in (0, 1) or found is None:
         raise SystemExit(f"command failed ({proc.returncode}): pytest {' '.join(args)}\n{out[-3000:]}")
