@@ -11,7 +11,8 @@ Figures (issue "Fast at every scale"):
   scaling      a 200-case model-bound suite with -n 0 vs -n 2 (and the same with a 150 ms model)
   earlystop    model calls with and without --connic-early-stop; verdicts must be equal
   startup      pytest --version and a plain Python project, with and without the plugin
-  memory       peak RSS of collecting 10,000 cases
+  memory       peak RSS of collecting and of running 10,000 tool-agent cases, and of collecting
+               10,000 plain Python tests
   collect      1,000 suites x 10 cases (pytest --collect-only -q) vs the floor: the same YAML
                files (suites and agent files) parsed with PyYAML's C loader in a bare process,
                nothing else; the median of alternating runs (issue "Fast again": at most 3x)
@@ -338,23 +339,86 @@ def bench_startup(tmp: Path) -> None:
     figure("", with_c, without_c, "collecting a plain project without plugin", "<= 1.05x")
 
 
+MEASURED = (
+    "import resource, sys, pytest\n"
+    "pytest.main(sys.argv[1:])\n"
+    "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+)
+
+
+def _pss_kb(pid: int) -> int:
+    """A process's proportional set size (its share of pages it shares with others, e.g. a worker
+    forked from the forkserver), 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and every process below it (workers, the forkserver, their keepers)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += parents.get(pid, [])
+    return found
+
+
+def peak_rss(args: list[str], cwd: Path) -> tuple[float, float, int]:
+    """pytest's own peak RSS (``ru_maxrss`` at its end), the peak of its whole process tree's PSS
+    sampled every 50 ms (pytest, the forkserver and the workers), both in MB, and the most
+    processes of the tree seen at once."""
+    with tempfile.TemporaryFile("w+") as output:  # a pipe would fill with 10,000 lines and block
+        proc = subprocess.Popen([PY, "-c", MEASURED, *args], cwd=cwd, stdout=output, stderr=subprocess.STDOUT,
+                                text=True, env={**os.environ, **ENVS.get("warm", {})})
+        tree_kb, most = 0, 0
+        while proc.poll() is None:
+            pids = _tree(proc.pid)
+            tree_kb, most = max(tree_kb, sum(_pss_kb(pid) for pid in pids)), max(most, len(pids))
+            time.sleep(0.05)
+        output.seek(0)
+        out = output.read()
+    found = re.search(r"RSS (\d+)", out)
+    if proc.returncode not in (0, 1) or found is None:
+        raise SystemExit(f"command failed ({proc.returncode}): pytest {' '.join(args)}\n{out[-3000:]}")
+    return int(found.group(1)) / 1024, tree_kb / 1024, most
+
+
 def bench_memory(tmp: Path) -> None:
-    script = (
-        "import resource, sys, pytest\n"
-        "pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider'])\n"
-        "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-    )
+    """Peak memory at scale: collecting and running 10,000 tool-agent cases (1,000 suites x 10,
+    one tool agent, user code in worker processes), collecting 10,000 plain Python tests."""
+    collect = ["--collect-only", "-q", "-p", "no:cacheprovider"]
     base_script = "import resource, pytest\nprint('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    _, base = run([PY, "-c", base_script], tmp)
+    base_mb = int(re.search(r"RSS (\d+)", base).group(1)) / 1024  # type: ignore[union-attr]
+    print(f"{'memory':<12} Python + pytest alone: {base_mb:.0f} MB", flush=True)
     for name, distinct in (("mem", False), ("memd", True)):
         root = tmp / name
         tool_project(root, 1000, 10, distinct=distinct)
-        _, out = run([PY, "-c", script], root)
-        rss_kb = int(re.search(r"RSS (\d+)", out).group(1))  # type: ignore[union-attr]
-        _, base = run([PY, "-c", base_script], root)
-        base_kb = int(re.search(r"RSS (\d+)", base).group(1))  # type: ignore[union-attr]
+        own, _, _ = peak_rss(collect, root)
         what = "every expression distinct" if distinct else "10,000 cases"
-        print(f"{'memory':<12} peak RSS collecting {what}: {rss_kb / 1024:.0f} MB "
-              f"(Python + pytest alone {base_kb / 1024:.0f} MB; target < 200 MB)", flush=True)
+        print(f"{'memory':<12} peak RSS collecting {what}: {own:.0f} MB (target < 200 MB)", flush=True)
+    own, tree, most = peak_rss(["-q", "-p", "no:cacheprovider"], tmp / "mem")
+    print(f"{'memory':<12} peak RSS running 10,000 cases: pytest's process {own:.0f} MB; its process tree "
+          f"(workers, forkserver; PSS) {tree:.0f} MB, at most {most} processes", flush=True)
+    plain = tmp / "memp"
+    python_project(plain, 1000, 10)
+    own, _, _ = peak_rss(collect, plain)
+    print(f"{'memory':<12} peak RSS collecting 10,000 plain Python tests (no plugin in use): {own:.0f} MB",
+          flush=True)
 
 
 FIGURES = {

@@ -32,11 +32,29 @@ for _module in pkgutil.walk_packages(pytest_connic.__path__, "pytest_connic."):
     importlib.import_module(_module.name)
 
 
+#: the ini value inner sessions get when their test is marked ``isolation_none``
+IN_PROCESS = "-o connic_isolation=none"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "isolation_none: the test's inner sessions run user code in pytest's process "
+        "(connic_isolation=none), for tests whose subject is not isolation (docs/architecture.md, Tests)")
+
+
 @pytest.fixture(autouse=True)
-def _inner_sessions_in_file_order(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytest-randomly (in the ``[test]`` extra for the tests that shuffle on purpose, with
-    ``-p randomly``) would reorder every inner session: cases whose output names their order (the
-    progress line, -v lines, the first failing case) would then differ from run to run."""
+def _inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment of a test's inner sessions (``PYTEST_ADDOPTS``, which their subprocesses and
+    xdist workers inherit too).
+
+    - In file order: pytest-randomly (in the ``[test]`` extra for the tests that shuffle on purpose,
+      with ``-p randomly``) would reorder every inner session: cases whose output names their order
+      (the progress line, -v lines, the first failing case) would then differ from run to run.
+    - Under the mark ``isolation_none``, user code in pytest's process (``connic_isolation=none``,
+      an ini value, so an explicit ``--connic-isolation`` of the test still wins): starting worker
+      processes and loading the project in each is most of a small inner session's time, and only
+      the tests about isolation, or about what crosses the process boundary, need it. Unmarked
+      tests keep the product's default, process isolation."""
     if "pytester" not in request.fixturenames:
         return
     request.getfixturevalue("pytester")  # pytester clears PYTEST_ADDOPTS as it starts: after it
@@ -44,7 +62,10 @@ def _inner_sessions_in_file_order(request: pytest.FixtureRequest, monkeypatch: p
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     addopts = os.environ.get("PYTEST_ADDOPTS", "")
     if "randomly" not in addopts:
-        monkeypatch.setenv("PYTEST_ADDOPTS", f"-p no:randomly {addopts}".strip())
+        addopts = f"-p no:randomly {addopts}"
+    if request.node.get_closest_marker("isolation_none") is not None:
+        addopts = f"{addopts} {IN_PROCESS}"
+    monkeypatch.setenv("PYTEST_ADDOPTS", addopts.strip())
 
 
 @pytest.fixture

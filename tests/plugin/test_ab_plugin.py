@@ -18,6 +18,8 @@ from pytest_connic.ab.analysis import LATENCY_KEYS, overall_recommendation
 from pytest_connic.ab.options import ABOptions
 from pytest_connic.ab.selection import select
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 SUITE = """
 tests:
   - name: adds

@@ -10,6 +10,8 @@ import pytest
 
 from helpers.project import ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 OPS_TOOLS = '''
 def delete_order(order_id: str) -> dict:
     """Delete an order.

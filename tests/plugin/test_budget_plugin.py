@@ -12,6 +12,8 @@ import pytest
 from helpers.fake_provider import FakeProvider, text
 from helpers.project import ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 CASES = 6
 TOKENS_PER_RUN = 15  #: the fake provider's default usage: 10 in, 5 out
 

@@ -15,6 +15,8 @@ import pytest
 from helpers.fake_provider import FakeProvider, Reply, text
 from helpers.project import ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 NAMES = ["a/b", "a:b", "a_b", "a?b", ".", "..", "Adds", "adds"]
 
 

@@ -200,7 +200,7 @@ def test_reportinfo_points_at_the_case_line(calc: ConnicProject) -> None:
 #
 # Each refusal is quick and located; the rest of the project still runs.
 
-pytestmark = pytest.mark.timeout(120)  # a regression would hang in the SDK: fail instead
+pytestmark = [pytest.mark.timeout(120), pytest.mark.isolation_none]  # a regression would hang in the SDK: fail instead
 
 ECHO = 'from connic.tools import send_connector\n\n\n' \
        'def echo(payload: dict) -> dict:\n    """Echo."""\n    return {"got": payload}\n\n\n' \

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from helpers.project import ConnicProject, esc
+
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
 
 
 def test_unknown_tool_names_fail_their_case_in_setup_with_the_closest_name(calc: ConnicProject) -> None:

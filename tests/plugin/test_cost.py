@@ -11,6 +11,8 @@ import pytest
 from helpers.project import ConnicProject
 from pytest_connic.models.pricing import litellm_map
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 SUITE = """
 tests:
   - name: adds

@@ -13,6 +13,8 @@ from helpers.mixed import answer, tool_turn, write_mixed
 from helpers.project import ConnicProject
 from pytest_connic.coverage.compute import compute_coverage
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 ADDS = """
 tests:
   - name: adds

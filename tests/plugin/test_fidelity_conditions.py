@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from helpers.project import ConnicProject
+
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
 
 TOOLS = '''
 def nuke(target: str) -> str:

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from helpers.fake_provider import unused_port
 from helpers.project import ConnicProject
+
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
 
 #: a model that reports what it was asked with, and the run context the prompt shows
 ECHO_MODEL = '''

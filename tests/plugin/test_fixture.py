@@ -6,6 +6,8 @@ import pytest
 
 from helpers.project import ConnicProject, esc
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 HEADER = """
         import pytest
         from pytest_connic.models.base import ModelResponse, ToolCallRequest

@@ -11,6 +11,8 @@ import pytest
 from helpers.project import ConnicProject
 from pytest_connic.history.store import APPLICATION_ID
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 TOOL = '''
 def add(a: int, b: int) -> dict:
     """Add two numbers."""

@@ -12,6 +12,8 @@ import pytest
 
 from helpers.project import ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 OFFSET_TOOLS = '''
 import os
 
@@ -169,7 +171,7 @@ def test_the_same_history_from_xdist_as_from_a_serial_run(offset: ConnicProject,
     for args in ([], ["-n", "2"]):
         name = "xdist.sqlite" if args else "serial.sqlite"
         for _ in range(2):
-            result = offset.run_subprocess("--connic-history", name, *args)
+            result = offset.run("--connic-history", name, *args)
             result.assert_outcomes(passed=1, failed=1)
 
     def comparable(name: str) -> list[dict[str, Any]]:

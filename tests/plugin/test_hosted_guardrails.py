@@ -18,6 +18,8 @@ from helpers.fake_provider import Reply, text
 from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
 from helpers.project import ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 INJECTION = [{"type": "prompt_injection", "config": {"rejection_message": "Not with me."}}]
 SUITE = """
 tests:

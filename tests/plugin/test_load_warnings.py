@@ -8,6 +8,8 @@ import pytest
 
 from helpers.project import CALC_TOOLS, ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 XDIST = [pytest.param((), id="single"), pytest.param(("-n", "2"), id="xdist")]
 
 AGENT_WITH_TYPOS = '''

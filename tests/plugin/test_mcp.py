@@ -19,6 +19,8 @@ import yaml
 from helpers.fake_provider import FakeProvider, Reply, text, tool_call, unused_port
 from helpers.project import ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("litellm") is None:
     pytest.skip("the [mcp] and [live] extras (mcp, litellm) are not installed", allow_module_level=True)
 

@@ -14,6 +14,8 @@ import pytest
 from helpers.project import ConnicProject
 from pytest_connic.__main__ import pytest_command
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 pytest.importorskip("pytest_split")
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -73,8 +75,8 @@ def test_two_shards_merged_equal_a_single_run(calc: ConnicProject) -> None:
     _suites(calc)
     reports = ("--connic-json={}.json", "--connic-html={}.html", "--junitxml={}.xml",
                "--connic-coverage-json={}-coverage.json")
-    full = calc.run_subprocess(*(r.format("full") for r in reports), "tests")
-    shards = [calc.run_subprocess("--splits=2", f"--group={g}", f"--connic-json=shard-{g}.json", "tests")
+    full = calc.run(*(r.format("full") for r in reports), "tests")
+    shards = [calc.run("--splits=2", f"--group={g}", f"--connic-json=shard-{g}.json", "tests")
               for g in (1, 2)]
     assert full.ret == 1 and all(s.ret == 1 for s in shards)
     command = pytest_command(["merge", "shard-*.json", "--json", "all.json", "--html", "all.html",
@@ -119,7 +121,7 @@ def test_two_shards_merged_equal_a_single_run(calc: ConnicProject) -> None:
 
 def test_merge_says_what_it_cannot_merge(calc: ConnicProject) -> None:
     _suites(calc)
-    calc.run_subprocess("--connic-json=one.json", "tests/echo_0.yaml")
+    calc.run("--connic-json=one.json", "tests/echo_0.yaml")
     missing = calc.run("--connic-merge", "nope-*.json")
     missing.stderr.fnmatch_lines(["ERROR: --connic-merge nope-*.json: no file matches; nothing was merged*"])
     both = calc.run("--connic-merge", "one.json", "--connic-merge", "./one.json", "--connic-json=x.json")
@@ -151,9 +153,9 @@ def test_a_merge_writes_the_history_a_single_run_would(calc: ConnicProject) -> N
     import sqlite3
 
     _suites(calc)
-    calc.run_subprocess("--connic-history=single.sqlite", "tests")
+    calc.run("--connic-history=single.sqlite", "tests")
     for g in (1, 2):
-        calc.run_subprocess("--splits=2", f"--group={g}", f"--connic-json=shard-{g}.json",
+        calc.run("--splits=2", f"--group={g}", f"--connic-json=shard-{g}.json",
                             f"--connic-history=shard-{g}.sqlite", "tests")
     merged = calc.run("--connic-merge", "shard-*.json", "--connic-history", "merged.sqlite")
     assert merged.ret == 1

@@ -12,6 +12,8 @@ import pytest
 from helpers.project import ConnicProject
 from pytest_connic.plugin.items import case_name, item_name
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 #: every kind of name Connic allows (1-120 characters, anything): (case name, its item name)
 NAMES = [
     ("plain", "plain"),

@@ -15,6 +15,8 @@ from helpers.mixed import write_mixed
 from helpers.project import ConnicProject
 from pytest_connic.reports.terminal import display_width
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order-desk"
 REASON = "expected_result not satisfied: output.sum == 11 where output.sum = 10"
 

@@ -16,6 +16,8 @@ import pytest
 from helpers.project import CALC_TOOLS, ConnicProject
 from pytest_connic.runtime import placeholders
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 
 def runs(project: ConnicProject, report: str = "report.json") -> dict[str, dict[str, Any]]:
     cases = json.loads((project.root / report).read_text())["cases"]

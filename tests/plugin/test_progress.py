@@ -9,6 +9,8 @@ import pytest
 from helpers.project import ConnicProject, esc
 from pytest_connic.plugin.progress import progress_line
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 SUITE = """
 agent: echo
 tests:

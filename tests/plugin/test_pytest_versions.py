@@ -7,6 +7,8 @@ import pytest
 
 from pytest_connic.plugin import xdist
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 
 def test_verbosity_without_pytest_8_1s_test_case_verbosity(pytester: pytest.Pytester,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:

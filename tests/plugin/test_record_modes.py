@@ -16,6 +16,8 @@ from helpers.fake_provider import Reply, text, tool_call
 from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
 from helpers.project import ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("the [live] extra (litellm) is not installed", allow_module_level=True)
 

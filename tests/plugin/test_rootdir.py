@@ -9,6 +9,8 @@ import pytest
 from helpers.project import ConnicProject
 from pytest_connic.plugin.rootdir import PATH_OPTIONS, space_form
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 OPTIONS = ["--connic-json", "--connic-html", "--connic-history", "--connic-traces", "--connic-coverage-json",
            "--connic-merge", "--connic-summary", "--connic-compare"]
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from helpers.project import ConnicProject, esc
+
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
 
 #: one run: add(4, 6), add(4, 1), add(2, 2), multiply(3, 3), then the answer
 CALLS = [

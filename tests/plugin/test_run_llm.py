@@ -13,6 +13,8 @@ import pytest
 from helpers.models import ECHO_REQUEST_MODEL, EVIDENCE_TOOLS
 from helpers.project import ConnicProject, esc
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 
 @pytest.fixture
 def lab(calc: ConnicProject) -> ConnicProject:

@@ -7,6 +7,8 @@ import pytest
 from helpers.models import ECHO_REQUEST_MODEL
 from helpers.project import ConnicProject, esc
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 ONE_CASE = """
 tests:
   - name: {name}

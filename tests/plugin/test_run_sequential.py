@@ -8,6 +8,8 @@ import pytest
 
 from helpers.project import ConnicProject, esc
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 STAGES = '''
 def inc(payload: dict) -> dict:
     """Add one to n."""

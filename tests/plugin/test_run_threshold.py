@@ -11,6 +11,8 @@ import pytest
 from helpers.models import EVIDENCE_TOOLS
 from helpers.project import ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 THRESHOLD_SUITE = """
 tests:
   - name: four of five

@@ -157,7 +157,7 @@ def artifacts(root: Path, result: pytest.RunResult) -> dict[str, str]:
 def test_no_secret_in_any_form_reaches_any_artifact(
     leaky: ConnicProject, monkeypatch: pytest.MonkeyPatch, xdist: bool
 ) -> None:
-    run = (lambda *a: leaky.run_subprocess("-n", "2", *a)) if xdist else leaky.run
+    run = (lambda *a: leaky.run("-n", "2", *a)) if xdist else leaky.run
     with FakeProvider(model) as fp:
         monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
         result = run("--connic-env", "staging", "--connic-record-mode", "once", *ARTIFACTS)

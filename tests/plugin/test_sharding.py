@@ -11,6 +11,8 @@ import pytest
 
 from helpers.project import ConnicProject
 
+pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+
 pytest.importorskip("pytest_split")
 
 
@@ -30,9 +32,9 @@ def test_two_shards_together_equal_the_full_run(calc: ConnicProject) -> None:
                 for c in range(4)
             ),
         )
-    full = calc.run_subprocess("--connic-json=full.json")
+    full = calc.run("--connic-json=full.json")
     shard_results = [
-        calc.run_subprocess("--splits=2", f"--group={g}", f"--connic-json=shard{g}.json") for g in (1, 2)
+        calc.run("--splits=2", f"--group={g}", f"--connic-json=shard{g}.json") for g in (1, 2)
     ]
     everything = _cases("full.json", calc)
     shards = [_cases(f"shard{g}.json", calc) for g in (1, 2)]
