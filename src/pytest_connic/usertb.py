@@ -269,15 +269,49 @@ def import_failure(exc: BaseException, root: Path, path: Path) -> TracebackData 
         data = capture(exc)
         data["chain"][-1]["text"] = str(exc.msg or "")[:_MAX_TEXT]
         data["chain"][-1]["frames"].append(_syntax_frame(exc))
-        data = _finished(data, root, f"importing {shown}")
+        data = _finished(data, root, _IMPORTING + shown)
     else:
-        data = for_record(exc, root, str, f"importing {shown}")
+        data = for_record(exc, root, str, _IMPORTING + shown)
     if data is not None:
-        _IMPORTS.pop(shown, None)
-        _IMPORTS[shown] = data
-        while len(_IMPORTS) > _MAX_IMPORTS:
-            _IMPORTS.pop(next(iter(_IMPORTS)))
+        _register(shown, data)
     return data
+
+
+_IMPORTING = "importing "  #: the origin of an import failure's traceback: ``importing tools/t.py``
+
+
+def _register(shown: str, data: TracebackData) -> None:
+    _IMPORTS.pop(shown, None)
+    _IMPORTS[shown] = data
+    while len(_IMPORTS) > _MAX_IMPORTS:
+        _IMPORTS.pop(next(iter(_IMPORTS)))
+
+
+def _imported(data: TracebackData) -> str | None:
+    """The module (``tools/t.py``) whose failed import ``data`` is the traceback of, or None."""
+    origin = data.get("origin")
+    return origin[len(_IMPORTING):] if isinstance(origin, str) and origin.startswith(_IMPORTING) else None
+
+
+def import_traceback(exc: BaseException) -> TracebackData | None:
+    """The traceback of a failed import that ``exc`` carries (:func:`attach`: a module of the
+    project that failed to import in a worker process), or None."""
+    data = traceback_of(exc)
+    return data if data is not None and _imported(data) else None
+
+
+def remember_import(data: TracebackData | None) -> None:
+    """An import failure's traceback that crossed from a worker process (``execution/isolation/wire.py``),
+    remembered as if the import had failed in this process: :func:`import_in` finds it by the
+    path a message names, under process isolation as in-process."""
+    shown = _imported(data) if data is not None else None
+    if data is not None and shown:
+        _register(shown, data)
+
+
+def forget_imports() -> None:
+    """Forget the import failures remembered so far (a new session starts in this process)."""
+    _IMPORTS.clear()
 
 
 def import_in(text: str) -> TracebackData | None:
@@ -296,13 +330,15 @@ class ImportCapture(io.StringIO):
     def __init__(self, root: Path, path: Path) -> None:
         super().__init__()
         self.root, self.path, self.seen = root, path, False
+        #: the import failure's traceback (:func:`import_failure`), once the loader printed it
+        self.failure: TracebackData | None = None
 
     def write(self, text: str) -> int:
         raised = sys.exc_info()[1]
         if raised is not None and not self.seen:
             self.seen = True
             with contextlib.suppress(Exception):  # a traceback that cannot be read only loses its frames
-                import_failure(raised, self.root, self.path)
+                self.failure = import_failure(raised, self.root, self.path)
         return super().write(text)
 
 

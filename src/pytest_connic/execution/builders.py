@@ -12,13 +12,15 @@ from pytest_connic.errors import ConnicError
 from pytest_connic.project.located import safe_text
 from pytest_connic.runtime.mocks import ModuleLoadError, load_fresh
 from pytest_connic.runtime.signals import UserCodeEnded
+from pytest_connic.usertb import attach, import_traceback
 
 Caller = Callable[..., Awaitable[Any]]
 
 
 class BuilderError(ConnicError):
     """``build()`` failed: the run fails before the agent, cleanup still runs; ``__cause__`` is
-    the user's exception when ``build()`` raised."""
+    the user's exception when ``build()`` raised; it carries the import's traceback when the
+    builder's module failed to import in its worker (``usertb.import_traceback``)."""
 
 
 class CleanupFailure(str):
@@ -113,8 +115,8 @@ async def build(
         ), timeout_s)
     except _BoundReached:
         raise BuilderError(f"builder build timed out after {timeout_s:g}s (timeout_s)") from None
-    except UserCodeEnded as exc:  # a crash, a BaseException: already in words
-        raise BuilderError(exc.message) from None
+    except UserCodeEnded as exc:  # a crash, a BaseException, the module's import in its worker: already in words
+        raise attach(BuilderError(exc.message), import_traceback(exc)) from None
     except Exception as exc:
         raise BuilderError(f"builder build raised: {type(exc).__name__}: {safe_text(exc)}") from exc
     if not isinstance(result, (str, dict)):

@@ -41,7 +41,7 @@ from pytest_connic.runtime.services import RuntimeServices
 from pytest_connic.runtime.sessions import runs_in_order
 from pytest_connic.runtime.signals import UserCodeEnded
 from pytest_connic.runtime.state import RunScope
-from pytest_connic.usertb import for_record, import_in, masked
+from pytest_connic.usertb import for_record, import_in, import_traceback, masked
 
 if TYPE_CHECKING:
     from pytest_connic.execution.isolation.pool import Lease, WorkerPool
@@ -563,7 +563,9 @@ class CaseRun:
                     record = RunRecord(run_id=f"build-{scope.run_index}", agent_name=self.agent_name,
                                        index=scope.run_index, status="failed", error=str(exc))
                     record.failures.append(str(exc))
-                    record.error_traceback = self._user_traceback(exc.__cause__, "builder build()")
+                    trace = import_traceback(exc)  # the builder's module raised at import, in the worker
+                    record.error_traceback = (masked(trace, self.runtime.masker.text) if trace else
+                                              self._user_traceback(exc.__cause__, "builder build()"))
                     if lease is not None:  # a fresh worker after a kill, started outside cleanup's bound
                         await lease.acquire()
                     failure = await builders.cleanup(scope.call, builder_module,

@@ -46,6 +46,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
+    from pytest_connic import usertb
+
+    usertb.forget_imports()  # a session in the same process before this one (pytester's inline runs)
     settings = Settings.from_config(config)
     from pytest_connic.plugin.debugging import debugger_flag, with_debugger
     from pytest_connic.plugin.ecosystem import with_testmon

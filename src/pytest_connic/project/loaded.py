@@ -290,13 +290,14 @@ class LoadedProject:
             elif head == "hooks":
                 self._loaded_by_sdk("hooks", rest, lambda: loader.load_tool_hooks(rest))
             elif head == "guardrails":
-                with contextlib.redirect_stdout(io.StringIO()) as printed:
+                printed = ImportCapture(self.root, path)  # the traceback, carried to pytest's process
+                with contextlib.redirect_stdout(printed):
                     guardrail = self._user_import(f"custom guardrail '{rest}'", path, lambda: loader.load_guardrail(rest))
                 if guardrail is None:
                     detail = printed.getvalue().strip() or "; ".join(
                         e for e in sdk.load_errors(loader) if f"'{rest}'" in e)
-                    raise ProjectError(f"custom guardrail '{rest}' could not be loaded from guardrails/{rest}.py"
-                                       + (f": {detail}" if detail else ""))
+                    raise attach(ProjectError(f"custom guardrail '{rest}' could not be loaded from guardrails/{rest}.py"
+                                              + (f": {detail}" if detail else "")), printed.failure)
             self._adopt_imported()
             module = sys.modules.get(name)
             if module is None:

@@ -25,7 +25,7 @@ from pytest_connic.records.run import GuardrailRecord
 from pytest_connic.runtime.mocks import guardrail_ladder
 from pytest_connic.runtime.signals import RunAborted, RunFailed, UserCodeEnded
 from pytest_connic.runtime.state import InvocationState
-from pytest_connic.usertb import for_record, import_in, masked
+from pytest_connic.usertb import for_record, import_in, import_traceback, masked
 from pytest_connic.warnings import ConnicWarning, GuardrailNotEvaluatedWarning
 
 if TYPE_CHECKING:
@@ -219,8 +219,12 @@ async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str,
     except UserCodeEnded:  # a crash or a BaseException ends the run, it is no verdict
         raise
     except Exception as exc:  # noqa: BLE001  (an exception counts as a violation)
-        trace = for_record(exc, inv.services.project.root, inv.services.masker.text,
-                           f"{direction} guardrail '{name}'" + (f" (mock {mock_name})" if mock_name else ""))
+        trace = import_traceback(exc)  # the module failed to import in the worker: that traceback
+        if trace is not None:
+            trace = masked(trace, inv.services.masker.text)
+        else:
+            trace = for_record(exc, inv.services.project.root, inv.services.masker.text,
+                               f"{direction} guardrail '{name}'" + (f" (mock {mock_name})" if mock_name else ""))
         return GuardrailResult(passed=False, message=f"check raised {exception_text(exc)}"), mock_name, trace
     return as_result(result, mock_name or f"guardrails/{name}.py::check"), mock_name, None
 

@@ -21,6 +21,7 @@ from pytest_connic.runtime.predefined_dispatch import record_automatic_outbound
 from pytest_connic.runtime.retries import RetrySettings
 from pytest_connic.runtime.signals import AwaitingApproval, InfrastructureFailure, RunAborted, RunFailed
 from pytest_connic.runtime.state import CURRENT, InvocationState, RunScope
+from pytest_connic.usertb import import_traceback, masked
 
 
 def output_text(value: Any) -> str:
@@ -159,7 +160,8 @@ async def _body(inv: InvocationState) -> None:
         kept = inv.record.output_raw if exc.keep_output else None
         _end(inv, "failed", error=exc.message)
         inv.record.output_raw = kept
-        inv.record.error_traceback = exc.traceback
+        imported = import_traceback(exc)  # a mocks module that failed to import in the run's worker
+        inv.record.error_traceback = exc.traceback or (masked(imported, inv.services.masker.text) if imported else None)
     except AwaitingApproval as exc:
         _end(inv, "awaiting_approval", error=str(exc) or None)
 

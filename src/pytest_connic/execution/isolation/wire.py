@@ -11,7 +11,7 @@ import pickle
 from typing import Any
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.usertb import attach, capture
+from pytest_connic.usertb import attach, capture, remember_import
 
 #: ("module", module name, qualname) or ("fresh", module name, file, qualname)
 Ref = tuple[str, ...]
@@ -62,10 +62,14 @@ def _state_of(exc: BaseException) -> bytes | None:
 
 
 def decode_exception(encoded: tuple[Any, ...]) -> BaseException:
-    """The exception ``encode_exception`` sent, or its stand-in."""
+    """The exception ``encode_exception`` sent, or its stand-in. The traceback of a module of the
+    project that failed to import in the worker (what the exception carries) is remembered here
+    (``usertb.remember_import``), as when the import fails in this process."""
     data, type_name, text = encoded[:3]
     exc = _rebuilt(data) if data is not None else None
-    return attach(exc if exc is not None else standin(type_name, text), encoded[3] if len(encoded) > 3 else None)
+    trace = encoded[3] if len(encoded) > 3 else None
+    remember_import(trace)
+    return attach(exc if exc is not None else standin(type_name, text), trace)
 
 
 def _from_state(value: Any) -> Any:

@@ -50,6 +50,7 @@ from pytest_connic.project.located import safe_text, user_location
 from pytest_connic.runtime.mocks import ModuleLoadError, import_fresh
 from pytest_connic.runtime.placeholders import PlaceholderSwap
 from pytest_connic.runtime.signals import UserCodeEnded
+from pytest_connic.usertb import attach, import_in
 
 #: the id of the call a piece of user code runs for (``connic.tools`` requests carry it)
 CALL_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar("connic_worker_call", default=None)
@@ -143,12 +144,13 @@ class _Worker:
         return value  # type: ignore[no-any-return]
 
     def _load_fresh(self, name: str, path: Path) -> types.ModuleType:
-        """A builder or mocks module, executed here only; a failing import ends the run, located."""
+        """A builder or mocks module, executed here only; a failing import ends the run, located,
+        and carries the import's traceback to pytest's process (``usertb.import_traceback``)."""
         label = f"builder '{path.stem}'" if path.parent.name == "builders" else f"mocks '{path.stem}'"
         try:
             return import_fresh(name, path, label)
         except ModuleLoadError as exc:
-            raise UserCodeEnded(str(exc)) from None
+            raise attach(UserCodeEnded(str(exc)), import_in(str(exc))) from None
 
     def _load_project_module(self, name: str) -> types.ModuleType:
         """Tools, middleware, hooks and guardrails are imported by the SDK on first use (the
