@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,20 @@ import yaml
 def esc(pattern: str) -> str:
     """An fnmatch pattern with ``[`` and ``]`` taken literally (key paths like ``tests[0]``)."""
     return pattern.replace("[", "\x00").replace("]", "[]]").replace("\x00", "[[]")
+
+
+def assert_failure_reasons(result: pytest.RunResult, reasons: dict[str, str]) -> None:
+    """Each case's failure report says why on the line after its headline: the headline
+    ``tests/x.yaml:N: case 'NAME' (agent) failed`` is followed by ``N/M runs passed, ...: REASON``;
+    ``reasons`` maps a case name to an fnmatch pattern of that second line (with ``*`` around)."""
+    lines = result.stdout.lines
+    for name, pattern in reasons.items():
+        heads = [i for i, line in enumerate(lines)
+                 if f"case '{name}' (" in line and line.rstrip().endswith((" failed", " could not be set up"))]
+        assert heads, f"no failure headline for case {name!r} in:\n" + "\n".join(lines)
+        follow = [lines[i + 1] for i in heads if i + 1 < len(lines)]
+        assert any(fnmatch.fnmatch(line, pattern) for line in follow), (
+            f"case {name!r}: the line after its headline does not match {pattern!r}: {follow!r}")
 
 
 class ConnicProject:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from helpers.project import ConnicProject
+from helpers.project import ConnicProject, assert_failure_reasons
 
 pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
 
@@ -104,9 +104,8 @@ def test_approve_reject_and_timeout_with_on_rejection_fail(ops: ConnicProject) -
         ops.replies("ops", case, delete(), "deleted")
     result = ops.run("--connic-json", "report.json")
     result.assert_outcomes(passed=3, failed=1)
-    result.stdout.fnmatch_lines([
-        "*reject unexpected*agent error: tool call ops.delete_order was rejected by a human approver: nope*"
-    ])
+    assert_failure_reasons(result, {
+        "reject unexpected": "*agent error: tool call ops.delete_order was rejected by a human approver: nope*"})
     detail = runs(ops)
     (approved,) = detail["approve"]["tool_calls"]
     assert approved["approval"] == "approved" and approved["result"] == {"deleted": "A1"}
@@ -165,7 +164,7 @@ def test_on_rejection_continue_returns_the_rejection_to_the_model(ops: ConnicPro
     """)
     result = ops.run()
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*a rejected call has no result*expected tool call ops.delete_order*"])
+    assert_failure_reasons(result, {"a rejected call has no result": "*expected tool call ops.delete_order*"})
 
 
 def test_unanswered_requests_and_unused_entries_strict_and_not(ops: ConnicProject) -> None:
@@ -205,15 +204,13 @@ def test_unanswered_requests_and_unused_entries_strict_and_not(ops: ConnicProjec
         ops.replies("ops", case, delete(), "deleted")
     result = ops.run("--connic-json", "report.json")
     result.assert_outcomes(passed=3, failed=3)
-    result.stdout.fnmatch_lines_random([
-        ("*pending unexpected*agent error: approval request for ops.delete_order with params "
-         "{'order_id': 'A1'} has no matching approval_decisions entry: no approval_decisions entry has "
-         "tool 'ops.delete_order'*"),
-        ("*strict pending*strict_approval_decisions: approval request for ops.delete_order*"
-         "(entries exist for: ops.refund)*"),
-        ("*strict unused*strict_approval_decisions: 1 approval decision(s) were never used: "
-         "#1 ops.refund (reject)*"),
-    ])
+    assert_failure_reasons(result, {
+        "pending unexpected": ("*agent error: approval request for ops.delete_order with params "
+                               "{'order_id': 'A1'} has no matching approval_decisions entry: no approval_decisions "
+                               "entry has tool 'ops.delete_order'*"),
+        "strict pending": "*strict_approval_decisions: approval request for ops.delete_order*(entries exist for: ops.refund)*",
+        "strict unused": "*strict_approval_decisions: 1 approval decision(s) were never used: #1 ops.refund (reject)*",
+    })
     detail = runs(ops)
     assert detail["pending"]["status"] == "awaiting_approval"
     assert detail["pending"]["tool_calls"][0]["approval"] == "pending"
@@ -319,9 +316,8 @@ def test_input_tools_are_answered_with_the_response(ops: ConnicProject) -> None:
     ops.replies("ops", "params are checked", [("get_mfa", {"why": "login"})], "in")
     result = ops.run("--connic-json", "report.json")
     result.assert_outcomes(passed=4, failed=1)
-    result.stdout.fnmatch_lines([
-        "*approve without response*approval_decisions[[]0[]] approves input tool 'get_mfa' without a resp*"
-    ])
+    assert_failure_reasons(result, {
+        "approve without response": "*approval_decisions[[]0[]] approves input tool 'get_mfa' without a resp*"})
     detail = runs(ops)
     (call,) = detail["response"]["tool_calls"]
     # get_mfa is `sensitive: true`: its response is masked in the report (docs/fidelity.md)

@@ -494,3 +494,47 @@ def test_module_globals_a_run_changes_are_pristine_in_every_later_run(project: C
         assert cases[name]["passed"], done.stdout[-3000:]
         outputs = [run["output"] for run in cases[name]["runs_detail"]]
         assert outputs == [PRISTINE] * 3
+
+
+SPEAKS = '''
+import sys
+import warnings
+
+
+def speak(payload: dict) -> dict:
+    """Print, write to stderr and warn, then fail the case's check."""
+    print("out-" + payload["who"])
+    print("err-" + payload["who"], file=sys.stderr)
+    warnings.warn("warn-" + payload["who"])
+    return {"ok": False}
+'''
+
+
+def test_a_workers_output_is_captured_with_its_case(project: ConnicProject) -> None:
+    """Workers are forked from a template started while pytest collects (when pytest's capture is
+    suspended): each still writes where pytest's process writes when its run starts, so a tool's
+    stdout, stderr and warnings are its case's captured sections, never loose on the terminal;
+    under ``-s`` they reach the terminal."""
+    project.tool("speak", SPEAKS)
+    _tool_agent(project, "speak", "speak")
+    project.suite("speak", """
+        tests:
+          - name: first
+            payload: '{"who": "first"}'
+            expected_result: output.ok == true
+          - name: second
+            payload: '{"who": "second"}'
+            expected_result: output.ok == true
+        """)
+    done = _run(project.root, "-rA")
+    lines = done.stdout.splitlines()
+    for who in ("first", "second"):
+        head = next(i for i, line in enumerate(lines) if line.startswith("_") and f"speak::{who}" in line)
+        section = lines[head:head + 40]
+        assert "Captured stdout call" in "\n".join(section), done.stdout[-3000:]
+        assert f"out-{who}" in section and f"err-{who}" in section, done.stdout[-3000:]
+        assert any(f"UserWarning: warn-{who}" in line for line in section)
+    progress = next(line for line in lines if line.startswith("tests/speak.yaml"))
+    assert progress.startswith("tests/speak.yaml FF"), progress  # nothing printed into the progress line
+    loose = _run(project.root, "-s")
+    assert "out-first" in loose.stdout and "err-first" in loose.stderr + loose.stdout

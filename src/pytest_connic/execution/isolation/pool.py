@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import contextvars
 import copy
+import functools
 import itertools
 import os
 import pickle
@@ -429,6 +430,10 @@ class Template:
             try:
                 self.conn.send(("fork", token, settings))
                 send_handle(self.conn, child.fileno(), self.pid or 0)
+                # the worker writes where pytest's process writes now (pytest's capture, -s: the
+                # terminal), not where the template's descriptors pointed when it started
+                for fd in _stdio():
+                    send_handle(self.conn, fd, self.pid or 0)
             except (OSError, ValueError) as exc:
                 self._forks.pop(token, None)
                 parent.close()
@@ -935,3 +940,20 @@ def _inside(path: Path, root: Path) -> bool:
         return path.resolve().is_relative_to(root.resolve())
     except (OSError, ValueError):
         return False
+
+
+def _stdio() -> tuple[int, int]:
+    """pytest's process's descriptors 1 and 2 for a worker (``/dev/null`` for one that is closed)."""
+    fds = []
+    for fd in (1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            fd = _devnull()
+        fds.append(fd)
+    return fds[0], fds[1]
+
+
+@functools.lru_cache(maxsize=1)
+def _devnull() -> int:
+    return os.open(os.devnull, os.O_WRONLY)

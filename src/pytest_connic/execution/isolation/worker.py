@@ -469,30 +469,37 @@ class _Template:
             try:
                 message = self.conn.recv()
                 if message[0] == "fork":
-                    self.fork(message[1], message[2], recv_handle(self.conn))
+                    fd = recv_handle(self.conn)
+                    stdio = (recv_handle(self.conn), recv_handle(self.conn))
+                    self.fork(message[1], message[2], fd, stdio)
                     continue
             except (EOFError, OSError):  # pytest's process went away
                 pass
             self.shutdown()
 
-    def fork(self, token: int, settings: ForkSettings, fd: int) -> None:
+    def fork(self, token: int, settings: ForkSettings, fd: int, stdio: tuple[int, int]) -> None:
+        """Fork a worker whose pipe is ``fd`` and whose descriptors 1 and 2 are ``stdio`` (pytest's
+        process's when it asked: its capture, or the terminal under ``-s``)."""
         if not hasattr(os, "fork"):  # pragma: no cover  (Windows)
-            os.close(fd)
+            _close(fd, *stdio)
             why = "process isolation forks its workers, which Windows cannot: use --connic-isolation=none"
             self.conn.send(("forked", token, why))
             return
         try:
             pid = os.fork()
         except OSError as exc:  # out of processes
-            os.close(fd)
+            _close(fd, *stdio)
             self.conn.send(("forked", token, f"{type(exc).__name__}: {safe_text(exc)}"))
             return
         if pid == 0:
             try:
+                for target, source in zip((1, 2), stdio):
+                    os.dup2(source, target)
+                _close(*stdio)
                 self.become_worker(settings, fd)
             finally:
                 os._exit(1)
-        os.close(fd)
+        _close(fd, *stdio)
         self.workers.add(pid)
         self.conn.send(("forked", token, pid))
 
@@ -601,3 +608,9 @@ def _reporting_imports(worker: _Worker, root: Path) -> Iterator[None]:
         importlib.util.spec_from_file_location = original
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(reporter)
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
