@@ -209,6 +209,7 @@ class ProjectRuntime:
         if self.pool is None or not project.static:
             return
         names = self._reachable(agent_name)
+        undescribed = [name for name in names if name not in project.described]
         for name in names:
             if name in self._undescribed:
                 raise ProjectError(self._undescribed[name])
@@ -237,6 +238,8 @@ class ProjectRuntime:
                 raise ProjectError(failure if failure.startswith("the Connic project") else
                                    f"the Connic project failed to load: {failure}")
         errors = [e for name in names for e in project.import_errors_for(name)]
+        if not errors and undescribed:  # imported without trouble: the template imports them once for every later run
+            self.pool.preload([module for name in undescribed for module, _ in project.modules_of(name)], timeout_s)
         if errors:
             raise ProjectError("the Connic project failed to load:\n" + "\n".join(f"  {e}" for e in dict.fromkeys(errors)))
 

@@ -304,6 +304,21 @@ class LoadedProject:
                 raise UserImportError(f"{relative(self.root, path)}: module {name} could not be loaded")
             return module
 
+    def preload(self, name: str) -> bool:
+        """Import ``name`` ahead, in the template every worker is forked from (after a worker
+        imported it without trouble for the agent's first case), so later runs start with it
+        loaded. Whatever goes wrong leaves no trace: the module and any failure are forgotten,
+        and each run's worker imports it itself, as without the preload."""
+        try:
+            self.import_module(name)
+        except BaseException:  # noqa: BLE001  (a run's own import reports it, located)
+            with self._lock:
+                self._import_failures.pop(name, None)
+                self._adopted.discard(name)
+            sys.modules.pop(name, None)
+            return False
+        return True
+
     def _loaded_by_sdk(self, what: str, agent_name: str, load: Callable[[], Any]) -> None:
         """Middleware or hooks loaded by the SDK; one that fails to load is ``UserImportError``
         with the located warning's text (the SDK only prints it)."""

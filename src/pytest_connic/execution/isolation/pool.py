@@ -412,6 +412,15 @@ class Template:
         with contextlib.suppress(OSError):
             self.conn.close()
 
+    def preload(self, names: list[str], timeout_s: float) -> None:
+        """Ask the template to import ``names`` (each bounded by ``timeout_s``) for the workers it
+        forks next; nothing is awaited (a failure leaves each run to import them itself)."""
+        with self._lock:
+            if self.dead or not names:
+                return
+            with contextlib.suppress(OSError, ValueError):
+                self.conn.send(("preload", list(names), timeout_s))
+
     def fork(self, memory_mb: int | None, callback: Callable[[Worker | str], None]) -> None:
         """Ask for a worker; ``callback`` gets it (or why there is none) on the reader thread."""
         ctx = _context()
@@ -706,6 +715,13 @@ class WorkerPool:
                     return
             if isinstance(worker, Worker):
                 self._idle.append(worker)
+
+    def preload(self, names: list[str], timeout_s: float) -> None:
+        """The template imports ``names`` for the workers it forks from now on (the ones forked
+        ahead already import them in their run)."""
+        template = self._template
+        if template is not None and template.outcome is not None and template.outcome[0] == "ready":
+            template.preload(names, timeout_s)
 
     def discard(self, worker: Worker, reason: str) -> None:
         """Kill ``worker`` (its run ended, timed out, was cancelled, or it crashed) and fork the

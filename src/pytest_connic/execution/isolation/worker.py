@@ -468,6 +468,9 @@ class _Template:
                 continue
             try:
                 message = self.conn.recv()
+                if message[0] == "preload":
+                    self.preload(message[1], message[2])
+                    continue
                 if message[0] == "fork":
                     fd = recv_handle(self.conn)
                     stdio = (recv_handle(self.conn), recv_handle(self.conn))
@@ -476,6 +479,25 @@ class _Template:
             except (EOFError, OSError):  # pytest's process went away
                 pass
             self.shutdown()
+
+    def preload(self, names: list[str], timeout_s: float) -> None:
+        """Import ``names`` here (modules a worker imported without trouble for an agent's first
+        case) so the workers forked next start with them loaded; each import is bounded by
+        ``timeout_s`` (an alarm: the template runs no other code meanwhile), and a failure only
+        leaves the module to each run's worker, as before."""
+        project = self.worker.project
+        if project is None:
+            return
+        previous = signal.signal(signal.SIGALRM, _preload_timeout)
+        try:
+            for name in names:
+                signal.setitimer(signal.ITIMER_REAL, max(timeout_s, 0.001))
+                try:
+                    project.preload(name)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:
+            signal.signal(signal.SIGALRM, previous)
 
     def fork(self, token: int, settings: ForkSettings, fd: int, stdio: tuple[int, int]) -> None:
         """Fork a worker whose pipe is ``fd`` and whose descriptors 1 and 2 are ``stdio`` (pytest's
@@ -614,3 +636,11 @@ def _close(*fds: int) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+class _PreloadTimeout(BaseException):
+    """A preload in the template took longer than the case's ``timeout_s``."""
+
+
+def _preload_timeout(signum: int, frame: Any) -> None:
+    raise _PreloadTimeout()
