@@ -327,6 +327,10 @@ def test_an_import_error_shows_its_traceback(project: ConnicProject, isolation: 
     cases = {c["test_name"]: c for c in json.loads((project.root / "r.json").read_text("utf-8"))["cases"]}
     assert cases["tooled"]["traceback"]["where"] == "tools/t.py:2"
     assert cases["guarded"]["traceback"]["where"] == "guardrails/g.py:2"
+    # the same first lines under both isolations: the guardrail that cannot load aborts the run
+    result.stdout.fnmatch_lines(["*0/1 runs passed, threshold 100% needs 1: custom guardrail 'g' could not be loaded from "
+                                 "guardrails/g.py*(input guardrail of agent 'gr')"])
+    assert cases["guarded"]["runs_detail"][0]["status"] == "failed"
 
 
 def test_a_syntax_error_at_import_shows_its_line(project: ConnicProject) -> None:

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pytest_connic.models.base import CallFailed, CassetteError, ModelRequest
+from pytest_connic.project.load import ProjectError
+from pytest_connic.project.loaded import UserImportError
 from pytest_connic.project.located import exception_text, safe_text
 from pytest_connic.project.sdk import GuardrailResult, GuardrailRule
 from pytest_connic.records.run import GuardrailRecord
@@ -207,9 +209,7 @@ async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str,
     try:  # the real file must load, mocked or not (https://connic.co/docs/v1/test/fixtures-and-mocks)
         real = inv.services.project.guardrail(name)
     except Exception as exc:  # noqa: BLE001  (user code)
-        trace = import_in(str(exc))  # the module's import raised: its traceback
-        raise RunAborted(f"{exc} ({direction} guardrail of agent '{inv.config.name}')",
-                         traceback=masked(trace, inv.services.masker.text) if trace else None) from None
+        raise _not_loaded(inv, direction, exc, import_in(str(exc))) from None
     func, mock_name = inv.scope.mocks.choose(
         guardrail_ladder(direction, name), "strict_guardrail_mocks",
         lambda tried: f"custom {direction} guardrail '{name}' would run without a mock ({tried})", real.check)
@@ -218,6 +218,9 @@ async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str,
         result = await inv.scope.call(func, text, inv.context)
     except UserCodeEnded:  # a crash or a BaseException ends the run, it is no verdict
         raise
+    except (ProjectError, UserImportError) as exc:  # its module failed to load in the worker (process
+        # isolation reads it statically): the run aborts, as when pytest's process loads it
+        raise _not_loaded(inv, direction, exc, import_traceback(exc)) from None
     except Exception as exc:  # noqa: BLE001  (an exception counts as a violation)
         trace = import_traceback(exc)  # the module failed to import in the worker: that traceback
         if trace is not None:
@@ -227,6 +230,13 @@ async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str,
                                f"{direction} guardrail '{name}'" + (f" (mock {mock_name})" if mock_name else ""))
         return GuardrailResult(passed=False, message=f"check raised {exception_text(exc)}"), mock_name, trace
     return as_result(result, mock_name or f"guardrails/{name}.py::check"), mock_name, None
+
+
+def _not_loaded(inv: InvocationState, direction: str, exc: Exception, trace: dict[str, Any] | None) -> RunAborted:
+    """A custom guardrail whose module could not be loaded: the run aborts with its import's
+    traceback (masked), whichever process loaded it."""
+    return RunAborted(f"{exc} ({direction} guardrail of agent '{inv.config.name}')",
+                      traceback=masked(trace, inv.services.masker.text) if trace else None)
 
 
 #: what each model-based type asks the judge, from Connic's descriptions of the type and its
