@@ -229,6 +229,7 @@ class _Worker:
                kwargs: dict[str, Any], back: tuple[Any, ...]) -> None:
         """Send a call's outcome with the arguments to copy back (mutated in place, even when the
         call raised, as in-process)."""
+        _flush_stdio()  # what the call printed is in pytest's capture before its outcome arrives
         copied = {key: (args[key] if isinstance(key, int) else kwargs[key]) for key in back
                   if (isinstance(key, int) and key < len(args)) or key in kwargs}
         try:
@@ -638,9 +639,18 @@ def _close(*fds: int) -> None:
             os.close(fd)
 
 
-class _PreloadTimeout(BaseException):
+class _PreloadTimeout(ConnicError):
     """A preload in the template took longer than the case's ``timeout_s``."""
 
 
 def _preload_timeout(signum: int, frame: Any) -> None:
     raise _PreloadTimeout()
+
+
+def _flush_stdio() -> None:
+    """Flush user code's buffered ``sys.stdout``/``sys.stderr`` (a worker ends with ``os._exit``,
+    which would drop what a block-buffered stream still holds)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()
