@@ -328,8 +328,8 @@ def test_an_import_error_shows_its_traceback(project: ConnicProject, isolation: 
     assert cases["tooled"]["traceback"]["where"] == "tools/t.py:2"
     assert cases["guarded"]["traceback"]["where"] == "guardrails/g.py:2"
     # the same first lines under both isolations: the guardrail that cannot load aborts the run
-    result.stdout.fnmatch_lines(["*0/1 runs passed, threshold 100% needs 1: custom guardrail 'g' could not be loaded from "
-                                 "guardrails/g.py*(input guardrail of agent 'gr')"])
+    result.stdout.fnmatch_lines([("*0/1 runs passed, threshold 100% needs 1: custom guardrail 'g' could not be loaded from "
+                                 "guardrails/g.py*(input guardrail of agent 'gr')")])
     assert cases["guarded"]["runs_detail"][0]["status"] == "failed"
 
 

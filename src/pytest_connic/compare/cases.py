@@ -66,7 +66,10 @@ def case_change(before: CaseSide, after: CaseSide) -> dict[str, Any] | None:
     cost = (round(before.cost, 8), round(after.cost, 8))
     verdict = None if before.verdict == after.verdict else {"before": before.verdict, "after": after.verdict}
     moved = rate is not None and rate["before"] != rate["after"]
-    if not (verdict or output or tools or decisions or moved or tokens[0] != tokens[1] or cost[0] != cost[1]):
+    # a cost of 0 is no price known (a model this machine has no price for), never a free call: a
+    # cost that is priced on one side only is no change of behaviour
+    cost_moved = cost[0] != cost[1] and cost[0] > 0 and cost[1] > 0
+    if not (verdict or output or tools or decisions or moved or tokens[0] != tokens[1] or cost_moved):
         return None
     notes = []
     if not kept:
@@ -142,8 +145,12 @@ def dollars(amount: float) -> str:
     return "$0" if amount == 0 else f"${amount:.4f}" if amount >= 0.001 else f"${amount:.6f}"
 
 
-def cost_text(pair: Sequence[float]) -> str:
+def cost_text(pair: Sequence[float]) -> str | None:
+    """``cost $0.0012 → $0.0020 (+$0.0008)``; None when neither side has a priced cost (no price
+    known for its models: a comparison never says ``$0 → $0``)."""
     before, after = pair
+    if not before and not after:
+        return None
     sign = "+" if after >= before else "-"
     return f"cost {dollars(before)} → {dollars(after)} ({sign}{dollars(after - before)})"
 
@@ -172,4 +179,4 @@ def header(section: dict[str, Any]) -> list[str]:
     pair_tokens = (totals["reference"]["tokens"], totals["subject"]["tokens"])
     pair_cost = (totals["reference"]["cost"], totals["subject"]["cost"])
     return [f"{section['subject']} compared with {section['reference']}", counts,
-            f"in all: {tokens_text(pair_tokens)} · {cost_text(pair_cost)}"]
+            "in all: " + " · ".join(p for p in (tokens_text(pair_tokens), cost_text(pair_cost)) if p)]

@@ -187,7 +187,7 @@ def markdown(section: dict[str, Any], *, title: str = "Connic: what changed") ->
             out.append(f"| {_md(change['name'])} | "
                        + (f"{verdict['before']} → **{verdict['after']}**" if verdict else "unchanged")
                        + f" | {_md(tokens_text(change['tokens']).removeprefix('tokens '))}"
-                       f" | {_md(cost_text(change['cost']).removeprefix('cost '))} |")
+                       f" | {_md((cost_text(change['cost']) or '—').removeprefix('cost '))} |")
         out.append("")
     for change in changed[:MARKDOWN_CASES]:
         # inside an HTML block GitHub reads no Markdown: escaped as HTML only
