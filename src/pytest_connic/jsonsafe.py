@@ -12,9 +12,15 @@ import base64
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Union
 
 from pytest_connic.secrets import Masker
+
+#: a JSON scalar, a JSON value and a JSON object, as the plugin's reports, traces and records hold
+#: them; parameters that only read one take ``Mapping[str, JsonValue]`` (covariant in its values)
+JsonScalar = Union[None, bool, int, float, str]
+JsonValue = Union[JsonScalar, list["JsonValue"], dict[str, "JsonValue"]]
+JsonObject = dict[str, JsonValue]
 
 #: prefix of a string that stands for bytes
 BYTES_MARKER = "base64:"
