@@ -254,7 +254,12 @@ def tour(project: ConnicProject) -> tuple[str, ...]:
     run = {"turns": [{"tool_calls": [_call("trigger_agent", agent_name="b", payload={"n": 1})]}, {"content": "ok"}],
            "children": {"b": [child]}}
     project.cassette("a", "a child approved and mocked", [run])
-    project.cassette("a", "an unanswered approval in the child", [run])
+    # one call per turn: two calls of one turn race an approval that ends the run (the other call
+    # is cancelled or not, by timing)
+    one_by_one = {"turns": [{"tool_calls": [_call("lookup", key="k1")]}, {"tool_calls": [_call("step", x=1)]},
+                            {"content": '{"done": true}'}]}
+    project.cassette("a", "an unanswered approval in the child",
+                     [{**run, "children": {"b": [one_by_one]}}])
     diverged = {"turns": [{**tool_turn("add", a=4, b=6), "request": {"system": "000000000000"}},
                           {**answer('{"sum": 10}'), "request": {"system": "000000000000"}}]}
     project.cassette("calc", "adds with a diverged recording", [diverged])
