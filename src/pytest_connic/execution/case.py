@@ -30,6 +30,7 @@ from pytest_connic.expressions import ExpressionError
 from pytest_connic.project.load import ProjectError
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import relative
+from pytest_connic.records.events import DivergenceNoteEvent
 from pytest_connic.records.run import CaseOutcome, RunRecord
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.clock import RunClock
@@ -490,8 +491,7 @@ class CaseRun:
         divergences = run_models.finish(completed=completed)
         record.failures.extend(divergences)
         # ``name`` is the label of the event's line in the trace tree of a failure report
-        record.events.extend({"type": "note", "name": f"note: {n}", "text": n, "divergence": True}
-                             for n in getattr(run_models, "notes", []))
+        record.events.extend(DivergenceNoteEvent(name=f"note: {n}", text=n) for n in getattr(run_models, "notes", []))
         if not record.failures and record.infrastructure_error is None:
             if self.target.evaluate:
                 record.failures.extend(evaluate_run(record, self.compiled.checks, context))

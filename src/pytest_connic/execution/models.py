@@ -13,6 +13,7 @@ from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, cassette_path
 from pytest_connic.models.matching import MatchRule
 from pytest_connic.models.pricing import Prices
 from pytest_connic.models.replay import REPLAY_ONLY, CaseModels, UnrecordedNotes
+from pytest_connic.records.events import DivergenceNoteEvent
 
 if TYPE_CHECKING:
     from pytest_connic.records.run import CaseOutcome
@@ -121,9 +122,9 @@ class HookedCaseModels:
 def divergence_notes(outcome: CaseOutcome) -> list[str]:
     """The divergence notes of a case's runs (the runner keeps them as ``note`` events), in run
     order, without duplicates."""
-    notes = (e.get("text") for r in outcome.records for e in r.events
-             if e.get("type") == "note" and e.get("divergence"))  # not the other notes of a trace
-    return list(dict.fromkeys(n for n in notes if isinstance(n, str)))
+    notes = (e.text for r in outcome.records for e in r.events
+             if isinstance(e, DivergenceNoteEvent))  # not the other notes of a trace
+    return list(dict.fromkeys(notes))
 
 
 def divergence_message(outcome: CaseOutcome) -> str | None:

@@ -45,11 +45,12 @@ def warning_longrepr(line: str, message: str, outcome: CaseOutcome, masker: Mask
     ``line``, then the run it is about (the first with a divergence note) with its trace, and the
     user's traceback when user code raised in that run (the tool whose error made it diverge);
     ``message`` is the crash line."""
+    from pytest_connic.records.events import DivergenceNoteEvent
     from pytest_connic.reports.terminal import Said, run_details
     from pytest_connic.usertb import run_traceback
 
     runs = outcome.executed
-    noted = next((r for r in runs if any(e.get("divergence") for e in r.events)), runs[0] if runs else None)
+    noted = next((r for r in runs if any(isinstance(e, DivergenceNoteEvent) for e in r.events)), runs[0] if runs else None)
     if noted is None:
         return line
     text = "\n".join([line, *run_details(noted, masker=masker, said=Said(line))])

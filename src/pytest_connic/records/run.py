@@ -11,10 +11,36 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from pytest_connic.jsonsafe import dumps, masked, parse_json
+from pytest_connic.jsonsafe import JsonObject, masked, parse_json
+from pytest_connic.records.events import (
+    GuardrailStatus,
+    HookEvent,
+    McpSkippedEvent,
+    MiddlewareEvent,
+    RetryEvent,
+    RunEvent,
+    RunStatus,
+    StageEvent,
+    StopProcessingEvent,
+    TriggerEvent,
+    event_failed,
+    event_label,
+)
+from pytest_connic.records.spans import (
+    AgentMeta,
+    EventMeta,
+    GuardrailMeta,
+    HookMark,
+    ModelMeta,
+    RunMeta,
+    Span,
+    SpanMeta,
+    ToolMeta,
+    TriggerMeta,
+)
 from pytest_connic.secrets import Masker
 
 
@@ -25,9 +51,9 @@ class ToolCallRecord:
     seq: int
     name: str  #: the name as exposed to the model (short function name)
     ref: str  #: canonical ref (``module.function``, predefined name, ``api:spec.tool``)
-    params: dict[str, Any]
+    params: dict[str, object]
     has_result: bool = False
-    result: Any = None
+    result: object = None
     error: str | None = None
     mocked: bool = False
     mock_function: str | None = None  #: which mock function served the call
@@ -37,9 +63,9 @@ class ToolCallRecord:
     duration_ms: float = 0.0
     agent: str = ""  #: the agent (run) that issued the call
     #: the user's traceback when the tool (its mock, a hook) raised: ``usertb.for_record``
-    traceback: dict[str, Any] | None = None
+    traceback: JsonObject | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
@@ -51,14 +77,14 @@ class ModelTurnRecord:
     agent: str
     index: int
     content: str | None = None
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, object]] = field(default_factory=list)  #: ``{id, name, arguments}``
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = 0.0
     duration_ms: float = 0.0
     model: str | None = None  #: the model that answered
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
@@ -69,14 +95,14 @@ class GuardrailRecord:
     direction: str  #: input | output
     type: str
     name: str | None
-    status: str  #: passed | blocked | warned | redacted | not_evaluated
+    status: GuardrailStatus
     message: str | None = None
     mocked: bool = False
     mock_function: str | None = None
     #: ``guardrails/g.py:3``: where the check raised (its traceback is the run's ``error_traceback``)
     where: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
@@ -87,12 +113,12 @@ class TriggerRecord:
     agent_name: str
     tool: str  #: trigger_agent | trigger_agent_at
     wait_for_response: bool
-    payload: Any  #: JSON-parsed when the parent passed a JSON string
+    payload: object  #: JSON-parsed when the parent passed a JSON string
     payload_raw: str  #: the string form when applicable, else ""
     child_run: RunRecord | None = None
     scheduled_at: str | None = None  #: ``trigger_agent_at``: when the child would start (ISO 8601 UTC)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "agent_name": self.agent_name,
             "tool": self.tool,
@@ -109,12 +135,12 @@ class ApprovalRecord:
     """One approval request raised during a run and how it was answered."""
 
     tool: str
-    params: dict[str, Any]
+    params: dict[str, object]
     decision: str | None  #: approve | reject | timeout | None (unanswered)
     decision_index: int | None = None
     reason: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
@@ -125,19 +151,19 @@ class RunRecord:
     run_id: str
     agent_name: str
     index: int = 0  #: which run of the case (0-based); children keep the parent's
-    status: str = "completed"
+    status: RunStatus = "completed"
     error: str | None = None
-    output_raw: Any = None  #: the unparsed output (a string for LLM agents)
-    input: Any = None  #: the delivered payload
-    run_context: dict[str, Any] = field(default_factory=dict)
+    output_raw: object = None  #: the unparsed output (a string for LLM agents)
+    input: object = None  #: the delivered payload
+    run_context: dict[str, object] = field(default_factory=dict)
     duration_ms: float = 0.0
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     model_turns: list[ModelTurnRecord] = field(default_factory=list)
     triggers: list[TriggerRecord] = field(default_factory=list)
     guardrails: list[GuardrailRecord] = field(default_factory=list)
     approvals: list[ApprovalRecord] = field(default_factory=list)
-    outbound: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)  #: lifecycle spans, in order
+    outbound: list[dict[str, object]] = field(default_factory=list)
+    events: list[RunEvent] = field(default_factory=list)  #: lifecycle events, in order (``records/events.py``)
     #: checks that failed (filled by the assertions after the run)
     failures: list[str] = field(default_factory=list)
     #: an infrastructure error (a provider down): the case errors, exit code 2
@@ -145,7 +171,7 @@ class RunRecord:
     #: the run was never started (early stop)
     skipped: bool = False
     #: the user's traceback when user code (middleware, a hook, a guardrail) ended the run
-    error_traceback: dict[str, Any] | None = None
+    error_traceback: JsonObject | None = None
     #: how much of ``duration_ms`` is retry delays a replay skipped (runtime/clock.py)
     virtual_ms: float = 0.0
 
@@ -157,10 +183,10 @@ class RunRecord:
     def stopped(self) -> bool:
         """The run ended through ``StopProcessing`` (middleware or a tool): it completed, early,
         for its own reason, so recorded model turns it left unused are no divergence."""
-        return any(event.get("type") == "stop_processing" for event in self.events)
+        return any(isinstance(event, StopProcessingEvent) for event in self.events)
 
     @property
-    def output(self) -> Any:
+    def output(self) -> object:
         """The output as expressions see it (https://connic.co/docs/v1/test/assertions): JSON-parsed when it is a JSON
         string, else as is; None for a run that ended neither completed nor blocked."""
         if self.status not in ("completed", "blocked"):
@@ -168,7 +194,7 @@ class RunRecord:
         return parse_json(self.output_raw)
 
     @property
-    def trace(self) -> list[dict[str, Any]]:
+    def trace(self) -> list[JsonObject]:
         """The run's spans (Connic's trace shape, children included), as reports show them."""
         return build_spans(self, masker=Masker())
 
@@ -194,7 +220,7 @@ class RunRecord:
         return (all(t.cost is not None for t in self.model_turns)
                 and all(t.child_run.cost_known for t in self.triggers if t.child_run))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "run_id": self.run_id,
             "agent_name": self.agent_name,
@@ -219,7 +245,7 @@ class RunRecord:
             "guardrails": [g.to_dict() for g in self.guardrails],
             "approvals": [a.to_dict() for a in self.approvals],
             "outbound": list(self.outbound),
-            "events": list(self.events),
+            "events": [event.to_dict() for event in self.events],
             "error_traceback": self.error_traceback,
         }
 
@@ -250,7 +276,7 @@ class CaseOutcome:
     #: ...``, ``Timeout (>1.0s) from pytest-timeout.``)
     pytest_reason: str | None = None
     #: the earlier attempts of the case (pytest-rerunfailures), oldest first: ``attempt_summary``
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[dict[str, object]] = field(default_factory=list)
     #: why the case could not finish and is skipped (``budget spent``): it has no verdict
     left_out: str | None = None
     #: why a recording session wrote no cassette for the case (a run's recording is incomplete):
@@ -258,7 +284,7 @@ class CaseOutcome:
     recording_error: str | None = None
     #: the user's traceback when the case could not be set up because a module of the project
     #: failed to import (``usertb.import_traceback``)
-    setup_traceback: dict[str, Any] | None = None
+    setup_traceback: JsonObject | None = None
 
     @property
     def successes(self) -> int:
@@ -296,7 +322,7 @@ class CaseOutcome:
             return "error"
         return "passed" if self.passed else "failed"
 
-    def attempt_summary(self) -> dict[str, Any]:
+    def attempt_summary(self) -> dict[str, object]:
         """This attempt as the history of a rerun case keeps it."""
         return {
             "status": self.status,
@@ -368,7 +394,7 @@ class CaseOutcome:
     def cost(self) -> float:
         return sum(r.cost for r in self.records)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "nodeid": self.nodeid,
             "suite": self.suite_path,
@@ -417,14 +443,17 @@ class CaseOutcome:
 
 TRIGGER_TOOLS = ("trigger_agent", "trigger_agent_at")
 _BAD_APPROVALS = ("rejected", "timeout", "pending")
-#: event types shown elsewhere in the tree (tool call hooks, stage spans, trigger spans)
-_FOLDED_EVENTS = ("hook", "stage", "trigger")
 
-Event = tuple[int, dict[str, Any]]
+Event = tuple[int, RunEvent]
 
 
-def build_spans(record: RunRecord, *, masker: Masker) -> list[dict[str, Any]]:
+def build_spans(record: RunRecord, *, masker: Masker) -> list[JsonObject]:
     """The spans of ``record`` and of every child run it waited for, in Connic's shape."""
+    return [span.to_dict() for span in build_trace(record, masker=masker)]
+
+
+def build_trace(record: RunRecord, *, masker: Masker) -> list[Span]:
+    """The typed spans of ``record`` and of every child run it waited for (masked)."""
     builder = _SpanBuilder(masker)
     builder.run(record, parent=None, child=False)
     return builder.spans
@@ -437,60 +466,69 @@ def is_trigger_call(call: ToolCallRecord) -> bool:
 
 @dataclass
 class _Events:
-    """A run's lifecycle events, sorted by where they belong in the tree."""
+    """A run's lifecycle events, sorted by where they belong in the tree: hooks on their tool
+    calls, stages as spans of their own, waited triggers under their tool calls (so not shown
+    again), the others before, after or at the end of the run (middleware phases)."""
 
     before: list[Event] = field(default_factory=list)
     after: list[Event] = field(default_factory=list)
     last: list[Event] = field(default_factory=list)
-    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    hooks: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    stages: dict[str, StageEvent] = field(default_factory=dict)
+    hooks: dict[int, list[HookEvent]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, record: RunRecord) -> _Events:
         events = cls()
         for i, event in enumerate(record.events):
-            kind, phase = event.get("type"), event.get("phase")
-            if kind == "stage":
-                events.stages[str(event.get("agent"))] = event
-            elif kind == "hook":
-                events.attach_hook(record, event)
-            elif kind not in _FOLDED_EVENTS:
-                slot = events.before if phase == "before" else events.last if phase == "cleanup" else events.after
-                slot.append((i, event))
+            match event:
+                case StageEvent():
+                    events.stages[event.agent] = event
+                case HookEvent():
+                    events.attach_hook(record, event)
+                case TriggerEvent():
+                    pass
+                case MiddlewareEvent(phase="before"):
+                    events.before.append((i, event))
+                case MiddlewareEvent(phase="cleanup"):
+                    events.last.append((i, event))
+                case _:
+                    events.after.append((i, event))
         return events
 
-    def attach_hook(self, record: RunRecord, event: dict[str, Any]) -> None:
+    def attach_hook(self, record: RunRecord, event: HookEvent) -> None:
         """Give a hook event to the first call of its tool that can have run that hook and has none."""
-        phase = event.get("phase")
         for call in sorted(record.tool_calls, key=lambda c: c.seq):
-            taken = [h.get("phase") for h in self.hooks.get(call.seq, [])]
-            possible = not call.aborted and (phase == "before" or call.error is None)
-            if call.ref == event.get("tool") and phase not in taken and possible:
-                self.hooks.setdefault(call.seq, []).append({"phase": phase, "mock": event.get("mock")})
+            taken = [h.phase for h in self.hooks.get(call.seq, [])]
+            possible = not call.aborted and (event.phase == "before" or call.error is None)
+            if call.ref == event.tool and event.phase not in taken and possible:
+                self.hooks.setdefault(call.seq, []).append(event)
                 return
 
 
 @dataclass
 class _SpanBuilder:
     masker: Masker
-    spans: list[dict[str, Any]] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+
+    def text(self, value: str | None) -> str | None:
+        """``value`` as the reports show it (masked, bounded)."""
+        return None if value is None else str(masked(value, self.masker))
 
     def add(self, name: str, *, ok: bool, duration: float | None, sid: str, parent: str | None,
-            meta: dict[str, Any]) -> str:
-        self.spans.append({
-            "name": name,
-            "status": "ok" if ok else "error",
-            "duration_ms": duration,
-            "span_id": sid,
-            "parent_span_id": parent,
-            "span_order": len(self.spans),
-            "metadata_json": dumps(masked(meta, self.masker)),
-        })
+            meta: SpanMeta, data: Mapping[str, object]) -> str:
+        shown: JsonObject = masked(data, self.masker)
+        self.spans.append(Span(name=name, ok=ok, duration_ms=duration, span_id=sid, parent_span_id=parent,
+                               span_order=len(self.spans), meta=meta, metadata=shown))
         return sid
 
     def run(self, record: RunRecord, *, parent: str | None, child: bool) -> None:
+        data = _run_meta(record, child)
+        error = record.infrastructure_error or record.error
+        where = data.get("where")
+        meta = RunMeta(name=str(self.text(record.agent_name)), status=record.status, error=self.text(error),
+                       where=self.text(where) if isinstance(where, str) else None)
         root = self.add("agent_run", ok=_run_ok(record), duration=record.duration_ms,
-                        sid=f"{record.run_id}#run", parent=parent, meta=_run_meta(record, child))
+                        sid=f"{record.run_id}#run", parent=parent, meta=meta, data=data)
         events = _Events.of(record)
         self.guardrails(record, "input", root)
         self.events(record, events.before, root)
@@ -499,26 +537,32 @@ class _SpanBuilder:
             owner = root if agent == record.agent_name else self.stage(record, agent, events, root)
             self.turns_and_calls(record.run_id, turns, calls, owner, triggers, events)
         for i, trigger in enumerate(triggers):  # triggers without a matching tool call
-            sid = self.add(trigger.tool, ok=True, duration=None, sid=f"{record.run_id}#trigger{i}",
-                           parent=root, meta=_trigger_meta(trigger))
+            trigger_data = _trigger_meta(trigger)
+            sid = self.add(trigger.tool, ok=True, duration=None, sid=f"{record.run_id}#trigger{i}", parent=root,
+                           meta=TriggerMeta(name=str(self.text(_trigger_label(trigger)))), data=trigger_data)
             self.child(trigger, sid)
         self.events(record, events.after, root)
         self.guardrails(record, "output", root)
         self.events(record, events.last, root)
 
     def stage(self, record: RunRecord, agent: str, events: _Events, parent: str) -> str:
-        stage = events.stages.get(agent, {})
-        meta = {"kind": "agent", "name": agent, "run_id": stage.get("run_id"), "status": stage.get("status"),
-                "error": stage.get("error")}
-        return self.add("agent", ok=stage.get("status") in (None, "completed"), duration=None,
-                        sid=f"{record.run_id}#agent:{agent}", parent=parent, meta=meta)
+        stage = events.stages.get(agent)
+        status = stage.status if stage is not None else None
+        error = stage.error if stage is not None else None
+        data = {"kind": "agent", "name": agent, "run_id": stage.run_id if stage is not None else None,
+                "status": status, "error": error}
+        meta = AgentMeta(name=str(self.text(agent)), status=status, error=self.text(error))
+        return self.add("agent", ok=status in (None, "completed"), duration=None,
+                        sid=f"{record.run_id}#agent:{agent}", parent=parent, meta=meta, data=data)
 
     def turns_and_calls(self, run_id: str, turns: list[ModelTurnRecord], calls: list[ToolCallRecord],
                         parent: str, triggers: list[TriggerRecord], events: _Events) -> None:
         queue = list(calls)
         for turn in turns:
+            name = f"model #{turn.index + 1}"
+            meta = ModelMeta(name=name, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens)
             self.add("llm_call", ok=True, duration=turn.duration_ms, sid=f"{run_id}#model:{turn.agent}:{turn.index}",
-                     parent=parent, meta=_turn_meta(turn))
+                     parent=parent, meta=meta, data={"kind": "model", "name": name, **turn.to_dict()})
             asked, queue = queue[: len(turn.tool_calls)], queue[len(turn.tool_calls):]
             for call in asked:
                 self.call(run_id, call, parent, triggers, events)
@@ -527,15 +571,25 @@ class _SpanBuilder:
 
     def call(self, run_id: str, call: ToolCallRecord, parent: str, triggers: list[TriggerRecord],
              events: _Events) -> None:
-        meta = _call_meta(call)
-        if call.seq in events.hooks:
-            meta["hooks"] = events.hooks[call.seq]
+        data = _call_meta(call)
+        hooks = events.hooks.get(call.seq, [])
+        if hooks:
+            data["hooks"] = [{"phase": h.phase, "mock": h.mock} for h in hooks]
         # a refused trigger call (bad arguments, rejected approval) started no child
         trigger = triggers.pop(0) if is_trigger_call(call) and call.error is None and triggers else None
         if trigger is not None:
-            meta["trigger"] = _trigger_meta(trigger)
+            data["trigger"] = _trigger_meta(trigger)
+        error = data.get("error")
+        where = call.traceback.get("where") if call.traceback is not None else None
+        meta = ToolMeta(
+            name=str(self.text(call.name)), params=masked(call.params, self.masker), has_result=call.has_result,
+            result=masked(call.result, self.masker), error=self.text(error) if isinstance(error, str) else None,
+            mocked=call.mocked, mock_function=self.text(call.mock_function), aborted=call.aborted,
+            approval=self.text(call.approval), via_discovery=call.via_discovery,
+            where=self.text(where) if isinstance(where, str) else None,
+            hooks=tuple(HookMark(phase=h.phase, mock=self.text(h.mock)) for h in hooks))
         sid = self.add("tool_call", ok=_call_ok(call), duration=call.duration_ms, sid=f"{run_id}#tool{call.seq}",
-                       parent=parent, meta=meta)
+                       parent=parent, meta=meta, data=data)
         if trigger is not None:
             self.child(trigger, sid)
 
@@ -547,22 +601,29 @@ class _SpanBuilder:
         for i, rail in enumerate(record.guardrails):
             if rail.direction != direction:
                 continue
-            meta: dict[str, Any] = {"kind": "guardrail", **rail.to_dict()}
-            meta["guardrail_name"] = meta.pop("name")
-            meta["name"] = f"{direction} guardrail {rail.name or rail.type}"
+            data: dict[str, object] = {"kind": "guardrail", **rail.to_dict()}
+            data["guardrail_name"] = data.pop("name")
+            name = f"{direction} guardrail {rail.name or rail.type}"
+            data["name"] = name
+            meta = GuardrailMeta(name=str(self.text(name)), status=rail.status, message=self.text(rail.message),
+                                 mocked=rail.mocked, mock_function=self.text(rail.mock_function),
+                                 where=self.text(rail.where))
             self.add("guardrail", ok=rail.status != "blocked", duration=None,
-                     sid=f"{record.run_id}#guardrail{i}", parent=parent, meta=meta)
+                     sid=f"{record.run_id}#guardrail{i}", parent=parent, meta=meta, data=data)
 
     def events(self, record: RunRecord, events: list[Event], parent: str) -> None:
         for i, event in events:
-            label = str(event.get("name") or " ".join(str(event[k]) for k in ("type", "phase") if event.get(k)))
-            meta: dict[str, Any] = {"kind": "event", **event, "name": label or "event"}
-            if "mock" in event:
-                meta.update(mocked=bool(event["mock"]), mock_function=event["mock"])
-            failed = bool(event.get("error")) or event.get("status") in ("error", "failed", "blocked")
-            duration = event.get("duration_ms")
-            self.add(str(event.get("type") or "event"), ok=not failed, sid=f"{record.run_id}#event{i}",
-                     parent=parent, meta=meta, duration=duration if isinstance(duration, (int, float)) else None)
+            label = event_label(event) or "event"
+            data: dict[str, object] = {"kind": "event", **event.to_dict(), "name": label}
+            mock = event.mock if isinstance(event, (HookEvent, MiddlewareEvent)) else None
+            if isinstance(event, (HookEvent, MiddlewareEvent)):
+                data.update(mocked=bool(mock), mock_function=mock)
+            error = event.error if isinstance(event, (MiddlewareEvent, McpSkippedEvent, RetryEvent, StageEvent)) else None
+            meta = EventMeta(event=event, name=str(self.text(label)), error=self.text(error) or None,
+                             mocked=bool(mock), mock_function=self.text(mock))
+            duration = event.duration_ms if isinstance(event, TriggerEvent) else None
+            self.add(event.kind, ok=not event_failed(event), sid=f"{record.run_id}#event{i}",
+                     parent=parent, meta=meta, data=data, duration=duration)
 
 
 def _agent_groups(record: RunRecord, stages: list[str]) -> list[tuple[str, list[ModelTurnRecord],
@@ -587,8 +648,8 @@ def _run_ok(record: RunRecord) -> bool:
     return record.status == "completed" and not record.error and record.infrastructure_error is None
 
 
-def _run_meta(record: RunRecord, child: bool) -> dict[str, Any]:
-    meta: dict[str, Any] = {
+def _run_meta(record: RunRecord, child: bool) -> dict[str, object]:
+    meta: dict[str, object] = {
         "kind": "run",
         "name": record.agent_name,
         "agent_name": record.agent_name,
@@ -607,12 +668,8 @@ def _run_meta(record: RunRecord, child: bool) -> dict[str, Any]:
     return meta
 
 
-def _turn_meta(turn: ModelTurnRecord) -> dict[str, Any]:
-    return {"kind": "model", "name": f"model #{turn.index + 1}", **turn.to_dict()}
-
-
-def _call_meta(call: ToolCallRecord) -> dict[str, Any]:
-    meta: dict[str, Any] = {"kind": "tool", "tool_name": call.name, **call.to_dict()}
+def _call_meta(call: ToolCallRecord) -> dict[str, object]:
+    meta: dict[str, object] = {"kind": "tool", "tool_name": call.name, **call.to_dict()}
     if call.traceback is not None:  # a span holds the traceback's text, not its frames
         meta.update(traceback=call.traceback.get("text"), where=call.traceback.get("where"))
     if call.aborted and not call.error:
@@ -638,10 +695,14 @@ def _call_ok(call: ToolCallRecord) -> bool:
     return call.has_result and call.error is None and not call.aborted and call.approval not in _BAD_APPROVALS
 
 
-def _trigger_meta(trigger: TriggerRecord) -> dict[str, Any]:
+def _trigger_label(trigger: TriggerRecord) -> str:
+    return f"{trigger.tool} → {trigger.agent_name}"
+
+
+def _trigger_meta(trigger: TriggerRecord) -> dict[str, object]:
     return {
         "kind": "trigger",
-        "name": f"{trigger.tool} → {trigger.agent_name}",
+        "name": _trigger_label(trigger),
         "agent_name": trigger.agent_name,
         "tool": trigger.tool,
         "wait_for_response": trigger.wait_for_response,

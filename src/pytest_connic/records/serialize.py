@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_connic.records.events import event_from_dict, run_status
 from pytest_connic.records.run import (
     ApprovalRecord,
     CaseOutcome,
@@ -24,11 +25,11 @@ def run_from_dict(data: dict[str, Any]) -> RunRecord:
     """The inverse of ``RunRecord.to_dict``."""
     record = RunRecord(
         run_id=data["run_id"], agent_name=data["agent_name"], index=data.get("index", 0),
-        status=data.get("status", "completed"), error=data.get("error"), output_raw=data.get("output"),
+        status=run_status(data.get("status", "completed")), error=data.get("error"), output_raw=data.get("output"),
         input=data.get("input"), run_context=data.get("run_context") or {}, duration_ms=data.get("duration_ms", 0.0),
         failures=list(data.get("failures") or []), infrastructure_error=data.get("infrastructure_error"),
         skipped=bool(data.get("skipped")), outbound=list(data.get("outbound") or []),
-        events=list(data.get("events") or []), error_traceback=data.get("error_traceback"),
+        events=[event_from_dict(e) for e in data.get("events") or []], error_traceback=data.get("error_traceback"),
         virtual_ms=float(data.get("virtual_ms") or 0.0),
     )
     record.tool_calls = [ToolCallRecord(**_fields(ToolCallRecord, c)) for c in data.get("tool_calls") or []]

@@ -9,6 +9,7 @@ recommendation; the HTML page gets the same as static, escaped markup.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 from pytest_connic.reports.table import Column, escape_text, fit_table, for_console
@@ -36,7 +37,7 @@ def _pp(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.1f} pp"
 
 
-def _interval(pair: Any, *, points: bool = False) -> str:
+def _interval(pair: Sequence[float] | None, *, points: bool = False) -> str:
     if not pair:
         return ""
     lo, hi = pair

@@ -10,11 +10,11 @@ import json
 from typing import Any
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
-def _pct(rate: Any) -> str:
+def _pct(rate: object) -> str:
     return "—" if not isinstance(rate, (int, float)) else f"{rate * 100:.0f}%"
 
 
@@ -77,7 +77,7 @@ def case_diff(change: dict[str, Any]) -> str:
             + _output(change["output"]) + _tools(change["tools"]) + "</div>")
 
 
-def comparison_html(section: Any) -> str:
+def comparison_html(section: object) -> str:
     """The ``comparison`` section as a "Compared with" block (empty without one)."""
     if not isinstance(section, dict) or "changed" not in section:
         return ""

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 from importlib.resources import files
-from typing import Any
 
-from pytest_connic.jsonsafe import to_jsonable
+from pytest_connic.jsonsafe import JsonValue, to_jsonable
 
 #: no fetches, no external images, styles or scripts: only what is inline
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -67,7 +67,7 @@ _PAGE = """<!DOCTYPE html>
 """
 
 
-def render_html(report: dict[str, Any], context: dict[str, Any] | None = None) -> str:
+def render_html(report: Mapping[str, JsonValue], context: Mapping[str, object] | None = None) -> str:
     """The HTML page for a report built by :func:`build_json_report`; ``context``: where and how
     the run happened (:func:`context_html`), shown in the header."""
     status = str(report.get("status") or "unknown")
@@ -85,7 +85,7 @@ def render_html(report: dict[str, Any], context: dict[str, Any] | None = None) -
     )
 
 
-def embed_json(value: Any) -> str:
+def embed_json(value: object) -> str:
     """``value`` as JSON that is inert inside ``<script>``: ``<``, ``>``, ``&`` and the JS line
     separators as ``\\uXXXX`` escapes, so neither ``</script>`` nor ``<!--`` can appear."""
     text = json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
@@ -94,10 +94,11 @@ def embed_json(value: Any) -> str:
     return text
 
 
-def summary_html(report: dict[str, Any]) -> str:
+def summary_html(report: Mapping[str, JsonValue]) -> str:
     """The header line, escaped: run status badge, counts, environment (visible without JS)."""
     status = str(report.get("status") or "unknown")
-    counts = report.get("summary") or {}
+    summary = report.get("summary")
+    counts = summary if isinstance(summary, dict) else {}
     text = (f"{_plural(counts.get('cases', 0), 'case')}: {counts.get('passed', 0)} passed, "
             f"{counts.get('failed', 0)} failed, {_plural(counts.get('errors', 0), 'error')}")
     if report.get("environment_id"):
@@ -112,7 +113,7 @@ CONTEXT_FIELDS = [("project", "Project"), ("command", "Command"), ("time", "Time
                   ("versions", "Versions"), ("pytest", "pytest")]
 
 
-def context_html(context: dict[str, Any]) -> str:
+def context_html(context: Mapping[str, object]) -> str:
     """Project, command, time, commit, versions and pytest's own outcome (its summary line and exit
     code, with a badge), escaped, visible without JavaScript; nothing for an empty context."""
     rows = []
@@ -131,7 +132,7 @@ def context_html(context: dict[str, Any]) -> str:
     return f'<dl class="context" id="context">{"".join(rows)}</dl>' if rows else ""
 
 
-def _plural(count: int, noun: str) -> str:
+def _plural(count: JsonValue, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
@@ -139,22 +140,24 @@ def _css_class(status: str) -> str:
     return status if status in ("passed", "failed", "error") else "error"
 
 
-def _ab_html(section: Any) -> str:
+def _ab_html(section: object) -> str:
     """The ``--connic-ab`` section as static, escaped HTML (empty without it)."""
     from pytest_connic.reports.ab_report import ab_html
 
-    return ab_html(section)
+    return ab_html(section if isinstance(section, dict) else None)
 
 
-def _history_html(report: dict[str, Any]) -> str:
+def _history_html(report: Mapping[str, JsonValue]) -> str:
     """The budget line and the ``history`` section (changes, flaky cases, inline SVG trends)."""
     from pytest_connic.history.view import budget_html, history_html
 
-    names = {str(c.get("nodeid")): f"{c.get('agent_name')}::{c.get('test_name')}" for c in report.get("cases") or []}
+    cases = report.get("cases")
+    names = {str(c.get("nodeid")): f"{c.get('agent_name')}::{c.get('test_name')}"
+             for c in (cases if isinstance(cases, list) else []) if isinstance(c, dict)}
     return budget_html(report.get("budget")) + history_html(report.get("history"), names)
 
 
-def _comparison_html(report: dict[str, Any]) -> str:
+def _comparison_html(report: Mapping[str, JsonValue]) -> str:
     """The ``comparison`` section (``--connic-compare``): ``reports/comparison_html.py``."""
     from pytest_connic.reports.comparison_html import comparison_html
 

@@ -13,9 +13,8 @@ masker, and every value is plain JSON.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
-from pytest_connic.jsonsafe import dumps, masked, to_jsonable
+from pytest_connic.jsonsafe import JsonObject, JsonValue, dumps, masked, to_jsonable
 from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
 from pytest_connic.reports import stats
 from pytest_connic.reports.stats import case_status, case_wilson, pass_rate, sorted_outcomes
@@ -33,7 +32,7 @@ def build_json_report(
     session_status: str | None = None,
     environment_id: str | None = None,
     test_run_id: str | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """The whole report as a JSON-ready dict.
 
     ``session_status`` overrides the status derived from the outcomes (``passed``, ``failed``,
@@ -49,20 +48,21 @@ def build_json_report(
         "deployment_id": None,
         "environment_id": environment_id,
         "cases": [case_entry(o, masker=masker) for o in ordered],
-        "summary": summary_counts(ordered),
+        "summary": dict[str, JsonValue](summary_counts(ordered)),
     }
 
 
-def add_warnings(report: dict[str, Any], warnings: Mapping[str, list[str]], *, masker: Masker) -> None:
+def add_warnings(report: JsonObject, warnings: Mapping[str, list[str]], *, masker: Masker) -> None:
     """Give each case of ``report`` the warnings pytest recorded for its node id (``warnings``:
     node id -> messages, in order), masked, under ``warnings``; a case without any has none."""
-    for case in report.get("cases") or []:
-        found = warnings.get(str(case.get("nodeid")))
-        if found:
+    cases = report.get("cases")
+    for case in cases if isinstance(cases, list) else []:
+        found = warnings.get(str(case.get("nodeid"))) if isinstance(case, dict) else None
+        if found and isinstance(case, dict):
             case["warnings"] = [masker.text(text) for text in dict.fromkeys(found)]
 
 
-def report_text(report: dict[str, Any]) -> str:
+def report_text(report: Mapping[str, JsonValue]) -> str:
     """The report as the file ``--connic-json`` writes: indented like ``connic test --json``."""
     return dumps(report, indent=2) + "\n"
 
@@ -83,10 +83,10 @@ def summary_counts(outcomes: Iterable[CaseOutcome]) -> dict[str, int]:
     return counts
 
 
-def case_entry(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
+def case_entry(outcome: CaseOutcome, *, masker: Masker) -> JsonObject:
     """One case: Connic's keys first, exactly as ``connic test --json`` has them, then extras."""
     executed = outcome.executed
-    entry: dict[str, Any] = {
+    entry: JsonObject = {
         "agent_name": outcome.agent_name,
         "test_name": outcome.case_name,
         "passed": outcome.passed,
@@ -102,11 +102,11 @@ def case_entry(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
     entry.update(_extras(outcome, masker=masker))
     # every value above is masked and bounded already: this pass masks what is left, and never
     # cuts the JSON text of bounded values (a span's metadata_json) a second time
-    result: dict[str, Any] = masker.data(to_jsonable(entry))
+    result: JsonObject = masker.data(to_jsonable(entry))
     return result
 
 
-def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
+def _extras(outcome: CaseOutcome, *, masker: Masker) -> JsonObject:
     wilson = case_wilson(outcome)
     return {
         "nodeid": outcome.nodeid,
@@ -135,7 +135,7 @@ def _extras(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any]:
     }
 
 
-def _traceback(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any] | None:
+def _traceback(outcome: CaseOutcome, *, masker: Masker) -> JsonObject | None:
     """The user's traceback the failure report shows (``usertb.case_traceback``): what raised, where,
     and its text as Python prints it (masked, bounded); None when user code raised nothing."""
     if outcome.passed:
@@ -147,13 +147,13 @@ def _traceback(outcome: CaseOutcome, *, masker: Masker) -> dict[str, Any] | None
     return {"origin": what, "where": data.get("where"), "text": masked(data.get("text"), masker)}
 
 
-def failed_runs(outcome: CaseOutcome, *, masker: Masker, limit: int = MAX_FAILED_RUNS_SHOWN) -> dict[str, Any]:
+def failed_runs(outcome: CaseOutcome, *, masker: Masker, limit: int = MAX_FAILED_RUNS_SHOWN) -> JsonObject:
     """``{"total_failed": n, "shown": [...]}`` with the first ``limit`` failed runs, as Connic."""
     failed = [r for r in outcome.executed if not r.passed]
     return {"total_failed": len(failed), "shown": [shown_run(r, masker=masker) for r in failed[:limit]]}
 
 
-def shown_run(record: RunRecord, *, masker: Masker) -> dict[str, Any]:
+def shown_run(record: RunRecord, *, masker: Masker) -> JsonObject:
     """One failed run as Connic's run API returns it: text fields, context and spans."""
     return {
         "run_id": record.run_id,
@@ -165,14 +165,14 @@ def shown_run(record: RunRecord, *, masker: Masker) -> dict[str, Any]:
     }
 
 
-def run_detail(record: RunRecord, *, masker: Masker) -> dict[str, Any]:
+def run_detail(record: RunRecord, *, masker: Masker) -> JsonObject:
     """A run's full record (``RunRecord.to_dict()``) and its spans under ``traces``."""
-    detail: dict[str, Any] = masked(record.to_dict(), masker)
-    detail["traces"] = build_spans(record, masker=masker)
+    detail: JsonObject = masked(record.to_dict(), masker)
+    detail["traces"] = list[JsonValue](build_spans(record, masker=masker))
     return detail
 
 
-def as_text(value: Any) -> str | None:
+def as_text(value: object) -> str | None:
     """A payload or output as Connic shows it: strings as they are, anything else as JSON."""
     if value is None or isinstance(value, str):
         return value

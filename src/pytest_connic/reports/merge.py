@@ -101,7 +101,7 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def _depth_exceeds(data: Any, limit: int) -> bool:
+def _depth_exceeds(data: object, limit: int) -> bool:
     """Whether JSON ``data`` nests more than ``limit`` levels (walked without recursion)."""
     stack = [(data, 1)]
     while stack:
@@ -156,7 +156,7 @@ _RUN_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _check_types(where: str, entry: Any, types: dict[str, tuple[type, ...]]) -> None:
+def _check_types(where: str, entry: object, types: dict[str, tuple[type, ...]]) -> None:
     """Each key of ``types`` that ``entry`` has holds one of its JSON types (a bool is no number)."""
     if not isinstance(entry, dict):
         raise MergeError(f"{where}: not an entry of a --connic-json report (a {type(entry).__name__}, "

@@ -9,14 +9,23 @@ in the trace) come after Connic's parts.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_connic.jsonsafe import dumps, masked
-from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
+from pytest_connic.records.events import OutboundEvent
+from pytest_connic.records.run import CaseOutcome, RunRecord, build_trace
+from pytest_connic.records.spans import (
+    AgentMeta,
+    EventMeta,
+    GuardrailMeta,
+    ModelMeta,
+    RunMeta,
+    Span,
+    SpanMeta,
+    ToolMeta,
+)
 from pytest_connic.reports.json_report import as_text
 from pytest_connic.reports.stats import runs_needed, sorted_outcomes
 from pytest_connic.reports.table import (  # noqa: F401 -- re-exported: the table's home was here
@@ -281,7 +290,7 @@ def failure_details(outcome: CaseOutcome, *, masker: Masker, max_runs: int = 3, 
 _CONTEXT_SAID = ("run_id", "agent_name", "payload")
 
 
-def run_context_shown(record: RunRecord) -> dict[str, Any]:
+def run_context_shown(record: RunRecord) -> dict[str, object]:
     """The run context without what the report says elsewhere: the run id (the ``Run`` line),
     the agent (the header) and the payload (``Input``)."""
     context = record.run_context if isinstance(record.run_context, dict) else {}
@@ -314,7 +323,7 @@ def run_details(record: RunRecord, *, masker: Masker, said: Said | None = None) 
     elif (failures or record.error or record.infrastructure_error) and not (error or infrastructure):
         lines.append("        Failed:  as above")
     lines.append("        Trace:")
-    lines.extend(render_trace_tree(build_spans(record, masker=masker), indent=10, said=said))
+    lines.extend(render_trace_tree(build_trace(record, masker=masker), indent=10, said=said))
     return lines
 
 
@@ -325,25 +334,25 @@ def _block(label: str, text: str) -> list[str]:
     return [f"{label if i == 0 else pad}{escape_text(truncate(row))}" for i, row in enumerate(rows)]
 
 
-def render_trace_tree(spans: list[dict[str, Any]], indent: int, said: Said | None = None) -> list[str]:
+def render_trace_tree(spans: list[Span], indent: int, said: Said | None = None) -> list[str]:
     """Connic's span tree: ✓/✗, label, ``(<n>ms)``, and `` — <error>`` on failed spans (unless
     ``said`` holds that error already)."""
-    ids = {s["span_id"] for s in spans if s.get("span_id")}
-    roots: list[dict[str, Any]] = []
-    children: dict[str, list[dict[str, Any]]] = {}
-    for span in sorted(spans, key=lambda s: s.get("span_order") or 0):
-        parent = span.get("parent_span_id")
-        if isinstance(parent, str) and parent in ids:
+    ids = {s.span_id for s in spans if s.span_id}
+    roots: list[Span] = []
+    children: dict[str, list[Span]] = {}
+    for span in sorted(spans, key=lambda s: s.span_order):
+        parent = span.parent_span_id
+        if parent is not None and parent in ids:
             children.setdefault(parent, []).append(span)
         else:
             roots.append(span)
     lines: list[str] = []
     seen: set[str] = set()
 
-    def walk(level: list[dict[str, Any]], depth: int) -> None:
+    def walk(level: list[Span], depth: int) -> None:
         for span in level:
             lines.append(" " * indent + "  " * depth + span_line(span, said))
-            sid = span.get("span_id")
+            sid = span.span_id
             if sid and sid not in seen:
                 seen.add(sid)
                 walk(children.get(sid, []), depth + 1)
@@ -352,85 +361,99 @@ def render_trace_tree(spans: list[dict[str, Any]], indent: int, said: Said | Non
     return lines
 
 
-def span_line(span: dict[str, Any], said: Said | None = None) -> str:
+def span_line(span: Span, said: Said | None = None) -> str:
     """One span: glyph, label (with the extras of its kind), duration, error (unless ``said``)."""
-    meta = _meta(span)
-    ok = span.get("status") == "ok"
+    meta = span.meta
+    ok = span.ok
     # a guardrail check counted as passed without a judgement is no green check
-    glyph = "○" if meta.get("kind") == "guardrail" and meta.get("status") == "not_evaluated" else "✓" if ok else "✗"
-    text = f"{glyph} {escape_text(span_label(span, meta))}"
-    duration = span.get("duration_ms")
-    if duration is not None:
-        text += f" ({int(duration)}ms)"
-    error = meta.get("error") or meta.get("message")
+    unjudged = isinstance(meta, GuardrailMeta) and meta.status == "not_evaluated"
+    glyph = "○" if unjudged else "✓" if ok else "✗"
+    text = f"{glyph} {escape_text(span_label(span))}"
+    if span.duration_ms is not None:
+        text += f" ({int(span.duration_ms)}ms)"
+    error = _error(meta)
     # a run's error is often part of the reason (``agent error: <error>``); a call's error in
     # a reason still says which call it was, so it is only left out when it is the same text
-    if not ok and error and not (said is not None and said.covers(str(error), part=meta.get("kind") == "run")):
-        text += f" — {one_line(truncate(str(error), SPAN_ERROR_LIMIT))}"
-    if not ok and meta.get("where"):  # the user's file and line the error was raised at
-        text += f" at {escape_text(str(meta['where']))}"
+    if not ok and error and not (said is not None and said.covers(error, part=isinstance(meta, RunMeta))):
+        text += f" — {one_line(truncate(error, SPAN_ERROR_LIMIT))}"
+    where = _where(meta)
+    if not ok and where:  # the user's file and line the error was raised at
+        text += f" at {escape_text(where)}"
     return text
 
 
-def span_label(span: dict[str, Any], meta: dict[str, Any]) -> str:
+def _error(meta: SpanMeta) -> str | None:
+    """The error (or a guardrail's message) a span shows."""
+    match meta:
+        case RunMeta(error=error) | ToolMeta(error=error) | AgentMeta(error=error) | EventMeta(error=error):
+            return error
+        case GuardrailMeta(message=message):
+            return message
+        case _:
+            return None
+
+
+def _where(meta: SpanMeta) -> str | None:
+    match meta:
+        case RunMeta(where=where) | ToolMeta(where=where) | GuardrailMeta(where=where):
+            return where
+        case _:
+            return None
+
+
+def span_label(span: Span) -> str:
     """The label Connic would show, richer for tool calls, model turns, runs and guardrails."""
-    kind = meta.get("kind")
-    base = str(meta.get("tool_name") or meta.get("name") or span.get("name") or "span")
-    if kind == "tool":
-        return _tool_label(base, meta)
-    if kind == "model":
-        return f"{base} · {meta.get('input_tokens', 0)} in / {meta.get('output_tokens', 0)} out tokens"
-    if kind == "run":
-        status = meta.get("status")
-        return base if status == "completed" else f"{base} [{status}]"
-    if kind == "guardrail":
-        status = "not evaluated (counted as passed)" if meta.get("status") == "not_evaluated" else meta.get("status")
-        return f"{base}: {status}" + _mock_mark(meta)
-    if kind == "agent":
-        status = meta.get("status")
-        return f"agent {base}" + (f" [{status}]" if status not in (None, "completed") else "")
-    if kind == "event":
-        return base + _mock_mark(meta)
-    return base
+    meta = span.meta
+    base = meta.name or span.name or "span"
+    match meta:
+        case ToolMeta():
+            return _tool_label(base, meta)
+        case ModelMeta(input_tokens=tokens_in, output_tokens=tokens_out):
+            return f"{base} · {tokens_in} in / {tokens_out} out tokens"
+        case RunMeta(status=status):
+            return base if status == "completed" else f"{base} [{status}]"
+        case GuardrailMeta(status=status):
+            shown = "not evaluated (counted as passed)" if status == "not_evaluated" else status
+            return f"{base}: {shown}" + _mock_mark(meta.mocked, meta.mock_function)
+        case AgentMeta(status=status):
+            return f"agent {base}" + (f" [{status}]" if status not in (None, "completed") else "")
+        case EventMeta(event=OutboundEvent()):  # its entry's kind stands in the span's kind
+            return base
+        case EventMeta(mocked=mocked, mock_function=mock_function):
+            return base + _mock_mark(mocked, mock_function)
+        case _:
+            return base
 
 
-def _tool_label(name: str, meta: dict[str, Any]) -> str:
-    params = meta.get("params")
+def _tool_label(name: str, meta: ToolMeta) -> str:
+    params = meta.params
     args = ", ".join(f"{k}={_compact(v, 60)}" for k, v in params.items()) if isinstance(params, dict) else ""
     label = f"{name}({truncate(args, PARAMS_LIMIT)})"
-    if meta.get("has_result"):
-        label += f" → {_compact(meta.get('result'), RESULT_LIMIT)}"
-    label += _mock_mark(meta)
-    for hook in meta.get("hooks") or []:
-        if isinstance(hook, dict) and hook.get("mock"):
-            label += f" [{hook.get('phase')} hook mocked by {hook['mock']}]"
-    if meta.get("aborted"):
+    if meta.has_result:
+        label += f" → {_compact(meta.result, RESULT_LIMIT)}"
+    label += _mock_mark(meta.mocked, meta.mock_function)
+    for hook in meta.hooks:
+        if hook.mock:
+            label += f" [{hook.phase} hook mocked by {hook.mock}]"
+    if meta.aborted:
         label += " [aborted]"
-    if meta.get("approval"):
-        label += f" [approval: {meta['approval']}]"
-    if meta.get("via_discovery"):
+    if meta.approval:
+        label += f" [approval: {meta.approval}]"
+    if meta.via_discovery:
         label += " [via use_tool]"
     return label
 
 
-def _mock_mark(meta: dict[str, Any]) -> str:
-    if not meta.get("mocked"):
+def _mock_mark(mocked: bool, mock_function: str | None) -> str:
+    if not mocked:
         return ""
-    return f" [mocked by {meta['mock_function']}]" if meta.get("mock_function") else " [mocked]"
+    return f" [mocked by {mock_function}]" if mock_function else " [mocked]"
 
 
-def _compact(value: Any, limit: int) -> str:
+def _compact(value: object, limit: int) -> str:
     """``value`` as compact JSON on one line, cut at ``limit`` characters."""
     text = re.sub(r"\s+", " ", dumps(value))
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _meta(span: dict[str, Any]) -> dict[str, Any]:
-    try:
-        meta = json.loads(span.get("metadata_json") or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def _latency(ms: float | None) -> str:

@@ -12,10 +12,9 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from pytest_connic.files import write_text_file
-from pytest_connic.jsonsafe import dumps, masked
+from pytest_connic.jsonsafe import JsonObject, JsonValue, dumps, masked
 from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
 from pytest_connic.reports.stats import sorted_outcomes
 from pytest_connic.secrets import Masker
@@ -46,7 +45,7 @@ def trace_file_name(outcome: CaseOutcome, record: RunRecord) -> str:
     return f"{safe_name_part(suite)}__{safe_name_part(outcome.case_name)}__run{record.index}.json"
 
 
-def trace_document(outcome: CaseOutcome, record: RunRecord, *, masker: Masker) -> dict[str, Any]:
+def trace_document(outcome: CaseOutcome, record: RunRecord, *, masker: Masker) -> JsonObject:
     """What one trace file holds: where the run comes from, the run, and its spans."""
     return {
         "nodeid": masker.report_text(outcome.nodeid),
@@ -55,7 +54,7 @@ def trace_document(outcome: CaseOutcome, record: RunRecord, *, masker: Masker) -
         "agent_name": outcome.agent_name,
         "test_name": masker.report_text(outcome.case_name),
         "run": masked(record.to_dict(), masker),
-        "traces": build_spans(record, masker=masker),
+        "traces": list[JsonValue](build_spans(record, masker=masker)),
     }
 
 

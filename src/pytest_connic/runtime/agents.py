@@ -13,6 +13,7 @@ import jsonschema
 
 from pytest_connic.jsonsafe import json_text, parse_json
 from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
+from pytest_connic.records.events import StageEvent
 from pytest_connic.records.run import ModelTurnRecord, RunRecord
 from pytest_connic.runtime.dispatch import available_tools, call_tool, tool_catalog
 from pytest_connic.runtime.mcp import connect_servers
@@ -271,5 +272,5 @@ def _merge_stage(inv: InvocationState, record: RunRecord) -> None:
     inv.record.failures.extend(record.failures)
     if record.infrastructure_error:
         inv.record.infrastructure_error = record.infrastructure_error
-    inv.record.events.append({"type": "stage", "agent": record.agent_name, "status": record.status,
-                              "run_id": record.run_id, "error": record.error})
+    inv.record.events.append(StageEvent(agent=record.agent_name, status=record.status, run_id=record.run_id,
+                                        error=record.error))

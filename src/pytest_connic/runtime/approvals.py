@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import EvaluationError, Expression, ExpressionError, compile_expression
 from pytest_connic.jsonsafe import json_text
+from pytest_connic.records.events import NoteEvent
 from pytest_connic.records.run import ApprovalRecord, ToolCallRecord
 from pytest_connic.runtime.signals import AwaitingApproval, RunAborted, RunFailed
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
@@ -52,7 +53,7 @@ def _requires_approval(inv: InvocationState, entry: CatalogEntry, params: dict[s
             # fail-safe (https://connic.co/docs/v1/test/assertions): a condition that cannot be evaluated requires approval
             note = (f"approval condition of {entry.ref} `{condition}` could not be evaluated ({exc}); "
                     "approval required")
-            inv.record.events.append({"type": "note", "name": f"note: {note}", "text": note})
+            inv.record.events.append(NoteEvent(name=f"note: {note}", text=note))
             return True
     return False
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_connic.jsonsafe import json_text, parse_json
 from pytest_connic.project.sdk import AgentType
+from pytest_connic.records.events import TriggerEvent
 from pytest_connic.records.run import RunRecord, TriggerRecord
 from pytest_connic.runtime.state import InvocationState
 
@@ -107,8 +108,7 @@ async def trigger_agent(
         record = await inv.scope.run_invocation(child)
     finally:  # also when the parent's run is cancelled meanwhile
         _adopt(inv, trigger, child)
-    inv.record.events.append({"type": "trigger", "agent": agent_name, "waited": True,
-                              "duration_ms": (time.perf_counter() - started) * 1000})
+    inv.record.events.append(TriggerEvent(agent=agent_name, duration_ms=(time.perf_counter() - started) * 1000))
     return _outcome(child, record)
 
 

@@ -18,6 +18,7 @@ from pytest_connic.jsonsafe import json_text, trace_data
 from pytest_connic.models.base import CallFailed
 from pytest_connic.project.located import exception_text
 from pytest_connic.project.sdk import AbortTool, Tool, ToolFile, TransferCall
+from pytest_connic.records.events import HookEvent
 from pytest_connic.records.run import ToolCallRecord
 from pytest_connic.runtime.api_tools import ApiArgumentError, call_api
 from pytest_connic.runtime.approvals import ApprovalInputError, gate
@@ -404,7 +405,7 @@ async def _before_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, pa
     if func is None:
         return params
     args: tuple[Any, ...] = (entry.name, params, inv.context) if accepts_positional(func, 3) else (entry.name, params)
-    inv.record.events.append({"type": "hook", "phase": "before", "tool": entry.ref, "mock": mock})
+    inv.record.events.append(HookEvent(phase="before", tool=entry.ref, mock=mock))
     try:
         changed = await user_code(inv.scope.call(func, *args))
     except AbortTool as abort:
@@ -427,7 +428,7 @@ async def _after_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, par
     args: tuple[Any, ...] = (entry.name, params, result)
     if accepts_positional(func, 4):
         args = (*args, inv.context)
-    inv.record.events.append({"type": "hook", "phase": "after", "tool": entry.ref, "mock": mock})
+    inv.record.events.append(HookEvent(phase="after", tool=entry.ref, mock=mock))
     try:
         changed = await user_code(inv.scope.call(func, *args))
     except AbortTool as abort:

@@ -23,6 +23,7 @@ from pytest_connic.project.load import ProjectError
 from pytest_connic.project.loaded import UserImportError
 from pytest_connic.project.located import exception_text, safe_text
 from pytest_connic.project.sdk import GuardrailResult, GuardrailRule
+from pytest_connic.records.events import GuardrailStatus
 from pytest_connic.records.run import GuardrailRecord
 from pytest_connic.runtime.mocks import guardrail_ladder
 from pytest_connic.runtime.signals import RunAborted, RunFailed, UserCodeEnded
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs 3.11; an annotation only
 
 DEFAULT_REJECTION = "Your request was blocked by a guardrail."
-_STATUS = {"block": "blocked", "warn": "warned", "redact": "redacted"}
+_STATUS: dict[str, GuardrailStatus] = {"block": "blocked", "warn": "warned", "redact": "redacted"}
 
 
 # --------------------------------------------------------------------------- PII

@@ -7,11 +7,19 @@ input guardrails → middleware ``before`` → agent (llm loop / tool / sequenti
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from pytest_connic.jsonsafe import json_text
 from pytest_connic.models.base import CassetteError, ProviderError
 from pytest_connic.project.sdk import AgentType, StopProcessing
+from pytest_connic.records.events import (
+    MiddlewareEvent,
+    NoteEvent,
+    RetryEvent,
+    RunStatus,
+    StopProcessingEvent,
+)
 from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime import guardrails
 from pytest_connic.runtime.agents import run_llm, run_sequential, run_tool_agent
@@ -97,19 +105,19 @@ async def run_lifecycle(inv: InvocationState) -> RunRecord:
     return inv.record
 
 
-#: marks the retry event whose backoff delay the run is waiting out (``_operation``)
-_WAITING = "_waiting"
-
-
 def _waiting_for_retry(inv: InvocationState) -> str:
-    """When the timeout came during a retry's backoff delay: what it waited for and the error the
-    attempt before it raised (the real failure, which the timeout would otherwise hide)."""
-    for event in reversed(inv.record.events):
-        if event.get("type") == "retry":
-            if not event.pop(_WAITING, False):
+    """When the timeout came during a retry's backoff delay (the last retry event is ``waiting``,
+    ``_operation``): what it waited for and the error the attempt before it raised (the real
+    failure, which the timeout would otherwise hide)."""
+    events = inv.record.events
+    for at in range(len(events) - 1, -1, -1):
+        event = events[at]
+        if isinstance(event, RetryEvent):
+            if not event.waiting:
                 return ""
-            return (f", waiting {event['delay_s']:g}s to start {event['name']} after the attempt before it "
-                    f"failed: {event['error']}")
+            events[at] = replace(event, waiting=False)
+            return (f", waiting {event.delay_s:g}s to start {event.name} after the attempt before it "
+                    f"failed: {event.error}")
     return ""
 
 
@@ -124,7 +132,7 @@ async def _finish(inv: InvocationState) -> None:
         # the duration and latency figures include retry waits a replay does not sleep through
         note = (f"{clock.skipped_s:g}s of retry delays were skipped (not waited) in this replay; the "
                 "run's duration counts them, as on Connic")
-        inv.record.events.append({"type": "note", "name": f"note: {note}", "text": note})
+        inv.record.events.append(NoteEvent(name=f"note: {note}", text=note))
     await _cleanup(inv)
     if inv.root:  # the run's skipped retry delays move the session clock (session.ttl)
         inv.services.sessions.fold(inv.scope.clock)
@@ -144,8 +152,8 @@ async def _body(inv: InvocationState) -> None:
         await _lifecycle(inv)
     except StopProcessing as stop:
         _end(inv, "completed", output=stop.response)
-        inv.record.events.append({"type": "stop_processing", "response": stop.response,
-                                  "publish_outbound": getattr(stop, "publish_outbound", True)})
+        inv.record.events.append(StopProcessingEvent(response=stop.response,
+                                                     publish_outbound=getattr(stop, "publish_outbound", True)))
     except RunAborted as exc:
         inv.record.failures.append(exc.message)
         _end(inv, "failed", error=exc.message)
@@ -166,7 +174,7 @@ async def _body(inv: InvocationState) -> None:
         _end(inv, "awaiting_approval", error=str(exc) or None)
 
 
-def _end(inv: InvocationState, status: str, *, output: Any = None, error: str | None = None) -> None:
+def _end(inv: InvocationState, status: RunStatus, *, output: Any = None, error: str | None = None) -> None:
     inv.record.status = status
     inv.record.error = error
     inv.record.output_raw = output if status in ("completed", "blocked") else None
@@ -230,11 +238,12 @@ async def _operation(inv: InvocationState, content: dict[str, Any]) -> Any:
                 raise  # the last attempt's error, as it is; the trace shows the retries
             attempt += 1
             delay = settings.delay(attempt)
-            event = {"type": "retry", "name": f"retry {attempt + 1} of {settings.attempts}",
-                     "attempt": attempt, "delay_s": delay, "error": exc.message, _WAITING: True}
+            at = len(inv.record.events)
+            event = RetryEvent(name=f"retry {attempt + 1} of {settings.attempts}", attempt=attempt, delay_s=delay,
+                               error=exc.message, waiting=True)
             inv.record.events.append(event)
             await inv.scope.clock.sleep(delay)  # a timeout here says what the run was waiting for
-            event.pop(_WAITING)
+            inv.record.events[at] = replace(event, waiting=False)
             inv.context["retry_attempt"] = attempt
             if settings.rerun_middleware:
                 content = await _before(inv, content_parts(inv.delivered))
@@ -263,7 +272,7 @@ async def _before(inv: InvocationState, content: dict[str, Any]) -> dict[str, An
     if func is None:
         return content
     result = await call_middleware(inv, "before", func, content, inv.context)
-    inv.record.events.append({"type": "middleware", "phase": "before", "mock": mock})
+    inv.record.events.append(MiddlewareEvent(phase="before", mock=mock))
     if result is None:
         raise RunFailed(f"middleware before of agent '{inv.config.name}' returned None; it must return the content")
     return result  # type: ignore[no-any-return]
@@ -274,7 +283,7 @@ async def _after(inv: InvocationState, output: Any) -> Any:
     if func is None:
         return output
     result = await call_middleware(inv, "after", func, output_text(output), inv.context)
-    inv.record.events.append({"type": "middleware", "phase": "after", "mock": mock})
+    inv.record.events.append(MiddlewareEvent(phase="after", mock=mock))
     if result is None:
         raise RunFailed(f"middleware after of agent '{inv.config.name}' returned None; it must return the response")
     return result
@@ -292,11 +301,9 @@ async def _cleanup(inv: InvocationState) -> None:
     run = {"status": status, "error": inv.record.error, "output": output_text(inv.record.output_raw)}
     try:
         await inv.scope.call(func, run, inv.context)
-        inv.record.events.append({"type": "middleware", "phase": "cleanup", "mock": mock})
+        inv.record.events.append(MiddlewareEvent(phase="cleanup", mock=mock))
     except Exception as exc:  # noqa: BLE001  (logged, never changes the status: https://connic.co/docs/v1/build/middleware)
-        inv.record.events.append(
-            {"type": "middleware", "phase": "cleanup", "mock": mock, "error": f"{type(exc).__name__}: {exc}"}
-        )
+        inv.record.events.append(MiddlewareEvent(phase="cleanup", mock=mock, error=f"{type(exc).__name__}: {exc}"))
 
 
 async def _await_background(inv: InvocationState) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_connic.models.base import CallFailed
+from pytest_connic.records.events import McpSkippedEvent, McpToolsEvent
 from pytest_connic.runtime import mcp_client
 from pytest_connic.runtime.dispatch import condition_holds, tool_catalog
 from pytest_connic.runtime.mcp_calls import ENV, McpConnection, label, resolved
@@ -86,8 +87,8 @@ def resolve_context(text: str, context: dict[str, Any], label: str, header: str)
 def _skip(inv: InvocationState, server: Any, label: str, error: str, note: str = "") -> None:
     """An optional server that cannot be reached: ``context["mcp_errors"]``, an event, a warning."""
     inv.context.setdefault("mcp_errors", []).append({"server": server.name, "error": error})
-    inv.record.events.append({"type": "mcp", "name": f"mcp server '{server.name}' skipped (optional): {error}",
-                              "server": server.name, "error": error})
+    inv.record.events.append(McpSkippedEvent(name=f"mcp server '{server.name}' skipped (optional): {error}",
+                                             server=server.name, error=error))
     inv.services.host.warn_once(
         f"mcp_optional:{inv.config.name}:{server.name}:{error}",
         f"{label} (optional) could not be reached: {error}; the run goes on without its tools, recorded in "
@@ -175,5 +176,5 @@ def _add_tools(inv: InvocationState, catalog: dict[str, CatalogEntry], server: A
                                      discoverable=bool(server.discoverable), server=server.name)
         added.append(name)
     how = "through search_tools" if server.discoverable else "to the model"
-    inv.record.events.append({"type": "mcp", "server": server.name, "tools": added,
-                              "name": f"mcp server '{server.name}': {len(added)} tool(s) offered {how}"})
+    inv.record.events.append(McpToolsEvent(server=server.name, tools=tuple(added),
+                                           name=f"mcp server '{server.name}': {len(added)} tool(s) offered {how}"))

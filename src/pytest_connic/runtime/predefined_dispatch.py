@@ -31,6 +31,12 @@ from pytest_connic.errors import ConnicError
 from pytest_connic.jsonsafe import to_jsonable
 from pytest_connic.models.base import CassetteError
 from pytest_connic.project.sdk import load_errors
+from pytest_connic.records.events import (
+    NoteEvent,
+    OutboundEvent,
+    PredefinedFailedNoteEvent,
+    StopProcessingEvent,
+)
 from pytest_connic.runtime.children import trigger_agent, trigger_agent_at
 from pytest_connic.runtime.predefined import web
 from pytest_connic.runtime.signals import PASS_THROUGH, RunAborted
@@ -125,8 +131,7 @@ def _mark_failed(inv: InvocationState, name: str, exc: BaseException) -> None:
     counts it as a call for ``expected_tool_calls`` all the same."""
     note = (f"{name} failed and the model read the error ({type(exc).__name__}: {exc}); Connic counts a "
             "failed call as a call, so expected_tool_calls that name it still match (docs/predefined-tools.md)")
-    inv.record.events.append({"type": "note", "name": f"note: {name} failed", "text": note,
-                              "tool": name, "failed_predefined": True})
+    inv.record.events.append(PredefinedFailedNoteEvent(name=f"note: {name} failed", text=note, tool=name))
     inv.services.host.warn_once(f"predefined-failed:{name}", note, ConnicWarning, inv.scope.location)
 
 
@@ -164,7 +169,7 @@ def _record_outbound(inv: InvocationState, entry: dict[str, Any]) -> None:
     inv.record.outbound.append(entry)
     label = entry.get("action_name") or entry.get("connector")
     name = f"outbound {entry['kind']} {label} (recorded, not delivered)"
-    inv.record.events.append({"type": "outbound", "name": name, **entry})
+    inv.record.events.append(OutboundEvent(name=name, entry=entry))
 
 
 async def send_connector(inv: InvocationState, action_name: str, payload: Any,
@@ -200,8 +205,7 @@ def record_automatic_outbound(inv: InvocationState) -> None:
     not after ``StopProcessing(publish_outbound=False)``). Stages of a pipeline are not runs."""
     if inv.record.status != "completed" or not (inv.root or inv.triggered):
         return
-    events = inv.record.events
-    if any(e.get("type") == "stop_processing" and e.get("publish_outbound") is False for e in events):
+    if any(isinstance(e, StopProcessingEvent) and not e.publish_outbound for e in inv.record.events):
         return
     if not (inv.services.project.root / "connectors").is_dir():
         return
@@ -209,7 +213,7 @@ def record_automatic_outbound(inv: InvocationState) -> None:
         links = _links(inv, "automatic")
     except Exception as exc:  # noqa: BLE001  # a broken connectors/ file must not break the run's bookkeeping
         note = f"outbound connectors not recorded: {type(exc).__name__}: {exc}"
-        inv.record.events.append({"type": "note", "name": f"note: {note}", "text": note})
+        inv.record.events.append(NoteEvent(name=f"note: {note}", text=note))
         return
     for key, link in links:
         if link.outbound.source:  # only runs that a listed connector started; a test run has none

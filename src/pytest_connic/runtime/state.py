@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_connic.project.located import safe_text, user_location
 from pytest_connic.project.sdk import Agent, AgentConfig, Tool
+from pytest_connic.records.events import SessionEvent
 from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.mocks import fresh_origin
@@ -307,8 +308,8 @@ class InvocationState:
             text = f"session {session.label}: a new session"
         if config.history and session.history:
             text += f", {len(session.history)} messages of history"
-        self.record.events.append({"type": "session", "name": text, "session_id": session.id,
-                                   "key": value, "history": len(session.history) if config.history else 0})
+        self.record.events.append(SessionEvent(name=text, session_id=session.id, key=value,
+                                               history=len(session.history) if config.history else 0))
 
     def session_history(self) -> list[dict[str, Any]]:
         """The model messages of the session's earlier runs (``session.history``; [] without)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.chromium import Visible, run_chromium
+from pytest_connic.records.events import DivergenceNoteEvent
 from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord
 from pytest_connic.reports.html import render_html
 from pytest_connic.reports.json_report import build_json_report
@@ -181,7 +182,7 @@ def card_outcomes() -> list[CaseOutcome]:
     """A passing case with a divergence note and a warning (its card collapsed), a failing one
     whose run carries a traceback, both with long names; and a history section."""
     noted = RunRecord(run_id="run-noted", agent_name="knowledge-copilot", output_raw="ok", duration_ms=40.0,
-                      events=[{"type": "note", "name": f"note: {NOTE}", "text": NOTE, "divergence": True}])
+                      events=[DivergenceNoteEvent(name=f"note: {NOTE}", text=NOTE)])
     passing = CaseOutcome(nodeid=f"tests/desk.yaml::{LONG_CASE}", suite_path="tests/desk.yaml", line=3,
                           agent_name="knowledge-copilot", case_name=LONG_CASE, runs=1, success_threshold=100,
                           records=[noted])
@@ -189,8 +190,7 @@ def card_outcomes() -> list[CaseOutcome]:
                        error="KeyError: 'chat'", failures=["agent error: KeyError: 'chat'"], duration_ms=30.0,
                        error_traceback={"chain": [], "text": TRACEBACK, "where": "tools/helpers.py:42",
                                         "origin": "middleware before"},
-                       events=[{"type": "note", "name": f"note: {FAILING_NOTE}", "text": FAILING_NOTE,
-                                "divergence": True}])
+                       events=[DivergenceNoteEvent(name=f"note: {FAILING_NOTE}", text=FAILING_NOTE)])
     failing = CaseOutcome(nodeid="tests/desk.yaml::colons %3A%3A in name", suite_path="tests/desk.yaml", line=9,
                           agent_name="knowledge-copilot", case_name="colons :: in name", runs=1,
                           success_threshold=100, records=[broken])

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_connic.jsonsafe import to_jsonable
+from pytest_connic.records.events import HookEvent, MiddlewareEvent, NoteEvent, StageEvent
 from pytest_connic.records.run import (
     ApprovalRecord,
     CaseOutcome,
@@ -20,6 +21,7 @@ from pytest_connic.records.run import (
     RunRecord,
     ToolCallRecord,
     TriggerRecord,
+    build_trace,
 )
 from pytest_connic.reports.html import render_html
 from pytest_connic.reports.json_report import build_json_report, report_text
@@ -241,13 +243,14 @@ def pipeline_run() -> RunRecord:
     return RunRecord(
         run_id="run-pipe-0", agent_name="pipeline", status="blocked", error="output blocked by no_secrets",
         events=[
-            {"type": "middleware", "phase": "before", "mock": None},
-            {"type": "hook", "phase": "before", "tool": "web.fetch", "mock": "mock_before_fetch"},
-            {"type": "hook", "phase": "after", "tool": "web.fetch", "mock": None},
-            {"type": "stage", "agent": "extract", "status": "completed", "run_id": "st-1", "error": None},
-            {"type": "stage", "agent": "summarize", "status": "failed", "run_id": "st-2", "error": "bad JSON"},
-            {"type": "middleware", "phase": "after", "mock": "mock_after", "note": SECRET},
-            {"type": "middleware", "phase": "cleanup", "mock": None, "error": "RuntimeError: db closed"},
+            MiddlewareEvent(phase="before", mock=None),
+            HookEvent(phase="before", tool="web.fetch", mock="mock_before_fetch"),
+            HookEvent(phase="after", tool="web.fetch", mock=None),
+            StageEvent(agent="extract", status="completed", run_id="st-1", error=None),
+            StageEvent(agent="summarize", status="failed", run_id="st-2", error="bad JSON"),
+            MiddlewareEvent(phase="after", mock="mock_after"),
+            NoteEvent(name="note: the key", text=SECRET),  # an event's data is masked in the trace
+            MiddlewareEvent(phase="cleanup", mock=None, error="RuntimeError: db closed"),
         ],
         model_turns=[turn("extract", 0, calls=1), turn("extract", 1), turn("summarize", 0)],
         tool_calls=[fetch],
@@ -264,14 +267,15 @@ def test_spans_of_a_pipeline_with_events_and_a_blocked_output(masker: Masker) ->
         ("agent_run", "pipeline", None), ("middleware", "middleware before", "agent_run"),
         ("agent", "extract", "agent_run"), ("llm_call", "model #1", "agent"), ("tool_call", "fetch", "agent"),
         ("llm_call", "model #2", "agent"), ("agent", "summarize", "agent_run"), ("llm_call", "model #1", "agent"),
-        ("middleware", "middleware after", "agent_run"), ("guardrail", "output guardrail no_secrets", "agent_run"),
-        ("middleware", "middleware cleanup", "agent_run"),
+        ("middleware", "middleware after", "agent_run"), ("note", "note: the key", "agent_run"),
+        ("guardrail", "output guardrail no_secrets", "agent_run"), ("middleware", "middleware cleanup", "agent_run"),
     ]
     assert meta(spans[4])["hooks"] == [{"phase": "before", "mock": "mock_before_fetch"},
                                         {"phase": "after", "mock": None}]
-    assert meta(spans[8])["note"] == "***" and meta(spans[6])["run_id"] == "st-2"
-    assert spans[9]["status"] == "error" and meta(spans[9])["guardrail_name"] == "no_secrets"
-    assert render_trace_tree(spans, indent=0) == [
+    assert meta(spans[9])["text"] == "***" and meta(spans[6])["run_id"] == "st-2"
+    assert spans[10]["status"] == "error" and meta(spans[10])["guardrail_name"] == "no_secrets"
+    assert [s.to_dict() for s in build_trace(pipeline_run(), masker=masker)] == spans
+    assert render_trace_tree(build_trace(pipeline_run(), masker=masker), indent=0) == [
         "✗ pipeline [blocked] (0ms) — output blocked by no_secrets",
         "  ✓ middleware before",
         "  ✓ agent extract",
@@ -281,6 +285,7 @@ def test_spans_of_a_pipeline_with_events_and_a_blocked_output(masker: Masker) ->
         "  ✗ agent summarize [failed] — bad JSON",
         "    ✓ model #1 · 100 in / 10 out tokens (5ms)",
         "  ✓ middleware after [mocked by mock_after]",
+        "  ✓ note: the key",
         "  ✗ output guardrail no_secrets: blocked [mocked by mock_guard] — leaks a key",
         "  ✗ middleware cleanup — RuntimeError: db closed",
     ]
@@ -289,7 +294,7 @@ def test_spans_of_a_pipeline_with_events_and_a_blocked_output(masker: Masker) ->
 def test_hook_events_skip_aborted_calls(masker: Masker) -> None:
     record = calc_run(1, fail=True)
     record.tool_calls.append(ToolCallRecord(seq=3, name="charge", ref="billing.charge", params={}, agent="calc"))
-    record.events = [{"type": "hook", "phase": "before", "tool": "billing.charge", "mock": "m"}]
+    record.events = [HookEvent(phase="before", tool="billing.charge", mock="m")]
     tools = {meta(s)["seq"]: meta(s) for s in build_spans(record, masker=masker) if s["name"] == "tool_call"}
     assert "hooks" not in tools[1]  # aborted: its before hook raised, so no event is its own
     assert tools[3]["hooks"] == [{"phase": "before", "mock": "m"}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord, build_spans
+from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord, build_spans, build_trace
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.reports.terminal import (
     RESULT_COLUMNS,
@@ -142,7 +142,7 @@ def test_an_abandoned_call_is_failed_in_the_trace() -> None:
     spans = build_spans(record, masker=Masker())
     statuses = {s["name"]: s["status"] for s in spans if s["name"] == "tool_call"}
     assert [s["status"] for s in spans if s["name"] == "tool_call"] == ["ok", "error"], statuses
-    lines = render_trace_tree(spans, indent=0)
+    lines = render_trace_tree(build_trace(record, masker=Masker()), indent=0)
     assert "  ✓ lookup() → 1 (0ms)" in lines
     assert "  ✗ slow() (0ms) — no result: the run ended while this call was running" in lines
 
