@@ -23,6 +23,12 @@ RUN_STATUSES: tuple[RunStatus, ...] = ("completed", "failed", "cancelled", "bloc
 #: a guardrail check's outcome
 GuardrailStatus = Literal["passed", "blocked", "warned", "redacted", "not_evaluated"]
 GUARDRAIL_STATUSES: tuple[GuardrailStatus, ...] = ("passed", "blocked", "warned", "redacted", "not_evaluated")
+#: how a tool call's approval ended (None: the call needed none)
+ApprovalState = Literal["approved", "rejected", "timeout", "pending"]
+#: a case's status in every report
+CaseStatus = Literal["passed", "failed", "error", "interrupted", "skipped", "xfailed"]
+#: a session's status in the reports (Connic's)
+SessionStatus = Literal["passed", "failed", "error", "interrupted"]
 #: the phases of an agent's middleware
 MiddlewarePhase = Literal["before", "after", "cleanup"]
 #: the phases of a tool's hooks

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from pytest_connic.jsonsafe import JsonObject, masked, parse_json
 from pytest_connic.records.events import (
+    ApprovalState,
+    CaseStatus,
     GuardrailStatus,
     HookEvent,
     McpSkippedEvent,
@@ -58,7 +60,7 @@ class ToolCallRecord:
     mocked: bool = False
     mock_function: str | None = None  #: which mock function served the call
     aborted: bool = False  #: a before-hook raised ``AbortTool``
-    approval: str | None = None  #: None | approved | rejected | timeout | pending
+    approval: ApprovalState | None = None
     via_discovery: bool = False  #: issued through ``use_tool``
     duration_ms: float = 0.0
     agent: str = ""  #: the agent (run) that issued the call
@@ -136,7 +138,7 @@ class ApprovalRecord:
 
     tool: str
     params: dict[str, object]
-    decision: str | None  #: approve | reject | timeout | None (unanswered)
+    decision: str | None  #: approve | reject | timeout (the suite's word); None: unanswered
     decision_index: int | None = None
     reason: str | None = None
 
@@ -250,6 +252,10 @@ class RunRecord:
         }
 
 
+#: the outcomes of pytest's that decide a case's status whatever its runs say
+_PYTEST_SAYS: tuple[CaseStatus, ...] = ("error", "skipped", "xfailed")
+
+
 @dataclass
 class CaseOutcome:
     """The verdict of one case over its runs."""
@@ -308,7 +314,7 @@ class CaseOutcome:
         return self.verdict_passed
 
     @property
-    def status(self) -> str:
+    def status(self) -> CaseStatus:
         """``passed``, ``failed``, ``error`` (a setup or infrastructure error kept runs from running,
         or pytest reported an error), ``interrupted`` (the session was stopped by a real SIGINT or
         SIGTERM before its verdict), ``skipped`` or ``xfailed`` (pytest's word)."""
@@ -316,8 +322,9 @@ class CaseOutcome:
             return "interrupted"
         if self.left_out is not None:
             return "skipped"
-        if self.pytest_outcome in ("error", "skipped", "xfailed"):
-            return self.pytest_outcome
+        for word in _PYTEST_SAYS:
+            if self.pytest_outcome == word:
+                return word
         if self.infrastructure_error is not None or self.setup_error is not None or self.recording_error is not None:
             return "error"
         return "passed" if self.passed else "failed"

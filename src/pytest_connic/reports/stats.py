@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from pytest_connic.records.events import CaseStatus, SessionStatus
 from pytest_connic.records.run import CaseOutcome
 
 #: two-sided 95 % normal quantile
@@ -43,14 +44,14 @@ def runs_needed(outcome: CaseOutcome) -> int:
     return math.ceil(outcome.success_threshold * outcome.runs / 100)
 
 
-def case_status(outcome: CaseOutcome) -> str:
+def case_status(outcome: CaseOutcome) -> CaseStatus:
     """``passed``, ``failed``, ``error``, ``interrupted``, ``skipped`` or ``xfailed``
     (``CaseOutcome.status``: pytest's view, after every plugin's say; a setup failure is an error).
     The session status below is Connic's."""
     return outcome.status
 
 
-def session_status(outcomes: Iterable[CaseOutcome]) -> str:
+def session_status(outcomes: Iterable[CaseOutcome]) -> SessionStatus:
     """The run's status as ``connic test`` reports it.
 
     ``error`` only for an infrastructure error (exit code 2); a case that could not be set up is
