@@ -22,7 +22,6 @@ RunStatus = Literal["completed", "failed", "cancelled", "blocked", "awaiting_app
 RUN_STATUSES: tuple[RunStatus, ...] = ("completed", "failed", "cancelled", "blocked", "awaiting_approval")
 #: a guardrail check's outcome
 GuardrailStatus = Literal["passed", "blocked", "warned", "redacted", "not_evaluated"]
-GUARDRAIL_STATUSES: tuple[GuardrailStatus, ...] = ("passed", "blocked", "warned", "redacted", "not_evaluated")
 #: how a tool call's approval ended (None: the call needed none)
 ApprovalState = Literal["approved", "rejected", "timeout", "pending"]
 #: a case's status in every report
@@ -216,9 +215,6 @@ class RetryEvent:
 RunEvent = (HookEvent | MiddlewareEvent | McpToolsEvent | McpSkippedEvent | StageEvent | TriggerEvent |
             SessionEvent | NoteEvent | DivergenceNoteEvent | PredefinedFailedNoteEvent | OutboundEvent |
             StopProcessingEvent | RetryEvent)
-#: the kinds of events (the ``type`` of their JSON)
-EventKind = Literal["hook", "middleware", "mcp", "stage", "trigger", "session", "note", "outbound",
-                    "stop_processing", "retry"]
 
 
 def event_label(event: RunEvent) -> str:

@@ -3,7 +3,7 @@
 Each span carries what it is in ``meta``, one frozen class per kind of span (the run, a model
 turn, a tool call, a guardrail, a pipeline stage, a trigger, a lifecycle event): the terminal's
 trace tree reads their fields, dispatching on the class. Every value in them is masked already
-(the builder masks as it builds). ``Span.to_dict`` is Connic's span shape, as ``--connic-json``
+(the builder masks as it builds), but for the event an ``EventMeta`` stands for. ``Span.to_dict`` is Connic's span shape, as ``--connic-json``
 and ``--connic-traces`` write it; ``metadata`` is the span's ``metadata_json`` object, built with
 the typed meta in one place (``records.run``).
 """
