@@ -803,8 +803,9 @@ class WorkerPool:
         return got
 
     def _unwanted(self, future: asyncio.Future[Worker | str]) -> None:
-        if not future.cancelled() and isinstance(future.result(), Worker):
-            self.discard(future.result(), "its run was cancelled")  # type: ignore[arg-type]
+        got = None if future.cancelled() else future.result()
+        if isinstance(got, Worker):
+            self.discard(got, "its run was cancelled")
 
     def _top_up(self, template: Template) -> None:
         """Under ``_lock``: fork one worker per run waiting, and as many ahead as runs have needed
