@@ -245,7 +245,7 @@ class ProjectRuntime:
             raise ProjectError("the Connic project failed to load:\n" + "\n".join(f"  {e}" for e in dict.fromkeys(errors)))
 
     async def _describe_one(self, lease: Lease, name: str, doing: list[str]) -> None:
-        from pytest_connic.project.loaded import UserImportError
+        from pytest_connic.project.loaded import AgentReport, UserImportError
 
         root = str(self.project.root)
         for module, path in self.project.modules_of(name):
@@ -255,7 +255,9 @@ class ProjectRuntime:
             except UserImportError:  # the agent's load error, from describing it
                 pass
         doing.append(f"loading agent '{name}'")
-        self.project.adopt(name, await lease.call(_WORKER_DESCRIBE, doing[-1], (root, name), {}))
+        report = await lease.call(_WORKER_DESCRIBE, doing[-1], (root, name), {})
+        assert isinstance(report, AgentReport), report  # what ``loaded.worker_describe`` returns
+        self.project.adopt(name, report)
 
     def _reachable(self, agent_name: str) -> list[str]:
         """``agent_name`` and the agents its stages name (sequential agents), transitively."""

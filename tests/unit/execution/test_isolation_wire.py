@@ -8,7 +8,12 @@ import types
 from pathlib import Path
 
 from pytest_connic.execution.isolation.pool import _copy_back, _reference
-from pytest_connic.execution.isolation.wire import RemoteUserError, decode_exception, encode_exception
+from pytest_connic.execution.isolation.wire import (
+    EncodedException,
+    RemoteUserError,
+    decode_exception,
+    encode_exception,
+)
 from pytest_connic.project.located import safe_text
 from pytest_connic.runtime.state import describe
 
@@ -56,7 +61,7 @@ def test_closures_and_bound_methods_run_in_process(tmp_path: Path) -> None:
 
 
 def test_an_exception_that_cannot_be_rebuilt_crosses_as_a_stand_in_of_the_same_name() -> None:
-    encoded = (None, "BuilderOnlyError", "it broke")
+    encoded = EncodedException(None, "BuilderOnlyError", "it broke")
     exc = decode_exception(encoded)
     assert isinstance(exc, RemoteUserError)
     assert type(exc).__name__ == "BuilderOnlyError" and str(exc) == "it broke"

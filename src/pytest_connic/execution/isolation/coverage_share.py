@@ -11,10 +11,33 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any
+from typing import Protocol, TypedDict
 
 
-def settings_of_current() -> dict[str, Any] | None:
+class CoverageSettings(TypedDict):
+    """The keyword arguments of ``coverage.Coverage`` a worker measures with."""
+
+    data_file: str
+    config_file: str | bool
+    source: list[str] | None
+    include: list[str] | None
+    omit: list[str] | None
+    branch: bool
+
+
+class Measurement(Protocol):
+    """What a worker uses of a ``coverage.Coverage`` (coverage.py is not a dependency)."""
+
+    _auto_save: bool
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def save(self) -> None: ...
+
+
+def settings_of_current() -> CoverageSettings | None:
     """What a worker needs to measure as pytest's process does, or None when it does not measure."""
     if "coverage" not in sys.modules:
         return None
@@ -35,7 +58,7 @@ def settings_of_current() -> dict[str, Any] | None:
     }
 
 
-def start(settings: dict[str, Any] | None) -> Any:
+def start(settings: CoverageSettings | None) -> Measurement | None:
     """Start measuring in this worker (before the project loads: its import-time lines count
     too); None when pytest's process does not measure or coverage cannot start here."""
     if not settings:
@@ -50,7 +73,7 @@ def start(settings: dict[str, Any] | None) -> Any:
     return cov
 
 
-def save(cov: Any) -> None:
+def save(cov: Measurement | None) -> None:
     """Write what this worker measured so far (after each run: a worker may be killed, never
     asked to exit, so its data is on disk before the session's combine step reads it)."""
     if cov is None:
@@ -61,7 +84,7 @@ def save(cov: Any) -> None:
         cov.save()
 
 
-def restart(template: Any, settings: dict[str, Any] | None) -> Any:
+def restart(template: Measurement | None, settings: CoverageSettings | None) -> Measurement | None:
     """In a worker forked from the template: a measurement of its own (its own data file suffix),
     the template's left unsaved here (the template saved what it measured while loading)."""
     if template is None:

@@ -6,6 +6,8 @@ duration (builder ``build()``, the agent, ``cleanup()``: one sandbox per run, as
 the worker is killed when the run ends, so no run sees what another left. The pool keeps as many
 workers forked ahead as runs have needed at once (at most ``size``), so a run rarely waits for a
 fork. A run's calls, nested ones included, are multiplexed over its worker's pipe with call ids.
+What crosses is the message set of ``wire.py``; ``Template`` and ``Worker`` handle the messages of
+the template and of a worker, one ``handle_<message>`` method each.
 When a call is cancelled (the run's ``timeout_s`` passed, or the run was stopped) the worker is
 killed with its process group and the lease takes a fresh one for what follows (cleanup). A
 worker that dies ends the calls it was running with the cause in words.
@@ -30,18 +32,62 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution.isolation import coverage_share
-from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
-from pytest_connic.execution.isolation.worker import ForkSettings, WorkerSettings, main
+from pytest_connic.execution.isolation.wire import (
+    Back,
+    Call,
+    CallResult,
+    Copies,
+    Exited,
+    Fork,
+    Forked,
+    ForkFailed,
+    ForkSettings,
+    FromTemplate,
+    FromWorker,
+    Importing,
+    LoadFailed,
+    OutOfMemory,
+    Preload,
+    Raised,
+    RaisedBase,
+    Ready,
+    Ref,
+    Release,
+    Released,
+    Returned,
+    ServiceRaised,
+    ServiceRequest,
+    ServiceReturned,
+    Started,
+    ToTemplate,
+    ToWorker,
+    Untransferable,
+    WorkerExited,
+    WorkerSettings,
+    World,
+    decode_exception,
+    encode_exception,
+    from_template,
+    from_worker,
+    unhandled,
+    unpickled_copies,
+)
+from pytest_connic.execution.isolation.worker import main
 from pytest_connic.project.located import safe_text
 from pytest_connic.project.sdk import static_reference
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.mocks import fresh_origin
 from pytest_connic.runtime.signals import ExitCalled, UserCodeEnded
 from pytest_connic.runtime.state import CURRENT
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import ForkServerContext, SpawnContext
+    from multiprocessing.process import BaseProcess
 
 #: how long the template may take to start and load the project
 START_TIMEOUT_S = 120.0
@@ -53,11 +99,14 @@ FORK_TIMEOUT_S = 30.0
 DEFAULT_MEMORY_MB = 4096
 
 
+_T = TypeVar("_T")
+
+
 class WorkerStartError(ConnicError):
     """A worker process could not start or load the project."""
 
 
-def _context() -> Any:
+def _context() -> ForkServerContext | SpawnContext:
     import multiprocessing
 
     if sys.platform.startswith("linux"):
@@ -81,7 +130,7 @@ def _without_main() -> Iterator[None]:
 
     original = spawn.get_preparation_data
 
-    def preparation_data(name: str) -> dict[str, Any]:
+    def preparation_data(name: str) -> dict[str, object]:
         data = original(name)
         for key in ("init_main_from_path", "init_main_from_name", "main_path"):
             data.pop(key, None)
@@ -105,16 +154,16 @@ def _signal_name(number: int) -> str:
 @dataclass
 class _Pending:
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Any]
+    future: asyncio.Future[object]
     context: contextvars.Context
     label: str
-    copied: dict[Any, Any] = field(default_factory=dict)
+    copied: Copies = field(default_factory=dict)
 
 
 class _Forked:
     """A worker process as pytest's process knows it: forked by the template, which reports its
-    end (``("exit", pid, status)``); ``sentinel`` becomes readable then, even while a process
-    user code left behind still holds the worker's pipe open."""
+    end (``WorkerExited``); ``sentinel`` becomes readable then, even while a process user code
+    left behind still holds the worker's pipe open."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -146,20 +195,22 @@ class _Forked:
 
 @dataclass(eq=False)
 class Worker:
-    """One worker process (a run's), as pytest's process sees it."""
+    """One worker process (a run's), as pytest's process sees it: it sends the worker its
+    ``ToWorker`` messages and handles the worker's ``FromWorker`` ones (``handle_<message>``)."""
 
     process: _Forked
-    conn: Any
+    conn: Connection[ToWorker, object]
     memory_mb: int | None
     pending: dict[int, _Pending] = field(default_factory=dict)
     send_lock: threading.Lock = field(default_factory=threading.Lock)
     #: why pytest's process stopped it (its pending calls end with this), None: it was not
     stopped: str | None = None
     dead: bool = False
-    released: Any = None  #: (loop, future) awaiting the worker's answer to "release"
-    services: set[asyncio.Task[Any]] = field(default_factory=set)
+    #: awaiting the worker's ``Released`` (on its loop)
+    released: asyncio.Future[None] | None = None
+    services: set[asyncio.Task[None]] = field(default_factory=set)
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: ToWorker) -> None:
         with self.send_lock:
             self.conn.send(message)
 
@@ -176,9 +227,10 @@ class Worker:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
 
-    def messages(self) -> Iterator[tuple[Any, ...]]:
+    def messages(self) -> Iterator[FromWorker]:
         """What the worker sends, until it ends: its pipe closes, or the template reports its end,
-        even while a process user code left behind still holds the pipe open."""
+        even while a process user code left behind still holds the pipe open (anything that is
+        not a worker's message is passed over)."""
         from multiprocessing.connection import wait
 
         sentinel = self.process.sentinel
@@ -187,24 +239,80 @@ class Worker:
             if self.conn not in ready:  # ended with nothing more to read
                 return
             try:
-                yield self.conn.recv()
+                message = from_worker(self.conn.recv())
             except (EOFError, OSError, pickle.UnpicklingError):
                 return
+            if message is not None:
+                yield message
 
     def read(self) -> None:
-        """The reader thread: settles calls, starts service requests, notices the worker's death."""
+        """The reader thread: handles what the worker sends, then notices the worker's death."""
         for message in self.messages():
-            kind = message[0]
-            if kind == "result":
-                pending = self.pending.pop(message[1], None)
-                if pending is not None:
-                    pending.loop.call_soon_threadsafe(_settle, pending, message[2], message[3], message[4], self)
-            elif kind == "service":
-                self._service(*message[1:])
-            elif kind == "released" and self.released is not None:
-                loop, future = self.released
-                loop.call_soon_threadsafe(_set, future, message[1])
+            self.handle(message)
         self._died()
+
+    def handle(self, message: FromWorker) -> None:
+        match message:
+            case CallResult():
+                self.handle_call_result(message)
+            case ServiceRequest():
+                self.handle_service_request(message)
+            case Released():
+                self.handle_released(message)
+            case _:
+                unhandled(message)
+
+    def handle_call_result(self, message: CallResult) -> None:
+        """A call ended: its future is settled on the loop of the run that made it."""
+        pending = self.pending.pop(message.cid, None)
+        if pending is not None:
+            pending.loop.call_soon_threadsafe(_settle, pending, message, self)
+
+    def handle_released(self, message: Released) -> None:
+        """The worker saved its coverage data (``Lease.release`` waits for it)."""
+        future = self.released
+        if future is not None:
+            future.get_loop().call_soon_threadsafe(_set, future, None)
+
+    def handle_service_request(self, message: ServiceRequest) -> None:
+        """User code called ``connic.tools``: the service runs on the loop of the run whose call
+        made it, in that call's context, and its outcome goes back to the worker."""
+        rid, name, params = message.rid, message.name, message.params
+        pending = self.pending.get(message.cid) if message.cid is not None else None
+        if pending is None:
+            error = RuntimeError(f"connic.tools.{name} was called outside a call of user code "
+                                 "(from a thread or task the user code left running)")
+            self._reply(ServiceRaised(rid, encode_exception(error, str(error))))
+            return
+
+        async def serve() -> None:
+            try:
+                value = await placeholders.dispatch(name, params)
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError) and self.dead:
+                    raise
+                self._reply(ServiceRaised(rid, encode_exception(exc, safe_text(exc))))
+                if not isinstance(exc, Exception):
+                    raise
+                return
+            self._reply(ServiceReturned(rid, value))
+
+        def start() -> None:
+            task = pending.context.copy().run(asyncio.ensure_future, serve())
+            self.services.add(task)
+            task.add_done_callback(self.services.discard)
+
+        pending.loop.call_soon_threadsafe(start)
+
+    def _reply(self, message: ServiceReturned | ServiceRaised) -> None:
+        if self.dead:
+            return
+        try:
+            self.send(message)
+        except (OSError, ValueError):
+            pass
+        except Exception as exc:  # noqa: BLE001  (a service result that does not pickle)
+            self.send(ServiceRaised(message.rid, encode_exception(exc, safe_text(exc))))
 
     def _died(self) -> None:
         self.dead = True
@@ -230,119 +338,92 @@ class Worker:
         for task in list(self.services):
             task.get_loop().call_soon_threadsafe(task.cancel)
         if self.released is not None:
-            loop, future = self.released
-            loop.call_soon_threadsafe(_set, future, False)
+            future = self.released
+            future.get_loop().call_soon_threadsafe(_set, future, None)
         try:
             self.conn.close()
         except OSError:
             pass
         self.process.close()
 
-    def _service(self, cid: int | None, rid: int, name: str, params: dict[str, Any]) -> None:
-        pending = self.pending.get(cid) if cid is not None else None
-        if pending is None:
-            error = RuntimeError(f"connic.tools.{name} was called outside a call of user code "
-                                 "(from a thread or task the user code left running)")
-            self._reply(rid, False, encode_exception(error, str(error)))
-            return
 
-        async def serve() -> None:
-            try:
-                value = await placeholders.dispatch(name, params)
-            except BaseException as exc:
-                if isinstance(exc, asyncio.CancelledError) and self.dead:
-                    raise
-                self._reply(rid, False, encode_exception(exc, safe_text(exc)))
-                if not isinstance(exc, Exception):
-                    raise
-                return
-            self._reply(rid, True, value)
-
-        def start() -> None:
-            task = pending.context.copy().run(asyncio.ensure_future, serve())
-            self.services.add(task)
-            task.add_done_callback(self.services.discard)
-
-        pending.loop.call_soon_threadsafe(start)
-
-    def _reply(self, rid: int, ok: bool, value: Any) -> None:
-        if self.dead:
-            return
-        try:
-            self.send(("service_result", rid, ok, value))
-        except (OSError, ValueError):
-            pass
-        except Exception as exc:  # noqa: BLE001  (a service result that does not pickle)
-            self.send(("service_result", rid, False, encode_exception(exc, safe_text(exc))))
-
-
-def _set(future: asyncio.Future[Any], value: Any) -> None:
+def _set(future: asyncio.Future[_T], value: _T) -> None:
     if not future.done():
         future.set_result(value)
 
 
-def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
+def _fail(future: asyncio.Future[object], error: BaseException) -> None:
     if not future.done():
         future.set_exception(error)
 
 
-def _settle(pending: _Pending, status: str, data: Any, returned: bytes | None, worker: Worker) -> None:
-    """Settle a call's future with (result, copied-back arguments) or its exception."""
+def _settle(pending: _Pending, message: CallResult, worker: Worker) -> None:
+    """Settle a call's future with its outcome (its result or its exception); the arguments it
+    copied back wait in ``pending.copied`` for ``Lease.call``."""
     future = pending.future
     if future.done():
         return
     label = pending.label
-    copied: dict[Any, Any] = {}
-    if returned is not None:
-        try:
-            copied = pickle.loads(returned)
-        except Exception:  # noqa: BLE001  (a class pytest's process cannot import: not copied back)
-            copied = {}
-    pending.copied = copied
-    if status == "ok":
-        try:
-            future.set_result(pickle.loads(data))
-        except Exception as exc:  # noqa: BLE001  (a class pytest's process cannot import)
+    pending.copied = unpickled_copies(message.copies)
+    outcome = message.outcome
+    match outcome:
+        case Returned(data=data):
+            try:
+                future.set_result(pickle.loads(data))
+            except Exception as exc:  # noqa: BLE001  (a class pytest's process cannot import)
+                future.set_exception(UserCodeEnded(
+                    f"{label} returned a value pytest's process cannot rebuild "
+                    f"({type(exc).__name__}: {safe_text(exc)}); return JSON-like data"))
+        case Untransferable(why=why):
             future.set_exception(UserCodeEnded(
-                f"{label} returned a value pytest's process cannot rebuild "
-                f"({type(exc).__name__}: {safe_text(exc)}); return JSON-like data"))
-    elif status == "untransferable":
-        future.set_exception(UserCodeEnded(
-            f"{label} returned a value that cannot leave its worker process ({data}); return JSON-like data"))
-    elif status == "error":
-        future.set_exception(decode_exception(data))
-    elif status == "exit":
-        future.set_exception(ExitCalled(data))
-    elif status == "memory":
-        limit = f"{worker.memory_mb} MiB" if worker.memory_mb else "the machine's memory"
-        future.set_exception(UserCodeEnded(
-            f"{label} went past the memory limit of its worker process ({limit}, ini connic_worker_memory_mb)"))
-        worker.kill("its memory limit was reached")
-    else:  # a BaseException
-        type_name, text, where = data
-        detail = f": {text}" if text else ""
-        at = f" at {where}" if where else ""
-        future.set_exception(UserCodeEnded(f"{label} raised {type_name}{detail}{at}"))
+                f"{label} returned a value that cannot leave its worker process ({why}); return JSON-like data"))
+        case Raised(error=error):
+            future.set_exception(decode_exception(error))
+        case Exited(code=code):
+            future.set_exception(ExitCalled(code))
+        case OutOfMemory():
+            limit = f"{worker.memory_mb} MiB" if worker.memory_mb else "the machine's memory"
+            future.set_exception(UserCodeEnded(
+                f"{label} went past the memory limit of its worker process ({limit}, ini connic_worker_memory_mb)"))
+            worker.kill("its memory limit was reached")
+        case RaisedBase(type_name=type_name, text=text, where=where):
+            detail = f": {text}" if text else ""
+            at = f" at {where}" if where else ""
+            future.set_exception(UserCodeEnded(f"{label} raised {type_name}{detail}{at}"))
+        case _:
+            unhandled(outcome)
+
+
+@dataclass
+class _Asked:
+    """A worker pytest's process asked the template for: who gets it (the worker, or why there is
+    none), pytest's end of its pipe, its memory limit."""
+
+    callback: Callable[[Worker | str], None]
+    conn: Connection[ToWorker, object]
+    memory_mb: int | None
 
 
 class Template:
-    """The project's template process: loads the project once, forks a worker per request."""
+    """The project's template process: loads the project once, forks a worker per request.
+    pytest's process sends it ``ToTemplate`` messages and handles its ``FromTemplate`` ones
+    (``handle_<message>``, on the template's reader thread)."""
 
     def __init__(self, root: Path, memory_mb: int | None) -> None:
         self.root = root
         self.memory_mb = memory_mb
-        self.process: Any = None
-        self.conn: Any = None
+        self.process: BaseProcess | None = None
+        self.conn: Connection[ToTemplate, object] | None = None
         self.pid: int | None = None
-        #: the start's outcome once known: ("ready", pid) or ("failed", text)
-        self.outcome: tuple[str, Any] | None = None
+        #: the start's outcome once known
+        self.outcome: Ready | LoadFailed | None = None
         self.ready = threading.Event()
         #: the module of the project the template said it is importing while it loads
         self.loading: str | None = None
         self.dead = False
         self._lock = threading.Lock()
         self._tokens = itertools.count(1)
-        self._forks: dict[int, tuple[Callable[[Worker | str], None], Any]] = {}
+        self._forks: dict[int, _Asked] = {}
         self._workers: dict[int, _Forked] = {}
 
     def start(self) -> None:
@@ -359,67 +440,119 @@ class Template:
         child.close()
         self.process, self.conn = process, parent
         try:
-            threading.Thread(target=self._read, name=f"connic-template-reader-{process.pid}", daemon=True).start()
+            threading.Thread(target=self._read, args=(process, parent), name=f"connic-template-reader-{process.pid}",
+                             daemon=True).start()
         except RuntimeError:
             self.kill()
             raise
 
-    def _read(self) -> None:
+    def _read(self, process: BaseProcess, conn: Connection[ToTemplate, object]) -> None:
         from multiprocessing.connection import wait
 
-        sentinel = self.process.sentinel
+        sentinel = process.sentinel
         while True:
             try:  # ``close`` may close the pipe under this thread
-                if self.conn not in wait([self.conn, sentinel]):
+                if conn not in wait([conn, sentinel]):
                     break
-                message = self.conn.recv()
+                message = from_template(conn.recv())
             except (EOFError, OSError, pickle.UnpicklingError):
                 break
-            kind = message[0]
-            if kind == "started":
-                self.pid = message[1]
-            elif kind == "importing":
-                self.loading = message[1]
-            elif kind in ("ready", "failed"):
-                self.outcome = message
-                self.ready.set()
-            elif kind == "forked":
-                self._forked(message[1], message[2])
-            elif kind == "exit":
-                with self._lock:
-                    forked = self._workers.pop(message[1], None)
-                if forked is not None:
-                    forked.end(message[2])
-        self._died()
+            if message is not None:
+                self.handle(message)
+        self._died(process, conn)
 
-    def _died(self) -> None:
+    def handle(self, message: FromTemplate) -> None:
+        match message:
+            case Started():
+                self.handle_started(message)
+            case Importing():
+                self.handle_importing(message)
+            case Ready():
+                self.handle_ready(message)
+            case LoadFailed():
+                self.handle_load_failed(message)
+            case Forked():
+                self.handle_forked(message)
+            case ForkFailed():
+                self.handle_fork_failed(message)
+            case WorkerExited():
+                self.handle_worker_exited(message)
+            case _:
+                unhandled(message)
+
+    def handle_started(self, message: Started) -> None:
+        self.pid = message.pid
+
+    def handle_importing(self, message: Importing) -> None:
+        self.loading = message.module
+
+    def handle_ready(self, message: Ready) -> None:
+        self.outcome = message
+        self.ready.set()
+
+    def handle_load_failed(self, message: LoadFailed) -> None:
+        self.outcome = message
+        self.ready.set()
+
+    def handle_forked(self, message: Forked) -> None:
+        """The worker asked for runs: its reader thread starts, and it goes to whoever asked."""
+        pid = message.pid
+        with self._lock:
+            asked = self._forks.pop(message.token, None)
+            if asked is None:
+                return
+            forked = self._workers[pid] = _Forked(pid)
+            worker = Worker(forked, asked.conn, asked.memory_mb)
+        try:
+            threading.Thread(target=worker.read, name=f"connic-worker-reader-{pid}", daemon=True).start()
+        except RuntimeError as exc:  # no thread left (a pids limit)
+            worker.kill("it could not start")
+            asked.callback(f"RuntimeError: {safe_text(exc)}")
+            return
+        asked.callback(worker)
+
+    def handle_fork_failed(self, message: ForkFailed) -> None:
+        with self._lock:
+            asked = self._forks.pop(message.token, None)
+            if asked is None:
+                return
+            asked.conn.close()
+        asked.callback(message.why)
+
+    def handle_worker_exited(self, message: WorkerExited) -> None:
+        with self._lock:
+            forked = self._workers.pop(message.pid, None)
+        if forked is not None:
+            forked.end(message.status)
+
+    def _died(self, process: BaseProcess, conn: Connection[ToTemplate, object]) -> None:
         self.dead = True
         with contextlib.suppress(Exception):
-            self.process.join(2)
-        code = getattr(self.process, "exitcode", None)
+            process.join(2)
+        code = process.exitcode
         if not self.ready.is_set():
             cause = f"ended with exit code {code}" if code is not None and code >= 0 else \
                 f"was killed by signal {-code} ({_signal_name(-code)})" if code is not None else "was lost"
-            self.outcome = ("failed", f"the worker process {cause.removeprefix('was ')}")
+            self.outcome = LoadFailed(f"the worker process {cause.removeprefix('was ')}")
             self.ready.set()
         with self._lock:
             forks, self._forks = list(self._forks.values()), {}
             workers, self._workers = list(self._workers.values()), {}
-        for callback, _ in forks:
-            callback("the project's template process ended")
+        for asked in forks:
+            asked.callback("the project's template process ended")
         for forked in workers:  # they die with the template (``die_with_parent``)
             forked.end(None)
         with contextlib.suppress(OSError):
-            self.conn.close()
+            conn.close()
 
     def preload(self, names: list[str], timeout_s: float) -> None:
         """Ask the template to import ``names`` (each bounded by ``timeout_s``) for the workers it
         forks next; nothing is awaited (a failure leaves each run to import them itself)."""
         with self._lock:
-            if self.dead or not names:
+            if self.dead or not names or self.conn is None:
                 return
             with contextlib.suppress(OSError, ValueError):
-                self.conn.send(("preload", list(names), timeout_s))
+                self.conn.send(Preload(tuple(names), timeout_s))
 
     def fork(self, memory_mb: int | None, callback: Callable[[Worker | str], None]) -> None:
         """Ask for a worker; ``callback`` gets it (or why there is none) on the reader thread."""
@@ -429,20 +562,21 @@ class Template:
         from multiprocessing.reduction import send_handle
 
         with self._lock:
-            if self.dead:
+            conn = self.conn
+            if self.dead or conn is None:
                 parent.close()
                 child.close()
                 callback("the project's template process ended")
                 return
             token = next(self._tokens)
-            self._forks[token] = (callback, (parent, memory_mb))
+            self._forks[token] = _Asked(callback, parent, memory_mb)
             try:
-                self.conn.send(("fork", token, settings))
-                send_handle(self.conn, child.fileno(), self.pid or 0)
+                conn.send(Fork(token, settings))
+                send_handle(conn, child.fileno(), self.pid or 0)
                 # the worker writes where pytest's process writes now (pytest's capture, -s: the
                 # terminal), not where the template's descriptors pointed when it started
                 for fd in _stdio():
-                    send_handle(self.conn, fd, self.pid or 0)
+                    send_handle(conn, fd, self.pid or 0)
             except (OSError, ValueError) as exc:
                 self._forks.pop(token, None)
                 parent.close()
@@ -450,33 +584,14 @@ class Template:
             finally:
                 child.close()
 
-    def _forked(self, token: int, pid: int | str) -> None:
-        with self._lock:
-            found = self._forks.pop(token, None)
-            if found is None:
-                return
-            callback, (conn, memory_mb) = found
-            if isinstance(pid, str):
-                conn.close()
-                worker: Worker | str = pid
-            else:
-                forked = self._workers[pid] = _Forked(pid)
-                worker = Worker(forked, conn, memory_mb)
-        if isinstance(worker, Worker):
-            try:
-                threading.Thread(target=worker.read, name=f"connic-worker-reader-{pid}", daemon=True).start()
-            except RuntimeError as exc:  # no thread left (a pids limit)
-                worker.kill("it could not start")
-                worker = f"RuntimeError: {safe_text(exc)}"
-        callback(worker)
-
     def kill(self) -> None:
         """End the template at once (its workers die with it)."""
         if self.process is None:
             return
         pid = self.pid or self.process.pid
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(OSError, ValueError, AttributeError):
             self.process.kill()
 
@@ -487,8 +602,9 @@ class Template:
             return
         if not self.ready.is_set():  # still loading: nothing of a run to end gracefully
             self.kill()
-        with contextlib.suppress(OSError):
-            self.conn.close()
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.close()
         with contextlib.suppress(Exception):
             self.process.join(2)
             if self.process.exitcode is None:
@@ -582,13 +698,13 @@ class WorkerPool:
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Worker | str]]] = []
         self._closed = False
         self._template: Template | None = _taken(root, memory_mb)
-        self._references: weakref.WeakKeyDictionary[Any, Ref | None] = weakref.WeakKeyDictionary()
+        self._references: weakref.WeakKeyDictionary[Callable[..., object], Ref | None] = weakref.WeakKeyDictionary()
         #: whether workers save coverage data when their run ends (asked before they are killed)
         self.measuring = coverage_share.settings_of_current() is not None
         atexit.register(self.close)
 
     # -- references ----------------------------------------------------------------------
-    def reference(self, func: Callable[..., Any]) -> Ref | None:
+    def reference(self, func: Callable[..., object]) -> Ref | None:
         """A reference the worker resolves to ``func`` (None: run it in pytest's process)."""
         try:
             return self._references[func]
@@ -609,7 +725,7 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         with self._lock:
             template = self._template
-            if template is None or (template.dead and (template.outcome is None or template.outcome[0] == "ready")):
+            if template is None or (template.dead and not isinstance(template.outcome, LoadFailed)):
                 template = self._template = Template(self.root, self.memory_mb)
                 fresh = True
             else:
@@ -639,9 +755,10 @@ class WorkerPool:
                 what = f"importing {template.loading}" if template.loading else "loading the project"
                 label = "timeout_s" if timeout_s is not None and timeout_s <= START_TIMEOUT_S else "the start-up limit"
                 raise WorkerStartError(f"a worker process did not finish {what} within {limit:g}s ({label})")
-        assert template.outcome is not None
-        if template.outcome[0] != "ready":
-            raise WorkerStartError(f"a worker process could not load the project: {template.outcome[1]}")
+        outcome = template.outcome
+        assert outcome is not None
+        if isinstance(outcome, LoadFailed):
+            raise WorkerStartError(f"a worker process could not load the project: {outcome.why}")
         return template
 
     def _forget(self, template: Template) -> None:
@@ -686,8 +803,9 @@ class WorkerPool:
         return got
 
     def _unwanted(self, future: asyncio.Future[Worker | str]) -> None:
-        if not future.cancelled() and isinstance(future.result(), Worker):
-            self.discard(future.result(), "its run was cancelled")  # type: ignore[arg-type]
+        got = None if future.cancelled() else future.result()
+        if isinstance(got, Worker):
+            self.discard(got, "its run was cancelled")
 
     def _top_up(self, template: Template) -> None:
         """Under ``_lock``: fork one worker per run waiting, and as many ahead as runs have needed
@@ -720,7 +838,7 @@ class WorkerPool:
         """The template imports ``names`` for the workers it forks from now on (the ones forked
         ahead already import them in their run)."""
         template = self._template
-        if template is not None and template.outcome is not None and template.outcome[0] == "ready":
+        if template is not None and isinstance(template.outcome, Ready):
             template.preload(names, timeout_s)
 
     def discard(self, worker: Worker, reason: str) -> None:
@@ -777,7 +895,7 @@ class Lease:
         #: worker is retired when the run ends
         self.abandoned = False
 
-    def reference(self, func: Callable[..., Any]) -> Ref | None:
+    def reference(self, func: Callable[..., object]) -> Ref | None:
         return self.pool.reference(func)
 
     async def acquire(self) -> Worker:
@@ -795,20 +913,20 @@ class Lease:
                 raise
         return worker
 
-    async def call(self, ref: Ref, label: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-                   world: tuple[str | None, int | None] | None = None) -> Any:
+    async def call(self, ref: Ref, label: str, args: tuple[object, ...], kwargs: dict[str, object],
+                   world: World | None = None) -> object:
         """``world``: the run's recorded wall clock for this call and its seed (worker.py)."""
         worker = await self.acquire()
         loop = asyncio.get_running_loop()
         cid = next(self._ids)
-        future: asyncio.Future[Any] = loop.create_future()
-        back: tuple[int | str, ...] = tuple(i for i, a in enumerate(args) if type(a) in (dict, list))
+        future: asyncio.Future[object] = loop.create_future()
+        back: Back = tuple(i for i, a in enumerate(args) if type(a) in (dict, list))
         if type(kwargs.get("context")) is dict:
             back = (*back, "context")
         pending = worker.pending[cid] = _Pending(loop, future, contextvars.copy_context(), label)
         sent = _snapshot(back, args, kwargs)
         try:
-            worker.send(("call", cid, ref, args, kwargs, back, world))
+            worker.send(Call(cid, ref, args, kwargs, back, world))
         except (OSError, ValueError, BrokenPipeError):
             worker.pending.pop(cid, None)
             if not future.done():
@@ -840,10 +958,10 @@ class Lease:
             return
         if self.pool.measuring and not worker.dead and worker.stopped is None:
             loop = asyncio.get_running_loop()
-            future: asyncio.Future[bool] = loop.create_future()
-            worker.released = (loop, future)
+            future: asyncio.Future[None] = loop.create_future()
+            worker.released = future
             try:
-                worker.send(("release",))
+                worker.send(Release())
                 await asyncio.wait_for(future, 10)
             except (OSError, ValueError, asyncio.TimeoutError):
                 pass
@@ -853,7 +971,7 @@ class Lease:
         self.pool.discard(worker, worker.stopped or reason)
 
 
-def _snapshot(back: tuple[int | str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[Any, Any]:
+def _snapshot(back: Back, args: tuple[object, ...], kwargs: dict[str, object]) -> Copies:
     """What the mutable arguments held when the call was sent (the base of ``_copy_back``)."""
     try:
         return {key: copy.deepcopy(args[key] if isinstance(key, int) else kwargs[key]) for key in back}
@@ -861,7 +979,7 @@ def _snapshot(back: tuple[int | str, ...], args: tuple[Any, ...], kwargs: dict[s
         return {}
 
 
-def _copy_back(copied: dict[Any, Any], sent: dict[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _copy_back(copied: Copies, sent: Copies, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
     """Mutations of dict and list arguments in the worker, applied to the caller's objects.
 
     Calls of one run may be in flight at once (the tool calls of one model turn) and share the
@@ -882,7 +1000,7 @@ def _copy_back(copied: dict[Any, Any], sent: dict[Any, Any], args: tuple[Any, ..
 _ABSENT = object()
 
 
-def _merge(ours: Any, base: Any, theirs: Any) -> None:
+def _merge(ours: object, base: object, theirs: object) -> None:
     """Apply the change from ``base`` to ``theirs`` onto ``ours`` in place (dicts and lists)."""
     if isinstance(ours, dict) and isinstance(base, dict) and isinstance(theirs, dict):
         for key in set(base) | set(theirs):
@@ -906,14 +1024,14 @@ def _merge(ours: Any, base: Any, theirs: Any) -> None:
             ours[:] = theirs
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     try:
         return bool(a is b or a == b)
     except Exception:  # noqa: BLE001  (a user value whose __eq__ raises)
         return False
 
 
-def _reference(func: Any, root: Path) -> Ref | None:
+def _reference(func: object, root: Path) -> Ref | None:
     """("module", name, qualname) for a function of a project module in ``sys.modules``;
     ("fresh", name, file, qualname) for one of a builder or mocks module loaded for this run;
     None for anything else (lambdas, closures, bound methods: they run in pytest's process).
@@ -943,7 +1061,7 @@ def _reference(func: Any, root: Path) -> Ref | None:
     return None
 
 
-def _lookup(namespace: Any, qualname: str) -> Any:
+def _lookup(namespace: object, qualname: str) -> object:
     first, *rest = qualname.split(".")
     value = namespace.get(first) if isinstance(namespace, dict) else getattr(namespace, first, None)
     for part in rest:

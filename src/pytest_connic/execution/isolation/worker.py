@@ -3,8 +3,8 @@
 Started by ``pool.py`` (``multiprocessing``, ``forkserver`` on Linux with this module preloaded):
 the process ``multiprocessing`` starts is the project's *template*. It loads the project (the
 SDK, ``LoadedProject``, the ``connic.tools`` forwarders) once, runs no user call, and then forks a
-fresh worker for every run that pytest's process asks for (``("fork", token, ForkSettings)``, the
-worker's end of its pipe passed along as a descriptor). So every run starts in the state the
+fresh worker for every run that pytest's process asks for (``wire.Fork``, the worker's end of its
+pipe passed along as a descriptor). So every run starts in the state the
 template has: its modules' globals, signal handlers, umask, limits, descriptors, never what an
 earlier run left. A worker serves one run and is killed when the run ends.
 
@@ -16,8 +16,11 @@ The template and its workers ignore SIGINT and each worker leads its own process
 process decides when a run stops, and kills the whole group, children of user code included).
 The template is a child subreaper (``procs.py``): a worker's detached descendants stay in the
 worker's tree while it lives and become the template's children when it ends, and the template
-kills every child that is not a live worker; it reports each worker's end (``("exit", pid,
-status)``) at once. Everything exits when pytest's process closes the pipes.
+kills every child that is not a live worker; it reports each worker's end (``wire.WorkerExited``)
+at once. Everything exits when pytest's process closes the pipes.
+
+``_Template`` handles the messages pytest's process sends the template (``wire.ToTemplate``),
+``_Worker`` those it sends a worker (``wire.ToWorker``), one ``handle_<message>`` method each.
 """
 
 from __future__ import annotations
@@ -28,23 +31,57 @@ import contextvars
 import datetime as dt
 import inspect
 import os
-import pickle
 import random
 import signal
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.isolation import coverage_share, procs
-from pytest_connic.execution.isolation.wire import Ref, decode_exception, encode_exception
-from pytest_connic.jsonsafe import to_jsonable
+from pytest_connic.execution.isolation.wire import (
+    Call,
+    CallResult,
+    Copies,
+    Exited,
+    Fork,
+    Forked,
+    ForkFailed,
+    ForkSettings,
+    FromTemplate,
+    FromWorker,
+    Importing,
+    LoadFailed,
+    OutOfMemory,
+    Preload,
+    Raised,
+    RaisedBase,
+    Ready,
+    Ref,
+    Release,
+    Released,
+    ServiceRaised,
+    ServiceRequest,
+    ServiceReturned,
+    Started,
+    ToTemplate,
+    ToWorker,
+    WorkerExited,
+    WorkerSettings,
+    decode_exception,
+    encode_exception,
+    pickled_copies,
+    pickled_result,
+    to_template,
+    to_worker,
+    unhandled,
+)
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import safe_text, user_location
 from pytest_connic.runtime.mocks import ModuleLoadError, import_fresh
@@ -52,50 +89,37 @@ from pytest_connic.runtime.placeholders import PlaceholderSwap
 from pytest_connic.runtime.signals import UserCodeEnded
 from pytest_connic.usertb import attach, import_in
 
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from time_machine import Traveller, travel
+
+    from pytest_connic.execution.isolation.coverage_share import Measurement
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 #: the id of the call a piece of user code runs for (``connic.tools`` requests carry it)
 CALL_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar("connic_worker_call", default=None)
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
-    """What a worker needs of pytest's process to load the project as it does."""
-
-    root: str
-    cwd: str
-    env: dict[str, str]
-    sys_path: list[str]
-    memory_mb: int | None
-    #: coverage.py's settings when pytest's process measures coverage (``coverage_share.py``)
-    coverage: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class ForkSettings:
-    """What a worker takes of pytest's process when it is forked for a run."""
-
-    cwd: str
-    env: dict[str, str]
-    sys_path: list[str]
-
-
 class _Worker:
-    """The project as a worker uses it: built in the template (its pipe is the template's while
-    the project loads), bound to a run's pipe in each forked worker (``bind``)."""
+    """The project as a worker uses it: built in the template, bound to a run's pipe in each
+    forked worker (``bind``). It handles what pytest's process sends a worker (``ToWorker``, one
+    ``handle_<message>`` each) and sends it ``FromWorker`` messages."""
 
-    def __init__(self, conn: Any, settings: WorkerSettings) -> None:
-        self.conn = conn
+    def __init__(self, settings: WorkerSettings) -> None:
         self.root = Path(settings.root)
-        self.send_lock = threading.Lock()
-        self.requests: dict[int, Future[Any]] = {}
+        self.requests: dict[int, Future[object]] = {}
         self.request_ids = iter(range(1, sys.maxsize))
         self.fresh: dict[str, types.ModuleType] = {}
-        self.functions: dict[Ref, Callable[..., Any]] = {}
+        self.functions: dict[Ref, Callable[..., object]] = {}
         self.project: LoadedProject | None = None
         self.world = _World()
         #: coverage.py measuring this worker (``coverage_share.py``; None: not measured)
-        self.coverage: Any = None
+        self.coverage: Measurement | None = None
 
-    def bind(self, conn: Any) -> None:
+    def bind(self, conn: Connection[FromWorker, object]) -> None:
         """In a forked worker: the run's pipe, and the threads and loop of its own."""
         self.conn = conn
         self.send_lock = threading.Lock()
@@ -104,7 +128,7 @@ class _Worker:
         self.loop_thread: threading.Thread | None = None
         self.loop_lock = threading.Lock()
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: FromWorker) -> None:
         with self.send_lock:
             self.conn.send(message)
 
@@ -116,15 +140,25 @@ class _Worker:
     def rebind(self, modules: list[types.ModuleType]) -> None:
         self._placeholders.rebind(modules, undo=False)  # the run's fresh modules are dropped after it
 
-    async def _forward(self, name: str, params: dict[str, Any]) -> Any:
-        future: Future[Any] = Future()
+    async def _forward(self, name: str, params: dict[str, object]) -> object:
+        future: Future[object] = Future()
         rid = next(self.request_ids)
         self.requests[rid] = future
-        self.send(("service", CALL_ID.get(), rid, name, params))
+        self.send(ServiceRequest(CALL_ID.get(), rid, name, params))
         return await asyncio.wrap_future(future)
 
+    def handle_service_returned(self, message: ServiceReturned) -> None:
+        future = self.requests.pop(message.rid, None)
+        if future is not None:
+            future.set_result(message.value)
+
+    def handle_service_raised(self, message: ServiceRaised) -> None:
+        future = self.requests.pop(message.rid, None)
+        if future is not None:
+            future.set_exception(decode_exception(message.error))
+
     # -- functions ----------------------------------------------------------------------
-    def resolve(self, ref: Ref) -> Callable[..., Any]:
+    def resolve(self, ref: Ref) -> Callable[..., object]:
         func = self.functions.get(ref)
         if func is not None:
             return func
@@ -136,12 +170,14 @@ class _Worker:
         else:
             _, name, qualname = ref
             module = sys.modules.get(name) or self._load_project_module(name)
-        value: Any = module
+        value: object = module
         for part in qualname.split("."):
             value = getattr(value, part)
+        if not callable(value):
+            raise TypeError(f"'{type(value).__name__}' object is not callable")
         if ref[0] == "module":
             self.functions[ref] = value
-        return value  # type: ignore[no-any-return]
+        return value
 
     def _load_fresh(self, name: str, path: Path) -> types.ModuleType:
         """A builder or mocks module, executed here only; a failing import ends the run, located,
@@ -164,117 +200,97 @@ class _Worker:
         self.rebind([module])
 
     # -- calls --------------------------------------------------------------------------
-    def call(self, cid: int, ref: Ref, args: tuple[Any, ...], kwargs: dict[str, Any],
-             back: tuple[Any, ...], world: tuple[str | None, int | None] | None = None) -> None:
-        if world is not None:
-            self.world.enter(*world)
+    def handle_call(self, message: Call) -> None:
         try:
-            func = self.resolve(ref)
+            self.call(message)
+        except BaseException as exc:  # noqa: BLE001  (no thread left: memory is short)
+            self._reply(replace(message, back=()), exc, None)
+
+    def call(self, call: Call) -> None:
+        if call.world is not None:
+            self.world.enter(*call.world)
+        try:
+            func = self.resolve(call.ref)
         except BaseException as exc:  # noqa: BLE001  (a module of the user's failing to load here)
-            self._reply(cid, exc, None, args, kwargs, back)
+            self._reply(call, exc, None)
             return
         if inspect.iscoroutinefunction(func):
             self.start_loop()
-            self.loop.call_soon_threadsafe(self._start_task, cid, func, args, kwargs, back)
+            self.loop.call_soon_threadsafe(self._start_task, call, func)
         else:
-            self.executor.submit(self._run_sync, cid, func, args, kwargs, back)
+            self.executor.submit(self._run_sync, call, func)
 
-    def _start_task(self, cid: int, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                    back: tuple[Any, ...]) -> None:
-        async def run() -> Any:
-            CALL_ID.set(cid)
-            return await _boxed(func(*args, **kwargs))
+    def _start_task(self, call: Call, func: Callable[..., Awaitable[object]]) -> None:
+        async def run() -> object:
+            CALL_ID.set(call.cid)
+            return await _boxed(func(*call.args, **call.kwargs))
 
         task = contextvars.Context().run(self.loop.create_task, run())
-        task.add_done_callback(lambda t: self._reply_task(cid, t, args, kwargs, back))
+        task.add_done_callback(lambda t: self._reply_task(call, t))
 
-    def _reply_task(self, cid: int, task: asyncio.Task[Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                    back: tuple[Any, ...]) -> None:
+    def _reply_task(self, call: Call, task: asyncio.Task[object]) -> None:
         """A coroutine's outcome; a ``BaseException`` it raised arrives boxed (``_boxed``)."""
         if task.cancelled():
-            self._reply(cid, asyncio.CancelledError(), None, args, kwargs, back)
+            self._reply(call, asyncio.CancelledError(), None)
             return
         exc = task.exception()
         result = None if exc is not None else task.result()
         if isinstance(result, _Raised):
             exc, result = result.exc, None
-        self._reply(cid, exc, result, args, kwargs, back)
+        self._reply(call, exc, result)
 
-    def _run_sync(self, cid: int, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                  back: tuple[Any, ...]) -> None:
+    def _run_sync(self, call: Call, func: Callable[..., object]) -> None:
         def run() -> None:
-            CALL_ID.set(cid)
+            CALL_ID.set(call.cid)
             try:
-                result = func(*args, **kwargs)
+                result = func(*call.args, **call.kwargs)
             except BaseException as exc:  # noqa: BLE001  (sent to pytest's process)
-                self._reply(cid, exc, None, args, kwargs, back)
+                self._reply(call, exc, None)
                 return
             if inspect.isawaitable(result):
-                async def wait() -> Any:
-                    CALL_ID.set(cid)
-                    return await _boxed(result)
+                awaitable = result
+
+                async def wait() -> object:
+                    CALL_ID.set(call.cid)
+                    return await _boxed(awaitable)
 
                 def start() -> None:
                     task = contextvars.Context().run(self.loop.create_task, wait())
-                    task.add_done_callback(lambda t: self._reply_task(cid, t, args, kwargs, back))
+                    task.add_done_callback(lambda t: self._reply_task(call, t))
 
                 self.start_loop()
                 self.loop.call_soon_threadsafe(start)
                 return
-            self._reply(cid, None, result, args, kwargs, back)
+            self._reply(call, None, result)
 
         contextvars.Context().run(run)
 
-    def _reply(self, cid: int, exc: BaseException | None, result: Any, args: tuple[Any, ...],
-               kwargs: dict[str, Any], back: tuple[Any, ...]) -> None:
+    def _reply(self, call: Call, exc: BaseException | None, result: object) -> None:
         """Send a call's outcome with the arguments to copy back (mutated in place, even when the
         call raised, as in-process)."""
         _flush_stdio()  # what the call printed is in pytest's capture before its outcome arrives
-        copied = {key: (args[key] if isinstance(key, int) else kwargs[key]) for key in back
-                  if (isinstance(key, int) and key < len(args)) or key in kwargs}
-        try:
-            returned = pickle.dumps(copied) if copied else None
-        except BaseException:  # noqa: BLE001  (something unpicklable put in the context)
-            try:
-                returned = pickle.dumps({k: to_jsonable(v) for k, v in copied.items()})
-            except BaseException:  # noqa: BLE001
-                returned = None
+        args, kwargs = call.args, call.kwargs
+        copies: Copies = {key: (args[key] if isinstance(key, int) else kwargs[key]) for key in call.back
+                          if (isinstance(key, int) and key < len(args)) or key in kwargs}
+        returned = pickled_copies(copies)
         if exc is None:
-            try:
-                data = pickle.dumps(result)
-            except BaseException:  # noqa: BLE001  (an unpicklable result crosses as its JSON-safe form)
-                try:
-                    data = pickle.dumps(to_jsonable(result))
-                except BaseException as error:  # noqa: BLE001
-                    self.send(("result", cid, "untransferable", f"{type(error).__name__}: {safe_text(error)}",
-                               returned))
-                    return
-            self.send(("result", cid, "ok", data, returned))
+            self.send(CallResult(call.cid, pickled_result(result), returned))
         elif isinstance(exc, MemoryError):
-            self.send(("result", cid, "memory", None, None))
+            self.send(CallResult(call.cid, OutOfMemory(), None))
         elif isinstance(exc, SystemExit):
             code = exc.code if exc.code is None or isinstance(exc.code, int) else safe_text(exc.code)
-            self.send(("result", cid, "exit", code, returned))
+            self.send(CallResult(call.cid, Exited(code), returned))
         elif isinstance(exc, Exception):
-            self.send(("result", cid, "error", encode_exception(exc, safe_text(exc)), returned))
+            self.send(CallResult(call.cid, Raised(encode_exception(exc, safe_text(exc))), returned))
         else:  # KeyboardInterrupt, GeneratorExit, CancelledError, a custom BaseException
             where = user_location(exc, self.root)
-            self.send(("result", cid, "base", (type(exc).__name__, safe_text(exc), where), returned))
+            self.send(CallResult(call.cid, RaisedBase(type(exc).__name__, safe_text(exc), where), returned))
 
-    def settle(self, rid: int, ok: bool, value: Any) -> None:
-        future = self.requests.pop(rid, None)
-        if future is None:
-            return
-        if ok:
-            future.set_result(value)
-        else:
-            future.set_exception(decode_exception(value))
-
-    def release(self) -> None:
+    def handle_release(self, message: Release) -> None:
         """The run that leased this worker ended (asked only when coverage is measured): save
         what was measured; pytest's process then kills this worker."""
         coverage_share.save(self.coverage)
-        self.send(("released", False))
+        self.send(Released())
 
     def run_loop(self) -> None:
         """The worker's event loop; a ``BaseException`` that escapes a callback of user code does
@@ -297,21 +313,25 @@ class _Worker:
     def serve(self) -> None:
         while True:
             try:
-                message = self.conn.recv()
+                received = self.conn.recv()
             except (EOFError, OSError):  # pytest's process went away: so do we, with our threads
                 os._exit(0)
-            kind = message[0]
-            if kind == "call":
-                try:
-                    self.call(*message[1:])
-                except BaseException as exc:  # noqa: BLE001  (no thread left: memory is short)
-                    self._reply(message[1], exc, None, (), {}, ())
-            elif kind == "service_result":
-                self.settle(*message[1:])
-            elif kind == "release":
-                self.release()
-            elif kind == "stop":
-                os._exit(0)
+            message = to_worker(received)
+            if message is not None:
+                self.handle(message)
+
+    def handle(self, message: ToWorker) -> None:
+        match message:
+            case Call():
+                self.handle_call(message)
+            case ServiceReturned():
+                self.handle_service_returned(message)
+            case ServiceRaised():
+                self.handle_service_raised(message)
+            case Release():
+                self.handle_release(message)
+            case _:
+                unhandled(message)
 
 
 class _World:
@@ -324,8 +344,8 @@ class _World:
 
     def __init__(self) -> None:
         self.seeded = False
-        self.traveller: Any = None
-        self.coordinates: Any = None
+        self.traveller: travel | None = None
+        self.coordinates: Traveller | None = None
 
     def enter(self, at: str | None, seed: int | None) -> None:
         if seed is not None and not self.seeded:
@@ -334,13 +354,13 @@ class _World:
         if at is None:
             return
         destination = dt.datetime.fromisoformat(at)
-        if self.traveller is None:
-            import time_machine
-
-            self.traveller = time_machine.travel(destination, tick=False)
-            self.coordinates = self.traveller.start()
-        else:
+        if self.coordinates is not None:
             self.coordinates.move_to(destination)
+            return
+        import time_machine
+
+        self.traveller = time_machine.travel(destination, tick=False)
+        self.coordinates = self.traveller.start()
 
     def leave(self) -> None:
         """The run ended: the real clock again, and the next run seeds ``random`` anew."""
@@ -358,7 +378,7 @@ class _Raised:
         self.exc = exc
 
 
-async def _boxed(awaitable: Any) -> Any:
+async def _boxed(awaitable: Awaitable[object]) -> object:
     try:
         return await awaitable
     except (Exception, asyncio.CancelledError):
@@ -385,14 +405,14 @@ class BreakpointInWorker(ConnicError):
     """``breakpoint()`` in user code running in a worker process: no terminal to debug in."""
 
 
-def _no_breakpoint(*args: Any, **kwargs: Any) -> None:
+def _no_breakpoint(*args: object, **kwargs: object) -> None:
     """``sys.breakpointhook`` of a worker: the debugger needs pytest's process and terminal."""
     raise BreakpointInWorker(
         "breakpoint() in user code running in a worker process: run pytest with --pdb (or "
         "--connic-isolation=none) so user code runs in pytest's process and the debugger can stop there")
 
 
-def main(conn: Any, settings: WorkerSettings) -> None:
+def main(conn: Connection[FromTemplate, object], settings: WorkerSettings) -> None:
     """The template's entry point (``multiprocessing.Process`` target): load the project, then
     fork a worker per request until pytest's process closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -401,7 +421,7 @@ def main(conn: Any, settings: WorkerSettings) -> None:
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
     procs.become_subreaper()  # a worker's detached descendants come here when it ends
-    conn.send(("started", os.getpid()))
+    conn.send(Started(os.getpid()))
     try:  # user code may start processes of its own (a daemonic process may not)
         import multiprocessing
 
@@ -413,21 +433,21 @@ def main(conn: Any, settings: WorkerSettings) -> None:
     os.environ.update(settings.env)
     sys.path[:] = settings.sys_path
     measuring = coverage_share.start(settings.coverage)  # import-time lines count too
-    worker = _Worker(conn, settings)
+    worker = _Worker(settings)
     try:
         worker.install_placeholders()
-        with _reporting_imports(worker, Path(settings.root)):
+        with _reporting_imports(conn, Path(settings.root)):
             project = worker.project = load_project(Path(settings.root), worker.adopt)
         worker.rebind(project.modules())
     except BaseException as exc:  # noqa: BLE001  (reported to pytest's process)
-        conn.send(("failed", f"{type(exc).__name__}: {safe_text(exc)}"))
+        conn.send(LoadFailed(f"{type(exc).__name__}: {safe_text(exc)}"))
         return
     coverage_share.save(measuring)
     import gc
 
     gc.collect()
     gc.freeze()  # the workers' collections leave the template's objects alone: shared, not copied
-    conn.send(("ready", os.getpid()))
+    conn.send(Ready(os.getpid()))
     _Template(conn, settings, worker, measuring).serve()
 
 
@@ -441,9 +461,11 @@ def load_project(root: Path, on_import: Callable[[str, types.ModuleType], None])
 
 class _Template:
     """The template's loop: fork a worker per request, report each worker's end, and kill what a
-    dead worker left (its descendants become this subreaper's children)."""
+    dead worker left (its descendants become this subreaper's children). It handles what pytest's
+    process sends the template (``ToTemplate``, one ``handle_<message>`` each)."""
 
-    def __init__(self, conn: Any, settings: WorkerSettings, worker: _Worker, measuring: Any) -> None:
+    def __init__(self, conn: Connection[FromTemplate, object], settings: WorkerSettings, worker: _Worker,
+                 measuring: Measurement | None) -> None:
         self.conn = conn
         self.settings = settings
         self.worker = worker
@@ -453,7 +475,6 @@ class _Template:
 
     def serve(self) -> None:
         from multiprocessing.connection import wait
-        from multiprocessing.reduction import recv_handle
 
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
@@ -468,31 +489,35 @@ class _Template:
             if self.conn not in ready:
                 continue
             try:
-                message = self.conn.recv()
-                if message[0] == "preload":
-                    self.preload(message[1], message[2])
-                    continue
-                if message[0] == "fork":
-                    fd = recv_handle(self.conn)
-                    stdio = (recv_handle(self.conn), recv_handle(self.conn))
-                    self.fork(message[1], message[2], fd, stdio)
+                message = to_template(self.conn.recv())
+                if message is not None:
+                    self.handle(message)
                     continue
             except (EOFError, OSError):  # pytest's process went away
                 pass
-            self.shutdown()
+            self.shutdown()  # the pipe closed (or something else than a message came)
 
-    def preload(self, names: list[str], timeout_s: float) -> None:
-        """Import ``names`` here (modules a worker imported without trouble for an agent's first
-        case) so the workers forked next start with them loaded; each import is bounded by
-        ``timeout_s`` (an alarm: the template runs no other code meanwhile), and a failure only
-        leaves the module to each run's worker, as before."""
+    def handle(self, message: ToTemplate) -> None:
+        match message:
+            case Preload():
+                self.handle_preload(message)
+            case Fork():
+                self.handle_fork(message)
+            case _:
+                unhandled(message)
+
+    def handle_preload(self, message: Preload) -> None:
+        """Import ``message.names`` here (modules a worker imported without trouble for an agent's
+        first case) so the workers forked next start with them loaded; each import is bounded by
+        ``message.timeout_s`` (an alarm: the template runs no other code meanwhile), and a failure
+        only leaves the module to each run's worker, as before."""
         project = self.worker.project
         if project is None:
             return
         previous = signal.signal(signal.SIGALRM, _preload_timeout)
         try:
-            for name in names:
-                signal.setitimer(signal.ITIMER_REAL, max(timeout_s, 0.001))
+            for name in message.names:
+                signal.setitimer(signal.ITIMER_REAL, max(message.timeout_s, 0.001))
                 try:
                     project.preload(name)
                 finally:
@@ -500,19 +525,27 @@ class _Template:
         finally:
             signal.signal(signal.SIGALRM, previous)
 
+    def handle_fork(self, message: Fork) -> None:
+        """Fork a worker; the descriptors it takes follow the message on the pipe."""
+        from multiprocessing.reduction import recv_handle
+
+        fd = recv_handle(self.conn)
+        stdio = (recv_handle(self.conn), recv_handle(self.conn))
+        self.fork(message.token, message.settings, fd, stdio)
+
     def fork(self, token: int, settings: ForkSettings, fd: int, stdio: tuple[int, int]) -> None:
         """Fork a worker whose pipe is ``fd`` and whose descriptors 1 and 2 are ``stdio`` (pytest's
         process's when it asked: its capture, or the terminal under ``-s``)."""
         if not hasattr(os, "fork"):  # pragma: no cover  (Windows)
             _close(fd, *stdio)
             why = "process isolation forks its workers, which Windows cannot: use --connic-isolation=none"
-            self.conn.send(("forked", token, why))
+            self.conn.send(ForkFailed(token, why))
             return
         try:
             pid = os.fork()
         except OSError as exc:  # out of processes
             _close(fd, *stdio)
-            self.conn.send(("forked", token, f"{type(exc).__name__}: {safe_text(exc)}"))
+            self.conn.send(ForkFailed(token, f"{type(exc).__name__}: {safe_text(exc)}"))
             return
         if pid == 0:
             try:
@@ -524,7 +557,7 @@ class _Template:
                 os._exit(1)
         _close(fd, *stdio)
         self.workers.add(pid)
-        self.conn.send(("forked", token, pid))
+        self.conn.send(Forked(token, pid))
 
     def become_worker(self, settings: ForkSettings, fd: int) -> None:
         """In the forked child: a worker of one run, in the template's state."""
@@ -564,7 +597,7 @@ class _Template:
             if pid in self.workers:
                 self.workers.discard(pid)
                 with contextlib.suppress(OSError, ValueError):
-                    self.conn.send(("exit", pid, status))
+                    self.conn.send(WorkerExited(pid, status))
         for child in procs.children(os.getpid()):
             if child not in self.workers:
                 procs.kill_tree(child)
@@ -582,27 +615,27 @@ class _Template:
         os._exit(0)
 
 
-def _ignore(*args: Any) -> None:
+def _ignore(*args: object) -> None:
     """SIGCHLD's handler in the template: the signal only wakes its loop (``set_wakeup_fd``)."""
 
 
 class _ImportReporter:
     """A ``sys.meta_path`` entry that finds nothing: it tells pytest's process which module of
-    the project is being imported (a start that hangs then names it)."""
+    the project is being imported (``Importing``: a start that hangs then names it)."""
 
-    def __init__(self, worker: _Worker, root: Path) -> None:
-        self.worker = worker
+    def __init__(self, conn: Connection[FromTemplate, object], root: Path) -> None:
+        self.conn = conn
         self.root = root
 
-    def report(self, origin: Any) -> None:
+    def report(self, origin: object) -> None:
         try:
             path = Path(str(origin)).resolve()
             if path.is_relative_to(self.root):
-                self.worker.send(("importing", path.relative_to(self.root).as_posix()))
+                self.conn.send(Importing(path.relative_to(self.root).as_posix()))
         except (OSError, ValueError):
             pass
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+    def find_spec(self, name: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None) -> None:
         from importlib.machinery import PathFinder
 
         spec = PathFinder.find_spec(name, path)
@@ -610,21 +643,26 @@ class _ImportReporter:
             self.report(spec.origin)
 
 
+def _reporting(original: Callable[_P, _R], report: Callable[[object], None]) -> Callable[_P, _R]:
+    """``importlib.util.spec_from_file_location`` that reports its ``location`` first."""
+
+    def spec_from_file_location(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        report(args[1] if len(args) > 1 else kwargs.get("location"))
+        return original(*args, **kwargs)
+
+    return spec_from_file_location
+
+
 @contextlib.contextmanager
-def _reporting_imports(worker: _Worker, root: Path) -> Iterator[None]:
+def _reporting_imports(conn: Connection[FromTemplate, object], root: Path) -> Iterator[None]:
     """While the project loads: every module of the project imported (through ``import`` or the
     SDK's ``spec_from_file_location``) is named to pytest's process."""
     import importlib.util
 
-    reporter = _ImportReporter(worker, root.resolve())
+    reporter = _ImportReporter(conn, root.resolve())
     original = importlib.util.spec_from_file_location
-
-    def spec_from_file_location(name: str, location: Any = None, *args: Any, **kwargs: Any) -> Any:
-        reporter.report(location)
-        return original(name, location, *args, **kwargs)
-
     sys.meta_path.insert(0, reporter)
-    importlib.util.spec_from_file_location = spec_from_file_location
+    importlib.util.spec_from_file_location = _reporting(original, reporter.report)
     try:
         yield
     finally:
@@ -643,7 +681,7 @@ class _PreloadTimeout(ConnicError):
     """A preload in the template took longer than the case's ``timeout_s``."""
 
 
-def _preload_timeout(signum: int, frame: Any) -> None:
+def _preload_timeout(signum: int, frame: types.FrameType | None) -> None:
     raise _PreloadTimeout()
 
 

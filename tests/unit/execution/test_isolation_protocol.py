@@ -1,0 +1,114 @@
+"""The worker protocol (``execution/isolation/wire.py``): named messages, one handler method per
+message on the side that receives it, dispatched on the message's class (as pytest-xdist's
+``workermanage.py`` / ``remote.py`` do); what crosses pickles whole."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import pickle
+import re
+import typing
+from pathlib import Path
+
+import pytest
+
+from pytest_connic.execution.isolation import pool, wire, worker
+
+ISOLATION = Path(wire.__file__).parent
+
+#: direction -> (its union, its narrowing function, the class that receives it)
+DIRECTIONS: dict[str, tuple[object, typing.Callable[[object], object], type]] = {
+    "to the template": (wire.ToTemplate, wire.to_template, worker._Template),
+    "from the template": (wire.FromTemplate, wire.from_template, pool.Template),
+    "to a worker": (wire.ToWorker, wire.to_worker, worker._Worker),
+    "from a worker": (wire.FromWorker, wire.from_worker, pool.Worker),
+}
+
+SETTINGS = wire.ForkSettings(cwd="/", env={"A": "1"}, sys_path=["/x"])
+ERROR = wire.EncodedException(None, "ValueError", "v")
+#: one instance of every message
+SAMPLES: list[object] = [
+    wire.Preload(("tools.calc",), 1.5),
+    wire.Fork(3, SETTINGS),
+    wire.Started(10),
+    wire.Importing("tools/calc.py"),
+    wire.Ready(10),
+    wire.LoadFailed("SyntaxError: x"),
+    wire.Forked(3, 11),
+    wire.ForkFailed(3, "OSError: no"),
+    wire.WorkerExited(11, 9),
+    wire.Call(1, ("module", "tools.calc", "add"), ({"a": 1},), {"context": {}}, (0, "context"), ("2026-01-01", 7)),
+    wire.ServiceReturned(2, {"ok": True}),
+    wire.ServiceRaised(2, ERROR),
+    wire.Release(),
+    wire.CallResult(1, wire.Returned(pickle.dumps(3)), None),
+    wire.CallResult(1, wire.Untransferable("TypeError: no"), None),
+    wire.CallResult(1, wire.Raised(ERROR), pickle.dumps({0: {"a": 2}})),
+    wire.CallResult(1, wire.Exited(3), None),
+    wire.CallResult(1, wire.OutOfMemory(), None),
+    wire.CallResult(1, wire.RaisedBase("KeyboardInterrupt", "", "tools/calc.py:3"), None),
+    wire.ServiceRequest(1, 2, "trigger_agent", {"agent_name": "x"}),
+    wire.Released(),
+]
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def test_every_message_is_a_frozen_dataclass_of_exactly_one_direction() -> None:
+    seen: list[type] = []
+    for union, _, _ in DIRECTIONS.values():
+        seen.extend(typing.get_args(union))
+    assert len(seen) == len(set(seen))
+    assert {type(m) for m in SAMPLES} == set(seen)
+    for message in SAMPLES:
+        assert dataclasses.is_dataclass(message)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(message, "cid", 0)  # noqa: B010
+
+
+@pytest.mark.parametrize("direction", sorted(DIRECTIONS))
+def test_each_message_has_its_handler_on_the_receiving_side_and_is_dispatched_by_its_class(direction: str) -> None:
+    union, narrow, receiver = DIRECTIONS[direction]
+    members = typing.get_args(union)
+    for sample in [m for m in SAMPLES if type(m) in members]:
+        handler = f"handle_{_snake(type(sample).__name__)}"
+        assert callable(getattr(receiver, handler, None)), f"{receiver.__qualname__}.{handler}"
+        handled: list[tuple[str, object]] = []
+        side = object.__new__(receiver)
+        for cls in members:  # every handler of the side records what it got
+            name = f"handle_{_snake(cls.__name__)}"
+            setattr(side, name, lambda message, name=name, handled=handled: handled.append((name, message)))
+        assert narrow(sample) is sample
+        side.handle(sample)
+        assert handled == [(handler, sample)]
+    # anything else is not a message of the direction
+    assert narrow(("call", 1)) is None
+    assert all(narrow(m) is None for m in SAMPLES if type(m) not in members)
+
+
+def test_every_message_crosses_a_pipe_whole() -> None:
+    for message in SAMPLES:
+        assert pickle.loads(pickle.dumps(message)) == message
+
+
+def test_no_tuple_crosses_and_no_message_is_read_by_position() -> None:
+    for path in sorted(ISOLATION.glob("*.py")):
+        tree = ast.parse(path.read_text("utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "send":
+                assert not any(isinstance(a, ast.Tuple) for a in node.args), f"{path.name}:{node.lineno}"
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+                assert node.value.id not in ("message", "received", "outcome"), f"{path.name}:{node.lineno}"
+
+
+def test_a_call_result_reads_back_what_the_worker_pickled() -> None:
+    assert wire.pickled_result({"a": [1]}) == wire.Returned(pickle.dumps({"a": [1]}))
+    unpicklable = wire.pickled_result({"f": lambda: 1})
+    assert isinstance(unpicklable, wire.Returned)  # its JSON-safe form
+    assert wire.unpickled_copies(wire.pickled_copies({0: {"a": 2}, "context": {"b": 3}})) == {
+        0: {"a": 2}, "context": {"b": 3}}
+    assert wire.pickled_copies({}) is None and wire.unpickled_copies(None) == {}
+    assert wire.unpickled_copies(b"not a pickle") == {}
