@@ -17,8 +17,9 @@ a refused connection) raises ``CallFailed``, recorded and replayed as the same f
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
+from pytest_connic.jsonsafe import JsonObject
 from pytest_connic.models.base import CallFailed
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
@@ -33,7 +34,11 @@ class WebUnavailable(PredefinedToolError):
     """A web tool that cannot run here: the extra is missing, no search backend, a browser tool."""
 
 
-def _httpx() -> Any:
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+def _httpx() -> ModuleType:
     try:
         import httpx
     except ImportError as exc:
@@ -54,7 +59,7 @@ def html_to_text(html: str, base_url: str = "") -> str:
     return text.strip()
 
 
-async def read_page(url: str, follow_redirects: bool = True) -> dict[str, Any]:
+async def read_page(url: str, follow_redirects: bool = True) -> JsonObject:
     """``web_read_page`` for real."""
     httpx = _httpx()
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -79,7 +84,7 @@ async def read_page(url: str, follow_redirects: bool = True) -> dict[str, Any]:
 
 
 async def tavily_search(query: str, max_results: int = 5, country: str | None = None,
-                        include_news: bool = False) -> dict[str, Any]:
+                        include_news: bool = False) -> JsonObject:
     """``web_search`` through Tavily's search API (``TAVILY_API_KEY``, ``TAVILY_BASE_URL``)."""
     key = os.environ.get("TAVILY_API_KEY")
     if not key:
@@ -89,7 +94,7 @@ async def tavily_search(query: str, max_results: int = 5, country: str | None = 
             "(docs/predefined-tools.md)"
         )
     httpx = _httpx()
-    body: dict[str, Any] = {"query": query, "max_results": max(1, min(int(max_results), MAX_RESULTS)),
+    body: JsonObject = {"query": query, "max_results": max(1, min(int(max_results), MAX_RESULTS)),
                             "topic": "news" if include_news else "general"}
     if country:
         body["country"] = country
