@@ -247,11 +247,11 @@ def _contains(needle: object, _what: str) -> Predicate:
 def _regex(pattern: object, options: object, what: str) -> Predicate:
     if not isinstance(pattern, str):
         raise PredefinedToolError(f"{what}: $regex takes a string pattern, got {pattern!r}")
-    if options is not None and not isinstance(options, str):
+    if options is not None and not isinstance(options, (str, list)):
         raise PredefinedToolError(f"{what}: $options takes a string of flags, got {options!r}")
     flags = 0
     for letter in options or "":
-        flag = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}.get(letter)
+        flag = _REGEX_FLAGS.get(letter) if isinstance(letter, str) else None
         if flag is None:
             raise PredefinedToolError(f"{what}: unknown $options flag {letter!r} (use i, m, s, x)")
         flags |= flag
@@ -260,6 +260,9 @@ def _regex(pattern: object, options: object, what: str) -> Predicate:
     except re.error as error:
         raise PredefinedToolError(f"{what}: invalid $regex {pattern!r}: {error}") from None
     return lambda value: isinstance(value, str) and compiled.search(value) is not None
+
+
+_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
 
 
 def _negation(spec: object, what: str) -> Predicate:
