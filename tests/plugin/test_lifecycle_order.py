@@ -182,6 +182,8 @@ async def before(content, context):
         return None
     if mode == "before-raises":
         raise ValueError("no entry")
+    if mode == "before-text":
+        return "not the content"
     if mode == "rewrite":
         content["parts"][0]["text"] = "rewritten by before"
     return content
@@ -243,11 +245,16 @@ def test_middleware_contracts(project: ConnicProject) -> None:
             expected_result: status == "completed" and "(checked)" in output
           - name: an unexpected middleware error is an agent error
             payload: before-raises
+          - name: before returning something other than the content fails the run
+            payload: before-text
+            expected_result: >-
+              status == "failed" and error == "middleware before of agent 'desk' returned str; it must return
+              the content (a dict with role and parts)"
     ''')
 
     result = project.run()
 
-    result.assert_outcomes(passed=6, failed=1)
+    result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines([
         "tests/desk.yaml:25: case 'an unexpecte*agent error' (desk) failed",  # cut to 80 columns
         "*: agent error: middleware before of agent 'desk' raised ValueError: no entry",

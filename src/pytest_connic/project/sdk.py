@@ -25,6 +25,7 @@ from typing import Any
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import connic
+    import connic.connector_schema
     import connic.core
     import connic.loader
     import connic.test_schema
@@ -33,7 +34,19 @@ with warnings.catch_warnings():
 import yaml as _yaml
 from connic import AbortTool, GuardrailResult, ProjectLoader, StopProcessing, ToolFile, TransferCall
 from connic import tools as sdk_tools
-from connic.core import Agent, AgentConfig, AgentType, CustomGuardrail, GuardrailRule, Tool
+from connic.connector_schema import AgentLink, ConnectorFile
+from connic.core import (
+    Agent,
+    AgentConfig,
+    AgentType,
+    ApprovalConfig,
+    CustomGuardrail,
+    GuardrailRule,
+    GuardrailsConfig,
+    McpServerConfig,
+    SessionConfig,
+    Tool,
+)
 from connic.loader import PREDEFINED_TOOL_ALIASES, PREDEFINED_TOOL_NAMES
 from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 
@@ -45,12 +58,18 @@ __all__ = [
     "AbortTool",
     "Agent",
     "AgentConfig",
+    "AgentLink",
     "AgentType",
+    "ApprovalConfig",
     "ChildAgentExpectation",
+    "ConnectorFile",
     "CustomGuardrail",
     "GuardrailResult",
     "GuardrailRule",
+    "GuardrailsConfig",
+    "McpServerConfig",
     "ProjectLoader",
+    "SessionConfig",
     "StopProcessing",
     "TestCase",
     "TestDefaults",

@@ -6,8 +6,7 @@ import asyncio
 import base64
 import re
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import jsonschema
 
@@ -20,13 +19,14 @@ from pytest_connic.runtime.mcp import connect_servers
 from pytest_connic.runtime.output_schema import connic_subset, first_error
 from pytest_connic.runtime.payload import message_text, tool_agent_payload
 from pytest_connic.runtime.retries import check_reflection_budget
+from pytest_connic.runtime.sessions import Message
 from pytest_connic.runtime.signals import AwaitingApproval, RunAborted, RunFailed
 from pytest_connic.runtime.state import InvocationState
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def fill_prompt(prompt: str, context: dict[str, Any]) -> str:
+def fill_prompt(prompt: str, context: Mapping[str, object]) -> str:
     """``{key}`` placeholders filled from the run context; unknown ones stay literal."""
 
     def sub(match: re.Match[str]) -> str:
@@ -39,14 +39,15 @@ def fill_prompt(prompt: str, context: dict[str, Any]) -> str:
     return _PLACEHOLDER.sub(sub, prompt)
 
 
-def user_message(content: dict[str, Any]) -> dict[str, Any]:
+def user_message(content: Mapping[str, object]) -> Message:
     """Middleware content (``{role, parts}``) as an OpenAI-shaped user message."""
-    parts = content.get("parts") or []
+    given = content.get("parts")
+    parts = given if isinstance(given, (list, tuple)) else []
     texts = [p["text"] for p in parts if isinstance(p, dict) and "text" in p]
     blobs = [p for p in parts if isinstance(p, dict) and "data" in p]
     if not blobs:
         return {"role": "user", "content": "\n".join(str(t) for t in texts)}
-    items: list[dict[str, Any]] = [{"type": "text", "text": str(t)} for t in texts]
+    items: list[dict[str, object]] = [{"type": "text", "text": str(t)} for t in texts]
     for blob in blobs:
         data = blob["data"]
         encoded = base64.b64encode(data).decode("ascii") if isinstance(data, (bytes, bytearray)) else str(data)
@@ -64,7 +65,7 @@ def visible_tools(inv: InvocationState) -> list[ToolSpec]:
     return specs
 
 
-def _request(inv: InvocationState, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> ModelRequest:
+def _request(inv: InvocationState, messages: list[Message], tools: list[ToolSpec]) -> ModelRequest:
     config = inv.config
     retry = config.retry_options.model_dump() if config.retry_options else None
     return ModelRequest(
@@ -102,7 +103,7 @@ def _record_turn(inv: InvocationState, index: int, response: ModelResponse, star
         inv.context["fallback_model_used"] = response.model
 
 
-async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
+async def run_llm(inv: InvocationState, content: Mapping[str, object]) -> str:
     """The agent loop: one model call per iteration, the tool calls of a turn run concurrently."""
     if inv.config.voice_config is not None:
         raise RunAborted(f"{inv.config.source_path}: agent '{inv.config.name}' is a voice agent (voice_config): "
@@ -112,7 +113,7 @@ async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
     model = inv.reserved_model or inv.scope.models.model_for(inv.config.name, root=inv.root)
     # a session's earlier conversation comes first (``session.history``, runtime/sessions.py)
     history = inv.session_history()
-    messages: list[dict[str, Any]] = [*history, user_message(content)]
+    messages: list[Message] = [*history, user_message(content)]
     for iteration in range(inv.config.max_iterations):
         started = time.perf_counter()
         response = await model.complete(_request(inv, messages, visible_tools(inv)))
@@ -125,11 +126,12 @@ async def run_llm(inv: InvocationState, content: dict[str, Any]) -> Any:
         results = await _call_all(inv, response.tool_calls)
         for call, result in zip(response.tool_calls, results):
             messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
-        check_reflection_budget(inv)  # retry_options.attempts (runtime/retries.py)
+        # retry_options.attempts (runtime/retries.py)
+        check_reflection_budget(inv.config, inv.record.tool_calls, inv.reflection)
     raise RunFailed(f"max_iterations ({inv.config.max_iterations}) reached before the model gave a final answer")
 
 
-async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[Any]:
+async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[object]:
     """The tool calls of one model turn, run concurrently as on Connic; their results in the
     model's order, and their trace records too (each call is recorded as it starts, and the
     calls start in the model's order). The first call to end the run (``StopProcessing``, or a
@@ -139,11 +141,11 @@ async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[
         return [await call_tool(inv, calls[0].name, calls[0].arguments)]
     first = len(inv.record.tool_calls)
     tasks = [asyncio.ensure_future(call_tool(inv, c.name, c.arguments)) for c in calls]
-    finished: list[asyncio.Future[Any]] = []  # in the order the calls ended
+    finished: list[asyncio.Future[object]] = []  # in the order the calls ended
     for task in tasks:
         task.add_done_callback(finished.append)
     try:
-        pending: set[asyncio.Future[Any]] = set(tasks)
+        pending: set[asyncio.Future[object]] = set(tasks)
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             # of several seen ending together, the one that ended first wins (user code in a
@@ -162,8 +164,8 @@ async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[
     return [t.result() for t in tasks]
 
 
-def _mark_cancelled(inv: InvocationState, tasks: Sequence[asyncio.Future[Any]], first: int,
-                    winner_task: asyncio.Future[Any], signal: BaseException) -> None:
+def _mark_cancelled(inv: InvocationState, tasks: Sequence[asyncio.Future[object]], first: int,
+                    winner_task: asyncio.Future[object], signal: BaseException) -> None:
     """The trace records of a model turn's calls that the first call to end the run cancelled;
     the winner is traced as itself, not as cancelled (a record per call, in order)."""
     records = inv.record.tool_calls[first:]
@@ -174,14 +176,14 @@ def _mark_cancelled(inv: InvocationState, tasks: Sequence[asyncio.Future[Any]], 
             record.error = f"cancelled: another call of this model turn ended the run ({type(signal).__name__})"
 
 
-async def _cancel(tasks: set[asyncio.Future[Any]]) -> None:
+async def _cancel(tasks: set[asyncio.Future[object]]) -> None:
     for task in tasks:
         task.cancel()
     if tasks:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _assistant_message(response: ModelResponse) -> dict[str, Any]:
+def _assistant_message(response: ModelResponse) -> Message:
     return {
         "role": "assistant",
         "content": response.content,
@@ -229,12 +231,12 @@ def _schema_file(inv: InvocationState) -> str:
     return f"schemas/{inv.config.output_schema}.json"
 
 
-async def run_tool_agent(inv: InvocationState, content: dict[str, Any]) -> Any:
+async def run_tool_agent(inv: InvocationState, content: Mapping[str, object]) -> object:
     """A tool agent: its body tool called as ``f(payload=..., [context=...])``."""
     ref = inv.config.tool_name or ""
     payload = tool_agent_payload(inv.delivered, inv.original_payload)
-    parts = content.get("parts") or []
-    if parts and isinstance(parts[0], dict) and "text" in parts[0]:
+    parts = content.get("parts")
+    if isinstance(parts, (list, tuple)) and parts and isinstance(parts[0], dict) and "text" in parts[0]:
         text = parts[0]["text"]
         if text != message_text(inv.delivered):  # before middleware rewrote the input
             value = parse_json(text)
@@ -244,11 +246,12 @@ async def run_tool_agent(inv: InvocationState, content: dict[str, Any]) -> Any:
     return await call_tool(inv, name, {"payload": payload}, body=True)
 
 
-async def run_sequential(inv: InvocationState) -> Any:
+async def run_sequential(inv: InvocationState) -> object:
     """Stages in order, each stage's output the next stage's input; one trace."""
-    value: Any = inv.original_payload
-    files = inv.delivered.get("files") or []
-    output: Any = None
+    value = inv.original_payload
+    attached = inv.delivered.get("files")
+    files: list[object] = attached if isinstance(attached, list) else []
+    output: object = None
     for stage_name in inv.config.agents:
         stage = InvocationState.create(inv.scope, stage_name, value, files, root=False, depth=inv.depth + 1)
         record = await inv.scope.run_invocation(stage)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from pytest_connic.errors import ConnicError
@@ -24,6 +25,9 @@ from pytest_connic.models.base import CallFailed
 from pytest_connic.project.apispec import ApiOperation, ApiRegistry
 from pytest_connic.runtime.signals import RunAborted
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
+
+if TYPE_CHECKING:
+    import httpx
 
 #: the longest piece of an error response the model reads back
 ERROR_BODY_LIMIT = 2000
@@ -39,7 +43,7 @@ def env_prefix(spec: str) -> str:
     return f"CONNIC_API_{re.sub(r'[^A-Za-z0-9]', '_', spec).upper()}_"
 
 
-def auth_headers(registry: ApiRegistry, spec: str, environ: Any = None) -> dict[str, str]:
+def auth_headers(registry: ApiRegistry, spec: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The auth Connic would inject for ``spec``, from the environment: ``..._TOKEN`` (Bearer),
     ``..._KEY`` (API key, in ``..._KEY_HEADER`` or the spec's ``apiKey`` header, else
     ``X-API-Key``), ``..._USERNAME`` and ``..._PASSWORD`` (Basic)."""
@@ -60,14 +64,14 @@ def auth_headers(registry: ApiRegistry, spec: str, environ: Any = None) -> dict[
     return headers
 
 
-def secret_values(spec: str, environ: Any = None) -> list[str]:
+def secret_values(spec: str, environ: Mapping[str, str] | None = None) -> list[str]:
     """The environment's auth values for ``spec`` (the masker hides them everywhere)."""
     env = os.environ if environ is None else environ
     prefix = env_prefix(spec)
     return [v for k in ("TOKEN", "KEY", "PASSWORD") if (v := env.get(prefix + k))]
 
 
-def request_parts(op: ApiOperation, params: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, str], Any]:
+def request_parts(op: ApiOperation, params: Mapping[str, object]) -> tuple[str, dict[str, str], dict[str, str], object]:
     """(path, query, headers, body) of a call. Raises ``ApiArgumentError``."""
     path, query, headers = op.path, {}, {}
     for param in op.params:
@@ -86,13 +90,13 @@ def request_parts(op: ApiOperation, params: dict[str, Any]) -> tuple[str, dict[s
     return path, query, headers, params.get("body") if op.has_body else None
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
 
 
-async def call_api(inv: InvocationState, entry: CatalogEntry, params: dict[str, Any]) -> Any:
+async def call_api(inv: InvocationState, entry: CatalogEntry, params: dict[str, object]) -> object:
     """Call the ``api:`` tool ``entry`` with ``params``: recorded, replayed, or live."""
     registry: ApiRegistry = inv.services.project.api
     op = registry.operation(entry.ref)
@@ -101,14 +105,14 @@ async def call_api(inv: InvocationState, entry: CatalogEntry, params: dict[str, 
     path, query, headers, body = request_parts(op, params)
     inv.services.masker.add(secret_values(op.spec))
 
-    async def request() -> Any:
+    async def request() -> object:
         return await _send(registry, op, path, query, headers, body)
 
     return await inv.scope.models.external("api", f"{op.spec}.{op.tool}", params, request)
 
 
 async def _send(registry: ApiRegistry, op: ApiOperation, path: str, query: dict[str, str],
-                headers: dict[str, str], body: Any) -> Any:
+                headers: dict[str, str], body: object) -> object:
     base = registry.base_url(op.spec)
     if not base or not base.startswith(("http://", "https://")):
         raise RunAborted(
@@ -137,7 +141,7 @@ async def _send(registry: ApiRegistry, op: ApiOperation, path: str, query: dict[
     return _result(response)
 
 
-def _result(response: Any) -> Any:
+def _result(response: httpx.Response) -> object:
     if not response.content:
         return None
     if "json" in response.headers.get("content-type", ""):

@@ -9,7 +9,8 @@ case, so a child agent started with ``trigger_agent`` draws from the same list.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import EvaluationError, Expression, ExpressionError, compile_expression
@@ -22,6 +23,10 @@ from pytest_connic.secrets import secret_forms
 
 if TYPE_CHECKING:
     from pytest_connic.checks.compiled import ApprovalDecision
+    from pytest_connic.project.sdk import ApprovalConfig
+
+#: how the gate answered a call instead of the tool: ``(kind, what the model reads)``
+Answer = tuple[Literal["result", "sensitive", "rejected"], object]
 
 _JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
 
@@ -35,7 +40,7 @@ def _condition(source: str) -> Expression:
     return compile_expression(source, ("param", "context"), where="approval condition")
 
 
-def _requires_approval(inv: InvocationState, entry: CatalogEntry, params: dict[str, Any]) -> bool:
+def _requires_approval(inv: InvocationState, entry: CatalogEntry, params: Mapping[str, object]) -> bool:
     approval = inv.config.approval
     if approval is None:
         return False
@@ -58,7 +63,7 @@ def _requires_approval(inv: InvocationState, entry: CatalogEntry, params: dict[s
     return False
 
 
-def _has_type(value: Any, expected: str) -> bool:
+def _has_type(value: object, expected: str) -> bool:
     if isinstance(value, bool):
         return expected == "boolean"
     if expected == "integer" and isinstance(value, float):
@@ -66,21 +71,23 @@ def _has_type(value: Any, expected: str) -> bool:
     return isinstance(value, _JSON_TYPES[expected])
 
 
-def _check_input_params(entry: CatalogEntry, params: dict[str, Any]) -> None:
+def _check_input_params(entry: CatalogEntry, params: Mapping[str, object]) -> None:
     """All declared params are required, extras are refused, scalars must have their type."""
     schema = entry.parameters or {}
-    properties: dict[str, Any] = schema.get("properties") or {}
+    declared = schema.get("properties")
+    properties = declared if isinstance(declared, dict) else {}
     problems = [f"missing required parameter '{name}'" for name in properties if name not in params]
     problems += [f"unexpected parameter '{name}'" for name in params if name not in properties]
     for name, value in params.items():
-        expected = str((properties.get(name) or {}).get("type"))
+        spec = properties.get(name)
+        expected = str(spec.get("type") if isinstance(spec, dict) else None)
         if expected in _JSON_TYPES and not _has_type(value, expected):
             problems.append(f"parameter '{name}' must be {expected}, got {type(value).__name__}")
     if problems:
         raise ApprovalInputError(f"{entry.name}: {'; '.join(problems)}")
 
 
-def _match(inv: InvocationState, ref: str, params: dict[str, Any]) -> ApprovalDecision | None:
+def _match(inv: InvocationState, ref: str, params: Mapping[str, object]) -> ApprovalDecision | None:
     """The first unused entry for ``ref`` whose ``params`` expression holds (the SDK's connic/test_schema.py, TestApprovalDecision)."""
     scope = inv.scope
     for decision in scope.approvals:
@@ -95,7 +102,7 @@ def _match(inv: InvocationState, ref: str, params: dict[str, Any]) -> ApprovalDe
     return None
 
 
-def _unmatched_detail(inv: InvocationState, ref: str, params: dict[str, Any]) -> str:
+def _unmatched_detail(inv: InvocationState, ref: str, params: Mapping[str, object]) -> str:
     """Why no entry answered: what the entries for this tool said (or that there are none)."""
     scope = inv.scope
     own = [d for d in scope.approvals if d.tool == ref]
@@ -114,8 +121,8 @@ def _unmatched_detail(inv: InvocationState, ref: str, params: dict[str, Any]) ->
 
 
 async def gate(
-    inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]
-) -> tuple[str, Any] | None:
+    inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: Mapping[str, object]
+) -> Answer | None:
     """Apply the approval gate to a call.
 
     Returns None when the call may proceed to the tool; ``("result", value)`` when an
@@ -158,7 +165,7 @@ async def gate(
     return _rejected(entry, record, decision, approval.on_rejection)
 
 
-def _sensitive(approval: Any, name: str) -> bool:
+def _sensitive(approval: ApprovalConfig, name: str) -> bool:
     """Whether the approval input ``name`` is ``sensitive: true``."""
     for item in approval.inputs or []:
         spec = item.get(name) if isinstance(item, dict) else None
@@ -167,7 +174,7 @@ def _sensitive(approval: Any, name: str) -> bool:
     return False
 
 
-def _protect(inv: InvocationState, response: Any) -> bool:
+def _protect(inv: InvocationState, response: object) -> bool:
     """A sensitive input's response (``approval.inputs.<name>.sensitive``), protected as Connic
     protects it in storage and logs: the run's masker hides it in every trace, report and failure
     message (and wherever the model repeats it). False when the response is too short for the
@@ -180,7 +187,7 @@ def _protect(inv: InvocationState, response: Any) -> bool:
 
 
 def _rejected(entry: CatalogEntry, record: ToolCallRecord, decision: ApprovalDecision,
-              on_rejection: str) -> tuple[str, Any]:
+              on_rejection: str) -> Answer:
     timeout = decision.decision == "timeout"
     record.approval = "timeout" if timeout else "rejected"
     record.error = f"approval {record.approval}"

@@ -23,7 +23,7 @@ import asyncio
 import copy
 import datetime as dt
 import time
-from typing import Any
+from typing import Literal, TypedDict
 
 from pytest_connic.jsonsafe import json_text, parse_json
 from pytest_connic.project.sdk import AgentType
@@ -36,14 +36,42 @@ MAX_SCHEDULE = dt.timedelta(days=30)
 _DELAY_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
-def _payload_forms(payload: Any) -> tuple[Any, str]:
+class Started(TypedDict):
+    """What a fire-and-forget ``trigger_agent`` returns."""
+
+    run_id: str
+
+
+class _Outcome(TypedDict):
+    run_id: str
+    status: str
+    response: str | None
+
+
+class Outcome(_Outcome, total=False):
+    """What a waited ``trigger_agent`` returns: the child's status and response (``error`` when
+    it has one)."""
+
+    error: str
+
+
+class Scheduled(TypedDict):
+    """What ``trigger_agent_at`` returns."""
+
+    run_id: str
+    scheduled_at: str
+    status: Literal["scheduled"]
+
+
+def _payload_forms(payload: object) -> tuple[object, str]:
     """``payload`` (JSON-parsed when the parent passed a JSON string) and ``payload_raw``."""
     if isinstance(payload, str):
         return parse_json(payload), payload
     return copy.deepcopy(payload), ""
 
 
-def _check(inv: InvocationState, agent_name: Any, payload: Any) -> None:
+def _check(inv: InvocationState, agent_name: object, payload: object) -> str:
+    """``agent_name``, checked with the payload and the depth of the trigger chain."""
     agents = inv.services.project.agents
     if not isinstance(agent_name, str) or agent_name not in agents:
         known = ", ".join(sorted(agents))
@@ -53,9 +81,10 @@ def _check(inv: InvocationState, agent_name: Any, payload: Any) -> None:
     if inv.depth + 1 > MAX_DEPTH:
         raise ValueError(f"trigger chain deeper than {MAX_DEPTH} levels (agents triggering each other "
                          "in a loop?)")
+    return agent_name
 
 
-def _child(inv: InvocationState, agent_name: str, payload: Any, timeout: float | None) -> InvocationState:
+def _child(inv: InvocationState, agent_name: str, payload: object, timeout: float | None) -> InvocationState:
     """The child invocation; an LLM child takes its model now, so that cassette entries
     ``children.<agent>[i]`` follow the order of the triggers even when children overlap."""
     value = parse_json(payload) if isinstance(payload, str) else copy.deepcopy(payload)
@@ -87,19 +116,23 @@ def _adopt(inv: InvocationState, trigger: TriggerRecord, child: InvocationState)
 
 async def trigger_agent(
     inv: InvocationState,
-    agent_name: str,
-    payload: Any,
-    wait_for_response: bool = True,
-    timeout_seconds: int = 60,
-) -> dict[str, Any]:
-    """Run the child in-process. Waited: its outcome; fire-and-forget: only its run id."""
-    _check(inv, agent_name, payload)
-    if wait_for_response and (not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0):
-        raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
+    agent_name: object,
+    payload: object,
+    wait_for_response: object = True,
+    timeout_seconds: object = 60,
+) -> Outcome | Started:
+    """Run the child in-process. Waited: its outcome; fire-and-forget: only its run id.
+    The arguments are the caller's (a model's, user code's), checked here."""
+    agent_name = _check(inv, agent_name, payload)
+    timeout: float | None = None
+    if wait_for_response:
+        if not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
+            raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
+        timeout = float(timeout_seconds)
     parsed, raw = _payload_forms(payload)
     trigger = TriggerRecord(agent_name, "trigger_agent", bool(wait_for_response), parsed, raw)
     inv.record.triggers.append(trigger)
-    child = _child(inv, agent_name, payload, float(timeout_seconds) if wait_for_response else None)
+    child = _child(inv, agent_name, payload, timeout)
     if not wait_for_response:
         inv.background.append(asyncio.ensure_future(_in_background(inv, trigger, child)))
         return {"run_id": child.record.run_id}
@@ -119,12 +152,12 @@ async def _in_background(inv: InvocationState, trigger: TriggerRecord, child: In
         _adopt(inv, trigger, child)
 
 
-def _outcome(child: InvocationState, record: RunRecord) -> dict[str, Any]:
+def _outcome(child: InvocationState, record: RunRecord) -> Outcome:
     """What a waited ``trigger_agent`` returns to its caller."""
     timed_out = (record.status == "failed" and (record.error or "").startswith("run timed out")
                  and (child.timeout_label or "").startswith("timeout_seconds"))
     output = record.output_raw
-    result: dict[str, Any] = {
+    result: Outcome = {
         "run_id": record.run_id,
         "status": "timeout" if timed_out else record.status,
         "response": output if isinstance(output, str) or output is None else json_text(output, ensure_ascii=True),
@@ -134,7 +167,7 @@ def _outcome(child: InvocationState, record: RunRecord) -> dict[str, Any]:
     return result
 
 
-def _scheduled_for(delay: Any, unix_timestamp: Any, now: dt.datetime) -> dt.datetime:
+def _scheduled_for(delay: object, unix_timestamp: object, now: dt.datetime) -> dt.datetime:
     if (delay is None) == (unix_timestamp is None):
         raise ValueError("trigger_agent_at needs exactly one of delay or unix_timestamp")
     if delay is not None:
@@ -160,13 +193,14 @@ def _scheduled_for(delay: Any, unix_timestamp: Any, now: dt.datetime) -> dt.date
 
 async def trigger_agent_at(
     inv: InvocationState,
-    agent_name: str,
-    payload: Any,
-    delay: dict[str, float] | None = None,
-    unix_timestamp: float | None = None,
-) -> dict[str, Any]:
-    """Schedule a child: recorded (fire-and-forget in tests, https://connic.co/docs/v1/build/tools/orchestration), never run."""
-    _check(inv, agent_name, payload)
+    agent_name: object,
+    payload: object,
+    delay: object = None,
+    unix_timestamp: object = None,
+) -> Scheduled:
+    """Schedule a child: recorded (fire-and-forget in tests, https://connic.co/docs/v1/build/tools/orchestration), never
+    run. The arguments are the caller's, checked here (``delay``: ``{d, h, m, s}`` numbers)."""
+    agent_name = _check(inv, agent_name, payload)
     when = _scheduled_for(delay, unix_timestamp, inv.scope.wall_now())
     scheduled_at = when.isoformat(timespec="seconds").replace("+00:00", "Z")
     parsed, raw = _payload_forms(payload)

@@ -18,7 +18,7 @@ import contextvars
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -28,7 +28,7 @@ class _Frame:
     """A deadline being waited for, and the task that runs until it."""
 
     deadline: float
-    task: asyncio.Task[Any] | None = None
+    task: asyncio.Task[object] | None = None
     timed_out: bool = False
 
 
@@ -94,7 +94,7 @@ class RunClock:
                     frame.timed_out = True
                     task.cancel()
                     break
-                waits: set[asyncio.Future[Any]] = {task, self._moved_future()}
+                waits: set[asyncio.Future[T] | asyncio.Future[None]] = {task, self._moved_future()}
                 await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # cancelled from outside: the body goes with it
             task.cancel()

@@ -10,11 +10,12 @@ import base64
 import json
 import time
 import traceback
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypedDict
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import compile_expression
-from pytest_connic.jsonsafe import json_text, trace_data
+from pytest_connic.jsonsafe import JsonObject, json_text, trace_data
 from pytest_connic.models.base import CallFailed
 from pytest_connic.project.located import exception_text
 from pytest_connic.project.sdk import AbortTool, Tool, ToolFile, TransferCall
@@ -30,12 +31,24 @@ from pytest_connic.runtime.signals import PASS_THROUGH, RunAborted, RunFailed
 from pytest_connic.runtime.signatures import accepts_positional, takes_context
 from pytest_connic.runtime.state import CatalogEntry, InvocationState
 from pytest_connic.secrets import MASK
-from pytest_connic.usertb import for_record
+from pytest_connic.usertb import TracebackData, for_record
 
 DISCOVERY = ("search_tools", "use_tool")
 
+#: a part of a message's content: ``{"type": "text", "text"}`` or a file part
+#: (``{"type": "file", "mime_type", "data" | "uri", "name"?}``)
+Part = dict[str, str | None]
 
-async def call_middleware(inv: InvocationState, phase: str, func: Any, *args: Any) -> Any:
+
+class FoundTool(TypedDict):
+    """A tool as ``search_tools`` describes it to the model."""
+
+    name: str
+    description: str
+    parameters: JsonObject
+
+
+async def call_middleware(inv: InvocationState, phase: str, func: Callable[..., object], *args: object) -> object:
     """Run a middleware phase (the real one or its mock; https://connic.co/docs/v1/build/middleware): ``StopProcessing``
     passes through, any other exception fails the run."""
     try:
@@ -133,7 +146,7 @@ def _model_bytes(value: bytes | bytearray) -> str:
         return base64.b64encode(bytes(value)).decode("ascii")
 
 
-def _model_default(value: Any) -> Any:
+def _model_default(value: object) -> object:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _model_bytes(bytes(value))
     if isinstance(value, ToolFile):
@@ -141,7 +154,7 @@ def _model_default(value: Any) -> Any:
     return trace_data(value)
 
 
-def to_model_text(value: Any) -> str:
+def to_model_text(value: object) -> str:
     """A tool result as the model reads it: a string as is, anything else as JSON; bytes (such
     as ``file_read``'s ``content``) as their text when UTF-8, else base64. Never raises."""
     if isinstance(value, str):
@@ -149,10 +162,10 @@ def to_model_text(value: Any) -> str:
     return json_text(value, default=_model_default)  # a cycle, a huge int, odd keys, deep nesting
 
 
-def file_part(file: ToolFile) -> dict[str, Any]:
+def file_part(file: ToolFile) -> Part:
     """A ``ToolFile`` as a file part of a message, the shape user files have (``runtime/agents.py``
     ``user_message``): ``{"type": "file", "mime_type", "data"}`` (base64) or ``"uri"``, and ``name``."""
-    part: dict[str, Any] = {"type": "file", "mime_type": file.mime_type}
+    part: Part = {"type": "file", "mime_type": file.mime_type}
     if file.data is not None:
         part["data"] = base64.b64encode(file.data).decode("ascii")
     else:
@@ -162,13 +175,13 @@ def file_part(file: ToolFile) -> dict[str, Any]:
     return part
 
 
-def _file_summary(file: ToolFile) -> dict[str, Any]:
+def _file_summary(file: ToolFile) -> dict[str, dict[str, str | int]]:
     """A ``ToolFile`` in the trace: what it is, not its bytes."""
     return {"tool_file": {k: v for k, v in (("mime_type", file.mime_type), ("name", file.name),
                                             ("size_bytes", file.size_bytes), ("uri", file.uri)) if v is not None}}
 
 
-def _files_of(value: Any) -> list[Any] | None:
+def _files_of(value: object) -> list[object] | None:
     """The items of a result that carries files (one ``ToolFile``, or a list/tuple with some)."""
     if isinstance(value, ToolFile):
         return [value]
@@ -177,7 +190,7 @@ def _files_of(value: Any) -> list[Any] | None:
     return None
 
 
-def to_model_content(value: Any) -> str | list[dict[str, Any]]:
+def to_model_content(value: object) -> str | list[Part]:
     """A tool result as the next model turn gets it: text (:func:`to_model_text`), or, when it
     carries ``ToolFile`` objects, a list of parts: each file a file part, each other item of a
     returned list or tuple a text part, in order (Connic: "files alongside JSON and text")."""
@@ -193,7 +206,7 @@ _RAW_BYTES = ("the tool returned raw bytes, which Connic rejects because they do
 _NESTED_FILE = "a ToolFile must be the tool's result or an item of a returned list or tuple"
 
 
-def result_problem(value: Any) -> str | None:
+def result_problem(value: object) -> str | None:
     """Why Connic would refuse a custom tool's result, or None: raw ``bytes`` anywhere ("they
     do not identify a MIME type" [tools-and-python]), or a ``ToolFile`` anywhere but the result
     itself or an item of a returned list or tuple."""
@@ -208,7 +221,7 @@ def result_problem(value: Any) -> str | None:
     return None
 
 
-def _nested_problem(value: Any) -> str | None:
+def _nested_problem(value: object) -> str | None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _RAW_BYTES
     if isinstance(value, ToolFile):
@@ -231,7 +244,7 @@ class UserCodeError(ConnicError):
         self.exc = exc
 
 
-async def user_code(awaitable: Any) -> Any:
+async def user_code(awaitable: Awaitable[object]) -> object:
     """Await user code; its exceptions (other than control flow) become ``UserCodeError``."""
     try:
         return await awaitable
@@ -244,7 +257,7 @@ async def user_code(awaitable: Any) -> Any:
         raise UserCodeError(exc) from exc
 
 
-def _user_traceback(inv: InvocationState, exc: BaseException, origin: str | None = None) -> dict[str, Any] | None:
+def _user_traceback(inv: InvocationState, exc: BaseException, origin: str | None = None) -> TracebackData | None:
     """What the run record keeps of user code's traceback (``usertb.for_record``), masked."""
     return for_record(exc, inv.services.project.root, inv.services.masker.text, origin)
 
@@ -263,8 +276,8 @@ def internal_error(exc: BaseException, doing: str) -> RunAborted:
     )
 
 
-async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bool = False,
-                    via_discovery: bool = False) -> Any:
+async def call_tool(inv: InvocationState, name: str, arguments: object, *, body: bool = False,
+                    via_discovery: bool = False) -> object:
     """Dispatch one call; returns what the model reads back (a result or an error text, or the
     parts of a result that carries files: :func:`to_model_content`); with ``body``, the result.
 
@@ -281,7 +294,8 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
     inv.record.tool_calls.append(record)
     started = time.perf_counter()
     try:
-        result = await _pipeline(inv, _checked_call(catalog, name, entry, arguments), record, dict(arguments))
+        checked, params = _checked_call(catalog, name, entry, arguments)
+        result = await _pipeline(inv, checked, record, params)
     except (_ToolError, UserCodeError) as exc:
         return _failed_call(inv, record, exc, body=body)
     except PASS_THROUGH:
@@ -292,18 +306,21 @@ async def call_tool(inv: InvocationState, name: str, arguments: Any, *, body: bo
         record.duration_ms = (time.perf_counter() - started) * 1000
     if body:
         return result
-    return to_model_content(model_view(result) if entry is not None and entry.kind == "mcp" else result)
+    if entry is not None and entry.kind == "mcp" and isinstance(result, dict):  # an McpResult
+        return to_model_content(model_view(result))
+    return to_model_content(result)
 
 
 def _checked_call(catalog: dict[str, CatalogEntry], name: str, entry: CatalogEntry | None,
-                  arguments: Any) -> CatalogEntry:
-    """The entry a call names, with a JSON object for arguments: else the error the model reads."""
+                  arguments: object) -> tuple[CatalogEntry, dict[str, object]]:
+    """The entry a call names and a copy of its arguments, a JSON object: else the error the model
+    reads."""
     if entry is None:
         offered = ", ".join(sorted(catalog)) or "none"
         raise _ToolError(f"unknown tool '{name}'; this agent's tools: {offered}")
     if not isinstance(arguments, dict):
         raise _ToolError(f"invalid arguments for {entry.ref}: expected a JSON object, got {str(arguments)[:200]!r}")
-    return entry
+    return entry, dict(arguments)
 
 
 def _failed_call(inv: InvocationState, record: ToolCallRecord, exc: _ToolError | UserCodeError, *,
@@ -322,7 +339,7 @@ def _failed_call(inv: InvocationState, record: ToolCallRecord, exc: _ToolError |
 
 
 class _ToolError(ConnicError):
-    def __init__(self, message: str, traceback: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, traceback: TracebackData | None = None) -> None:
         super().__init__(message)
         self.message = message
         #: the user's traceback when a hook (or its mock) raised (``usertb.for_record``)
@@ -332,13 +349,13 @@ class _ToolError(ConnicError):
 class _Aborted(ConnicError):
     """An ``AbortTool`` and where it came from (for the trace)."""
 
-    def __init__(self, result: Any, origin: str) -> None:
+    def __init__(self, result: object, origin: str) -> None:
         super().__init__(origin)
         self.result = result
         self.origin = origin
 
 
-async def _pipeline(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+async def _pipeline(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, object]) -> object:
     try:
         decided = await gate(inv, entry, record, params)
     except ApprovalInputError as exc:  # the model called an approval input with bad arguments
@@ -369,7 +386,7 @@ async def _pipeline(inv: InvocationState, entry: CatalogEntry, record: ToolCallR
     return result
 
 
-def trace_result(value: Any) -> Any:
+def trace_result(value: object) -> object:
     """A tool result for the trace: :func:`trace_data`, files as what they are (not their bytes)."""
     items = _files_of(value)
     if items is None:
@@ -378,12 +395,13 @@ def trace_result(value: Any) -> Any:
     return summaries[0] if isinstance(value, ToolFile) else summaries
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(trace_data(value), ensure_ascii=False)
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-def _hook_func(inv: InvocationState, entry: CatalogEntry, hooks: Any, phase: str) -> tuple[Any, str | None]:
+def _hook_func(inv: InvocationState, entry: CatalogEntry, hooks: object,
+               phase: str) -> tuple[Callable[..., object] | None, str | None]:
     """The function for a hook phase (its mock, else the real hook) and the mock's name.
 
     A mock replaces only a phase that the agent's hooks file defines (https://connic.co/docs/v1/test/fixtures-and-mocks)."""
@@ -400,11 +418,12 @@ def _origin(phase: str, mock: str | None) -> str:
     return f"{phase} hook mock {mock}" if mock else f"{phase} hook"
 
 
-async def _before_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, params: dict[str, Any]) -> dict[str, Any]:
+async def _before_hook(inv: InvocationState, entry: CatalogEntry, hooks: object,
+                       params: dict[str, object]) -> dict[str, object]:
     func, mock = _hook_func(inv, entry, hooks, "before")
     if func is None:
         return params
-    args: tuple[Any, ...] = (entry.name, params, inv.context) if accepts_positional(func, 3) else (entry.name, params)
+    args: tuple[object, ...] = (entry.name, params, inv.context) if accepts_positional(func, 3) else (entry.name, params)
     inv.record.events.append(HookEvent(phase="before", tool=entry.ref, mock=mock))
     try:
         changed = await user_code(inv.scope.call(func, *args))
@@ -421,11 +440,12 @@ async def _before_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, pa
     return {**params, **changed}
 
 
-async def _after_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, params: dict[str, Any], result: Any) -> Any:
+async def _after_hook(inv: InvocationState, entry: CatalogEntry, hooks: object, params: dict[str, object],
+                      result: object) -> object:
     func, mock = _hook_func(inv, entry, hooks, "after")
     if func is None:
         return result
-    args: tuple[Any, ...] = (entry.name, params, result)
+    args: tuple[object, ...] = (entry.name, params, result)
     if accepts_positional(func, 4):
         args = (*args, inv.context)
     inv.record.events.append(HookEvent(phase="after", tool=entry.ref, mock=mock))
@@ -439,7 +459,8 @@ async def _after_hook(inv: InvocationState, entry: CatalogEntry, hooks: Any, par
     return result if changed is None else changed  # None = keep the result
 
 
-async def _execute(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+async def _execute(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord,
+                   params: dict[str, object]) -> object:
     try:
         if entry.kind == "custom":
             return await _custom(inv, entry, record, params)
@@ -459,7 +480,8 @@ async def _execute(inv: InvocationState, entry: CatalogEntry, record: ToolCallRe
         raise _Aborted(abort.result, origin) from None
 
 
-async def _custom(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord, params: dict[str, Any]) -> Any:
+async def _custom(inv: InvocationState, entry: CatalogEntry, record: ToolCallRecord,
+                  params: dict[str, object]) -> object:
     assert entry.tool is not None
     try:
         func, mock = inv.scope.mocks.choose(tool_ladder(entry.ref), "strict_mocks",
@@ -486,7 +508,7 @@ async def _custom(inv: InvocationState, entry: CatalogEntry, record: ToolCallRec
         raise
 
 
-async def _api(inv: InvocationState, entry: CatalogEntry, params: dict[str, Any]) -> Any:
+async def _api(inv: InvocationState, entry: CatalogEntry, params: dict[str, object]) -> object:
     """An ``api:`` tool: its real HTTP request (recorded or replayed); an HTTP error is the tool's
     error, which the model reads."""
     try:
@@ -495,7 +517,7 @@ async def _api(inv: InvocationState, entry: CatalogEntry, params: dict[str, Any]
         raise _ToolError(f"{entry.ref}: {exc}") from None
 
 
-def _search_tools(inv: InvocationState, params: dict[str, Any]) -> dict[str, Any]:
+def _search_tools(inv: InvocationState, params: Mapping[str, object]) -> dict[str, list[FoundTool]]:
     query = str(params.get("query", "")).lower()
     words = [w for w in query.replace("_", " ").split() if w]
     found = []
@@ -510,7 +532,7 @@ def _search_tools(inv: InvocationState, params: dict[str, Any]) -> dict[str, Any
     return {"tools": [{"name": e.name, "description": e.description, "parameters": e.parameters} for _, e in found]}
 
 
-async def _use_tool(inv: InvocationState, arguments: Any, record: ToolCallRecord) -> Any:
+async def _use_tool(inv: InvocationState, arguments: object, record: ToolCallRecord) -> object:
     """``use_tool``: the call of a discoverable tool is traced as that tool's call; a refused one
     is traced as the ``use_tool`` call itself, with the error the model reads."""
     args = arguments if isinstance(arguments, dict) else {}

@@ -16,8 +16,9 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
+from pytest_connic.jsonsafe import JsonObject
 from pytest_connic.models.base import CallFailed, CassetteError, ModelRequest
 from pytest_connic.project.load import ProjectError
 from pytest_connic.project.loaded import UserImportError
@@ -28,7 +29,7 @@ from pytest_connic.records.run import GuardrailRecord
 from pytest_connic.runtime.mocks import guardrail_ladder
 from pytest_connic.runtime.signals import RunAborted, RunFailed, UserCodeEnded
 from pytest_connic.runtime.state import InvocationState
-from pytest_connic.usertb import for_record, import_in, import_traceback, masked
+from pytest_connic.usertb import TracebackData, for_record, import_in, import_traceback, masked
 from pytest_connic.warnings import ConnicWarning, GuardrailNotEvaluatedWarning
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def pii_redact(rule: GuardrailRule, text: str) -> str:
     return text
 
 
-def _redact_value(rule: GuardrailRule, value: Any) -> Any:
+def _redact_value(rule: GuardrailRule, value: object) -> object:
     if isinstance(value, str):
         return pii_redact(rule, value)
     if isinstance(value, list):
@@ -165,7 +166,7 @@ def regex_patterns(rule: GuardrailRule) -> list[tuple[str, str | None]]:
     Connic's key is ``config.patterns``: a list of ``{pattern, message}`` entries (plain
     strings are accepted too); a single ``config.pattern`` is a local shorthand.
     """
-    entries: list[Any] = list(rule.config.get("patterns") or [])
+    entries: list[object] = list(rule.config.get("patterns") or [])
     if rule.config.get("pattern"):
         entries.insert(0, {"pattern": rule.config["pattern"], "message": rule.config.get("message")})
     out = []
@@ -192,7 +193,7 @@ def regex_violation(rule: GuardrailRule, text: str) -> tuple[str, str | None] | 
 # --------------------------------------------------------------------------- evaluation
 
 
-def as_result(value: Any, source: str) -> GuardrailResult:
+def as_result(value: object, source: str) -> GuardrailResult:
     """A ``GuardrailResult`` from what a check returned (a result, a bool, or a dict of its fields)."""
     if isinstance(value, GuardrailResult):
         return value
@@ -204,7 +205,7 @@ def as_result(value: Any, source: str) -> GuardrailResult:
 
 
 async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str,
-                  text: str) -> tuple[GuardrailResult, str | None, dict[str, Any] | None]:
+                  text: str) -> tuple[GuardrailResult, str | None, TracebackData | None]:
     """The check's result, the mock that gave it, and the user's traceback when the check raised."""
     name = rule.name or ""
     try:  # the real file must load, mocked or not (https://connic.co/docs/v1/test/fixtures-and-mocks)
@@ -233,7 +234,7 @@ async def _custom(inv: InvocationState, rule: GuardrailRule, direction: str,
     return as_result(result, mock_name or f"guardrails/{name}.py::check"), mock_name, None
 
 
-def _not_loaded(inv: InvocationState, direction: str, exc: Exception, trace: dict[str, Any] | None) -> RunAborted:
+def _not_loaded(inv: InvocationState, direction: str, exc: Exception, trace: TracebackData | None) -> RunAborted:
     """A custom guardrail whose module could not be loaded: the run aborts with its import's
     traceback (masked), whichever process loaded it."""
     return RunAborted(f"{exc} ({direction} guardrail of agent '{inv.config.name}')",
@@ -299,7 +300,14 @@ def message_of(inv: InvocationState) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
 
 
-def parse_judgement(text: str | None) -> dict[str, Any]:
+class Judgement(TypedDict):
+    """A judge model's verdict on a model-based guardrail."""
+
+    passed: bool
+    reason: str | None
+
+
+def parse_judgement(text: str | None) -> Judgement:
     """``{"passed": bool, "reason": str | None}`` from a judge model's answer (JSON, possibly in a
     code fence); ``CallFailed`` when it is not one."""
     raw = (text or "").strip()
@@ -322,8 +330,8 @@ def parse_judgement(text: str | None) -> dict[str, Any]:
 
 
 def _judge_call(inv: InvocationState, rule: GuardrailRule, direction: str, text: str,
-                model: str) -> Callable[[], Awaitable[Any]]:
-    async def call() -> Any:
+                model: str) -> Callable[[], Awaitable[Judgement]]:
+    async def call() -> Judgement:
         from pytest_connic.models.live import LiteLLMModel
 
         judge = LiteLLMModel(aliases=inv.services.hosted.aliases(), masker=inv.services.masker)
@@ -394,18 +402,18 @@ async def _model_based(inv: InvocationState, rule: GuardrailRule, direction: str
     return GuardrailResult(passed=judgement["passed"], message=None if reason is None else str(reason))
 
 
-def _refusal(message: str) -> Callable[[], Awaitable[Any]]:
+def _refusal(message: str) -> Callable[[], Awaitable[Judgement]]:
     """A judge call that ends the run: the recording of a run that ends so is broken, not written."""
 
-    async def call() -> Any:
+    async def call() -> Judgement:
         raise RunAborted(message)
 
     return call
 
 
-def jsonsafe_config(rule: GuardrailRule) -> dict[str, Any]:
+def jsonsafe_config(rule: GuardrailRule) -> JsonObject:
     """The rule's ``config`` as it goes into a recorded call's arguments."""
-    data: dict[str, Any] = json.loads(json.dumps(rule.config, default=str))
+    data: JsonObject = json.loads(json.dumps(rule.config, default=str))
     return data
 
 
@@ -522,7 +530,7 @@ def fail_if_asked(blocked: str) -> None:
         raise RunFailed(str(blocked), keep_output=True)
 
 
-def redacted_output(inv: InvocationState, output: Any) -> Any:
+def redacted_output(inv: InvocationState, output: object) -> object:
     """The output with the findings of redact-mode output rules replaced (strings, also nested)."""
     config = inv.config.guardrails
     if not config:

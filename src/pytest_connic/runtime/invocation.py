@@ -7,8 +7,8 @@ input guardrails → middleware ``before`` → agent (llm loop / tool / sequenti
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from pytest_connic.jsonsafe import json_text
 from pytest_connic.models.base import CassetteError, ProviderError
@@ -32,7 +32,7 @@ from pytest_connic.runtime.state import CURRENT, InvocationState, RunScope
 from pytest_connic.usertb import import_traceback, masked
 
 
-def output_text(value: Any) -> str:
+def output_text(value: object) -> str:
     """The string form of an output, as ``after`` middleware and guardrails see it."""
     if value is None:
         return ""
@@ -48,8 +48,8 @@ class Invocation:
         self,
         scope: RunScope,
         agent_name: str,
-        payload: Any,
-        files: list[dict[str, str]] | None = None,
+        payload: object,
+        files: Sequence[object] | None = None,
         *,
         root: bool,
         depth: int = 0,
@@ -174,7 +174,7 @@ async def _body(inv: InvocationState) -> None:
         _end(inv, "awaiting_approval", error=str(exc) or None)
 
 
-def _end(inv: InvocationState, status: RunStatus, *, output: Any = None, error: str | None = None) -> None:
+def _end(inv: InvocationState, status: RunStatus, *, output: object = None, error: str | None = None) -> None:
     inv.record.status = status
     inv.record.error = error
     inv.record.output_raw = output if status in ("completed", "blocked") else None
@@ -213,7 +213,7 @@ def _token_usage(inv: InvocationState) -> None:
     inv.context["duration_ms"] = round(_elapsed_ms(inv))
 
 
-async def _operation(inv: InvocationState, content: dict[str, Any]) -> Any:
+async def _operation(inv: InvocationState, content: object) -> object:
     """The agent body, with the operation retries of a tool or sequential agent (``retry_options``:
     up to ``attempts`` in all, a backoff delay on the run's clock before each retry, ``before``
     re-run on the original content with ``rerun_middleware``, ``context["retry_attempt"]`` the
@@ -249,15 +249,16 @@ async def _operation(inv: InvocationState, content: dict[str, Any]) -> Any:
                 content = await _before(inv, content_parts(inv.delivered))
 
 
-async def _agent_body(inv: InvocationState, content: dict[str, Any]) -> Any:
+async def _agent_body(inv: InvocationState, content: object) -> object:
+    if inv.config.type == AgentType.SEQUENTIAL:  # its stages get the payload, not the content
+        return await run_sequential(inv)
+    assert isinstance(content, Mapping)  # checked where before middleware returned it
     if inv.config.type == AgentType.TOOL:
         return await run_tool_agent(inv, content)
-    if inv.config.type == AgentType.SEQUENTIAL:
-        return await run_sequential(inv)
     return await run_llm(inv, content)
 
 
-def _phase(inv: InvocationState, phase: str) -> tuple[Any, str | None]:
+def _phase(inv: InvocationState, phase: str) -> tuple[Callable[..., object] | None, str | None]:
     """The function to run for a middleware phase: (func, mock name) or (None, None)."""
     real = getattr(inv.middleware, phase, None) if inv.middleware else None
     if real is None:
@@ -267,7 +268,9 @@ def _phase(inv: InvocationState, phase: str) -> tuple[Any, str | None]:
         lambda tried: f"middleware {phase} of agent '{inv.config.name}' has no mock ({tried})", real)
 
 
-async def _before(inv: InvocationState, content: dict[str, Any]) -> dict[str, Any]:
+async def _before(inv: InvocationState, content: Mapping[str, object]) -> object:
+    """The content after ``before`` middleware: a mapping, except for a sequential agent, whose
+    stages get the payload and which leaves the content unread."""
     func, mock = _phase(inv, "before")
     if func is None:
         return content
@@ -275,10 +278,13 @@ async def _before(inv: InvocationState, content: dict[str, Any]) -> dict[str, An
     inv.record.events.append(MiddlewareEvent(phase="before", mock=mock))
     if result is None:
         raise RunFailed(f"middleware before of agent '{inv.config.name}' returned None; it must return the content")
-    return result  # type: ignore[no-any-return]
+    if not isinstance(result, Mapping) and inv.config.type != AgentType.SEQUENTIAL:
+        raise RunFailed(f"middleware before of agent '{inv.config.name}' returned {type(result).__name__}; it must "
+                        "return the content (a dict with role and parts)")
+    return result
 
 
-async def _after(inv: InvocationState, output: Any) -> Any:
+async def _after(inv: InvocationState, output: object) -> object:
     func, mock = _phase(inv, "after")
     if func is None:
         return output

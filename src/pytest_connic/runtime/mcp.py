@@ -25,16 +25,17 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_connic.models.base import CallFailed
+from pytest_connic.project.sdk import McpServerConfig
 from pytest_connic.records.events import McpSkippedEvent, McpToolsEvent
 from pytest_connic.runtime import mcp_client
 from pytest_connic.runtime.dispatch import condition_holds, tool_catalog
-from pytest_connic.runtime.mcp_calls import ENV, McpConnection, label, resolved
+from pytest_connic.runtime.mcp_calls import ENV, label, resolved
 from pytest_connic.runtime.signals import RunAborted, RunFailed
-from pytest_connic.runtime.state import CatalogEntry, InvocationState
+from pytest_connic.runtime.state import CatalogEntry, InvocationState, McpConnection
 
 _CONTEXT = re.compile(r"\$\{context\.([^}]*)\}")
 
@@ -57,7 +58,7 @@ def server_location(inv: InvocationState, name: str) -> str:
     return source
 
 
-def resolve_context(text: str, context: dict[str, Any], label: str, header: str) -> str:
+def resolve_context(text: str, context: Mapping[str, object], label: str, header: str) -> str:
     """``${context.<dotted.path>}`` from the run context, strictly as Connic does: a missing key
     (``KeyError``), a ``None`` value (``ValueError``) or a ``_``-prefixed key fail the run."""
 
@@ -70,7 +71,7 @@ def resolve_context(text: str, context: dict[str, Any], label: str, header: str)
         reserved = next((k for k in keys if k.startswith("_")), None)
         if reserved is not None:
             raise RunFailed(f"{where}: keys starting with '_' are reserved and not interpolable ('{reserved}')")
-        value: Any = context
+        value: object = context
         for n, key in enumerate(keys):
             if not isinstance(value, dict) or key not in value:
                 missing = ".".join(keys[: n + 1])
@@ -84,9 +85,11 @@ def resolve_context(text: str, context: dict[str, Any], label: str, header: str)
     return _CONTEXT.sub(sub, text)
 
 
-def _skip(inv: InvocationState, server: Any, label: str, error: str, note: str = "") -> None:
+def _skip(inv: InvocationState, server: McpServerConfig, label: str, error: str, note: str = "") -> None:
     """An optional server that cannot be reached: ``context["mcp_errors"]``, an event, a warning."""
-    inv.context.setdefault("mcp_errors", []).append({"server": server.name, "error": error})
+    errors = inv.context.setdefault("mcp_errors", [])
+    if isinstance(errors, list):  # what before middleware put there otherwise is the user's
+        errors.append({"server": server.name, "error": error})
     inv.record.events.append(McpSkippedEvent(name=f"mcp server '{server.name}' skipped (optional): {error}",
                                              server=server.name, error=error))
     inv.services.host.warn_once(
@@ -140,7 +143,7 @@ async def connect_servers(inv: InvocationState) -> None:
         _add_tools(inv, catalog, server, named, tools)
 
 
-async def _list(inv: InvocationState, connection: McpConnection, label: str) -> Any:
+async def _list(inv: InvocationState, connection: McpConnection, label: str) -> list[mcp_client.ToolInfo]:
     url, headers = resolved(inv, connection, label)
     try:
         return await mcp_client.list_tools(url, headers, inv.remaining_s())
@@ -148,8 +151,8 @@ async def _list(inv: InvocationState, connection: McpConnection, label: str) -> 
         raise RunAborted(f"{label}: {exc}") from None
 
 
-def _add_tools(inv: InvocationState, catalog: dict[str, CatalogEntry], server: Any, label: str,
-               tools: list[dict[str, Any]]) -> None:
+def _add_tools(inv: InvocationState, catalog: dict[str, CatalogEntry], server: McpServerConfig, label: str,
+               tools: list[mcp_client.ToolInfo]) -> None:
     wanted = server.tools
     offered = [t["name"] for t in tools]
     if wanted is not None:

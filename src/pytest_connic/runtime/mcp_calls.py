@@ -1,30 +1,19 @@
 """One call of an MCP tool (``runtime/dispatch.py`` ``_execute``) and what it needs of a
-connected server (:class:`McpConnection`, set up by ``runtime/mcp.py`` ``connect_servers``)."""
+connected server (:class:`~pytest_connic.runtime.state.McpConnection`, set up by ``runtime/mcp.py`` ``connect_servers``)."""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
 
 from pytest_connic.models.base import CassetteError
 from pytest_connic.runtime import mcp_client
 from pytest_connic.runtime.mocks import tool_ladder
 from pytest_connic.runtime.signals import RunAborted
-from pytest_connic.runtime.state import CatalogEntry, InvocationState
+from pytest_connic.runtime.state import CatalogEntry, InvocationState, McpConnection
 
 ENV = re.compile(r"\$\{(?!context\.)([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-@dataclass
-class McpConnection:
-    """A connected server of one invocation: what its calls need."""
-
-    name: str
-    url: str  #: ``${VAR}`` still unresolved (resolved when really contacted)
-    headers: dict[str, str]  #: ``${context.*}`` resolved, ``${VAR}`` still unresolved
-    where: str  #: "agents/x.yaml:12" (the server's entry)
 
 
 def label(inv: InvocationState, where: str, name: str) -> str:
@@ -56,16 +45,17 @@ def resolved(inv: InvocationState, connection: McpConnection, label: str) -> tup
     return url, headers
 
 
-def model_view(result: dict[str, Any]) -> dict[str, Any]:
+def model_view(result: Mapping[str, object]) -> dict[str, object]:
     """An MCP tool's result as the model reads it: the MCP ``CallToolResult`` as JSON
     (``content``, ``isError``, ``structuredContent``), as Connic hands it to the model."""
-    view: dict[str, Any] = {"content": result.get("parts", []), "isError": bool(result.get("is_error"))}
+    view: dict[str, object] = {"content": result.get("parts", []), "isError": bool(result.get("is_error"))}
     if "structured_content" in result:
         view["structuredContent"] = result["structured_content"]
     return view
 
 
-async def call_mcp_tool(inv: InvocationState, entry: CatalogEntry, params: dict[str, Any]) -> dict[str, Any]:
+async def call_mcp_tool(inv: InvocationState, entry: CatalogEntry,
+                        params: dict[str, object]) -> mcp_client.McpResult:
     """One call of an MCP tool: recorded, replayed, or live. Returns the ``result`` binding's
     shape (:func:`mcp_client.result_value`); a transport failure raises ``CallFailed`` (the model
     reads it as the tool's error)."""
@@ -80,7 +70,7 @@ async def call_mcp_tool(inv: InvocationState, entry: CatalogEntry, params: dict[
                          "tools cannot be mocked on Connic (only custom file tools can): remove the mock, or "
                          "record the server's answers in the cassette (docs/mcp-and-api-tools.md)")
 
-    async def call() -> Any:
+    async def call() -> mcp_client.CallAnswer:
         url, headers = resolved(inv, connection, named)
         try:
             return await mcp_client.call_tool(url, headers, entry.name, params, inv.remaining_s())

@@ -20,21 +20,77 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-from typing import Any
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from types import ModuleType, TracebackType
+from typing import Protocol, TypedDict, TypeVar
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.jsonsafe import JsonObject, JsonValue
 from pytest_connic.models.base import CallFailed
 
 INSTALL = "pip install pytest-connic[mcp]"
 #: seconds a connection and its handshake may take at most (the run's own deadline may be shorter)
 CONNECT_TIMEOUT_S = 30.0
 
+_T = TypeVar("_T")
+
 
 class McpMissing(ConnicError):
     """The ``mcp`` package is not installed and a run needs a live MCP server."""
 
 
-def _sdk() -> tuple[Any, Any, Any]:
+class ToolInfo(TypedDict):
+    """One tool of a server's list, as recorded."""
+
+    name: str
+    description: str
+    input_schema: JsonObject
+
+
+class _McpResult(TypedDict):
+    is_error: bool
+    parts: list[JsonValue]
+
+
+class McpResult(_McpResult, total=False):
+    """A call's result as the ``result`` binding, the trace and the model see it."""
+
+    structured_content: JsonValue
+
+
+class _CallAnswer(TypedDict):
+    content: JsonValue
+    is_error: bool
+
+
+class CallAnswer(_CallAnswer, total=False):
+    """A call's result as the server answered it (and the cassette records it)."""
+
+    structured_content: JsonValue
+
+
+class _Dumpable(Protocol):
+    """An answer of the ``mcp`` SDK: a pydantic model."""
+
+    def model_dump(self, *, mode: str, by_alias: bool, exclude_none: bool) -> JsonObject: ...
+
+
+class _Session(Protocol):
+    """What this module uses of the ``mcp`` SDK's ``ClientSession``."""
+
+    async def initialize(self) -> object: ...
+
+    async def list_tools(self, *args: object, **kwargs: object) -> _Dumpable: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, object]) -> _Dumpable: ...
+
+
+#: a transport's context manager: it yields the read and write streams (and more, by release)
+_Streams = AbstractAsyncContextManager[tuple[object, ...]]
+
+
+def _sdk() -> tuple[Callable[[object, object], AbstractAsyncContextManager[_Session]], ModuleType, ModuleType]:
     """(ClientSession, the transport module, mcp.types), or ``McpMissing``."""
     try:
         session = importlib.import_module("mcp.client.session")
@@ -46,7 +102,7 @@ def _sdk() -> tuple[Any, Any, Any]:
     return session.ClientSession, transport, types
 
 
-def _open(transport: Any, url: str, headers: dict[str, str]) -> Any:
+def _open(transport: ModuleType, url: str, headers: dict[str, str]) -> _Streams:
     """The Streamable HTTP transport's context manager, whichever ``mcp`` release is installed:
     ``streamable_http_client(url, http_client=...)`` (recent releases, headers on the HTTP
     client) or ``streamablehttp_client(url, headers=...)`` (1.8 and later)."""
@@ -55,17 +111,19 @@ def _open(transport: Any, url: str, headers: dict[str, str]) -> Any:
         httpx_utils = importlib.import_module("mcp.shared._httpx_utils")
         client = httpx_utils.create_mcp_http_client(headers=headers or None)
         return _OwnedClient(modern, url, client)
-    return transport.streamablehttp_client(url, headers=headers or None)
+    streams: _Streams = transport.streamablehttp_client(url, headers=headers or None)
+    return streams
 
 
 class _OwnedClient:
     """``streamable_http_client`` over an HTTP client this module opens and closes."""
 
-    def __init__(self, factory: Any, url: str, client: Any) -> None:
+    def __init__(self, factory: Callable[..., _Streams], url: str,
+                 client: AbstractAsyncContextManager[object]) -> None:
         self.factory, self.url, self.client = factory, url, client
-        self._inner: Any = None
+        self._inner: _Streams | None = None
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self) -> tuple[object, ...]:
         await self.client.__aenter__()
         try:
             self._inner = self.factory(self.url, http_client=self.client)
@@ -74,10 +132,11 @@ class _OwnedClient:
             await self.client.__aexit__(None, None, None)
             raise
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        traceback: TracebackType | None) -> None:
         try:
             if self._inner is not None:
-                await self._inner.__aexit__(*exc)
+                await self._inner.__aexit__(exc_type, exc, traceback)
         finally:
             await self.client.__aexit__(None, None, None)
 
@@ -100,15 +159,15 @@ def _reason(exc: BaseException) -> str:
     return f"{type(leaf).__name__}: {text}" if type(leaf).__name__ not in text else text
 
 
-def _dump(value: Any) -> Any:
+def _dump(value: _Dumpable) -> JsonObject:
     return value.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 async def _session_do(url: str, headers: dict[str, str], timeout_s: float | None, what: str,
-                      work: Any) -> Any:
+                      work: Callable[[_Session, ModuleType], Awaitable[_T]]) -> _T:
     client_session, transport, types = _sdk()
 
-    async def run() -> Any:
+    async def run() -> _T:
         async with _open(transport, url, headers) as streams:
             read, write = streams[0], streams[1]
             async with client_session(read, write) as session:
@@ -126,11 +185,11 @@ async def _session_do(url: str, headers: dict[str, str], timeout_s: float | None
         raise CallFailed(f"{what} at {url} failed: {_reason(exc)}") from None
 
 
-async def list_tools(url: str, headers: dict[str, str], timeout_s: float | None = None) -> list[dict[str, Any]]:
+async def list_tools(url: str, headers: dict[str, str], timeout_s: float | None = None) -> list[ToolInfo]:
     """The server's tools (every page of ``tools/list``) as JSON: ``[{name, description, input_schema}]``."""
 
-    async def work(session: Any, types: Any) -> list[dict[str, Any]]:
-        tools: list[dict[str, Any]] = []
+    async def work(session: _Session, types: ModuleType) -> list[ToolInfo]:
+        tools: list[ToolInfo] = []
         cursor: str | None = None
         for _ in range(1000):  # a server that pages forever
             if cursor is None:
@@ -140,43 +199,50 @@ async def list_tools(url: str, headers: dict[str, str], timeout_s: float | None 
             else:
                 page = await session.list_tools(cursor=cursor)  # 1.x up to the params form
             data = _dump(page)
-            for tool in data.get("tools") or []:
-                tools.append({"name": tool.get("name", ""), "description": tool.get("description") or "",
-                              "input_schema": tool.get("inputSchema") or {"type": "object"}})
-            cursor = data.get("nextCursor")
+            listed = data.get("tools")
+            for tool in listed if isinstance(listed, list) else []:
+                if isinstance(tool, dict):  # pydantic's dump of a ``Tool``
+                    tools.append(_tool_info(tool))
+            following = data.get("nextCursor")
+            cursor = following if isinstance(following, str) else None
             if not cursor:
                 break
         return tools
 
-    result: list[dict[str, Any]] = await _session_do(url, headers, timeout_s, "listing the tools", work)
-    return result
+    return await _session_do(url, headers, timeout_s, "listing the tools", work)
 
 
-async def call_tool(url: str, headers: dict[str, str], name: str, arguments: dict[str, Any],
-                    timeout_s: float | None = None) -> dict[str, Any]:
+def _tool_info(tool: JsonObject) -> ToolInfo:
+    """A tool of ``tools/list`` (MCP's JSON) as this module records it."""
+    name, description, schema = tool.get("name", ""), tool.get("description"), tool.get("inputSchema")
+    return {"name": str(name), "description": str(description or ""),
+            "input_schema": schema if isinstance(schema, dict) and schema else {"type": "object"}}
+
+
+async def call_tool(url: str, headers: dict[str, str], name: str, arguments: dict[str, object],
+                    timeout_s: float | None = None) -> CallAnswer:
     """One ``tools/call`` as JSON: ``{"content": [...], "is_error": bool[, "structured_content"]}``."""
 
-    async def work(session: Any, types: Any) -> dict[str, Any]:
+    async def work(session: _Session, types: ModuleType) -> CallAnswer:
         data = _dump(await session.call_tool(name, arguments))
-        result: dict[str, Any] = {"content": data.get("content") or [], "is_error": bool(data.get("isError"))}
+        result: CallAnswer = {"content": data.get("content") or [], "is_error": bool(data.get("isError"))}
         if data.get("structuredContent") is not None:
             result["structured_content"] = data["structuredContent"]
         return result
 
-    result: dict[str, Any] = await _session_do(url, headers, timeout_s, f"calling the tool '{name}'", work)
-    return result
+    return await _session_do(url, headers, timeout_s, f"calling the tool '{name}'", work)
 
 
 class BadRecording(ConnicError):
     """A recorded (or hand-written) answer that does not have the documented shape."""
 
 
-def tools_value(value: Any) -> list[dict[str, Any]]:
+def tools_value(value: object) -> list[ToolInfo]:
     """A tool list as recorded, checked: each tool ``{name, description?, input_schema?}``
     (``inputSchema``, MCP's own spelling, is read too)."""
     if not isinstance(value, list):
         raise BadRecording(f"a tool list must be a list of tools, found {type(value).__name__}")
-    tools = []
+    tools: list[ToolInfo] = []
     for n, tool in enumerate(value):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
             raise BadRecording(f"tool {n} of the list must be a mapping with a 'name', found {tool!r:.100}")
@@ -188,7 +254,7 @@ def tools_value(value: Any) -> list[dict[str, Any]]:
     return tools
 
 
-def result_value(value: Any) -> dict[str, Any]:
+def result_value(value: object) -> McpResult:
     """A recorded call result as the ``result`` binding sees it: ``{"is_error", "parts"}`` (and
     ``"structured_content"``). A hand-written text result becomes one text part."""
     if isinstance(value, str):
@@ -200,7 +266,7 @@ def result_value(value: Any) -> dict[str, Any]:
         content = [{"type": "text", "text": content}]
     if not isinstance(content, list):
         raise BadRecording("the 'content' of a call result must be a list of MCP content blocks")
-    result: dict[str, Any] = {"is_error": bool(value.get("is_error", value.get("isError", False))),
+    result: McpResult = {"is_error": bool(value.get("is_error", value.get("isError", False))),
                               "parts": content}
     structured = value.get("structured_content", value.get("structuredContent"))
     if structured is not None:

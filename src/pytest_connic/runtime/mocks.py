@@ -13,14 +13,15 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Literal, Union
 
 import jsonschema
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.jsonsafe import JsonObject, JsonValue
 from pytest_connic.project.located import exception_text, user_location
 from pytest_connic.runtime.signals import RunAborted
 from pytest_connic.usertb import import_failure
@@ -147,7 +148,7 @@ class Resolved:
     """A mock function found on a ladder."""
 
     name: str
-    func: Callable[..., Any]
+    func: Callable[..., object]
 
 
 class MockSet:
@@ -181,7 +182,7 @@ class MockSet:
         return None
 
     def choose(self, names: list[str], flag: str, missing: Callable[[str], str],
-               real: Callable[..., Any] | None) -> tuple[Callable[..., Any] | None, str | None]:
+               real: Callable[..., object] | None) -> tuple[Callable[..., object] | None, str | None]:
         """The one resolution of user code a case can mock: the first mock of ``names`` (a
         ladder: :func:`tool_ladder`, :func:`guardrail_ladder`, ``middleware_<phase>``) as
         ``(mock, its name)``; else, when the case sets the strict ``flag``, ``RunAborted`` with
@@ -194,11 +195,11 @@ class MockSet:
         return real, None
 
 
-_BASIC: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
+_BASIC: dict[object, str] = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
                           dict: "object", type(None): "null"}
 
 
-def argument_schema(annotation: Any) -> dict[str, Any]:
+def argument_schema(annotation: object) -> JsonObject:
     """The JSON schema a mocked call's argument must meet, from the parameter's type hint.
 
     The SDK's mapping (``ProjectLoader._type_to_schema``) where it is exact; where the SDK
@@ -211,7 +212,7 @@ def argument_schema(annotation: Any) -> dict[str, Any]:
     if origin is Literal:
         return {"enum": list(args)}
     if origin is Union or origin is types.UnionType:
-        options = [argument_schema(a) for a in args]
+        options: list[JsonValue] = [argument_schema(a) for a in args]
         return {} if {} in options else {"anyOf": options}
     if origin is list:
         items = argument_schema(args[0]) if args else {}
@@ -222,7 +223,7 @@ def argument_schema(annotation: Any) -> dict[str, Any]:
     return {}
 
 
-def _hints(func: Callable[..., Any] | None) -> dict[str, Any] | None:
+def _hints(func: Callable[..., object] | None) -> dict[str, object] | None:
     if func is None:
         return None
     try:
@@ -237,7 +238,7 @@ def _hints(func: Callable[..., Any] | None) -> dict[str, Any] | None:
 
 
 def signature_errors(
-    params: dict[str, Any], schema: dict[str, Any], func: Callable[..., Any] | None = None
+    params: Mapping[str, object], schema: Mapping[str, object], func: Callable[..., object] | None = None
 ) -> list[str]:
     """How a mocked call's arguments miss the real tool's signature: a missing required
     argument, an unknown one, or a value of the wrong type (https://connic.co/docs/v1/test/fixtures-and-mocks).
@@ -247,8 +248,9 @@ def signature_errors(
     """
     if not isinstance(params, dict):
         return [f"arguments must be an object, got {type(params).__name__}"]
-    properties = schema.get("properties") or {}
-    required = schema.get("required") or []
+    declared, needed = schema.get("properties"), schema.get("required")
+    properties = declared if isinstance(declared, dict) else {}
+    required = needed if isinstance(needed, list) else []
     hints = _hints(func)
     errors = [f"missing required argument '{name}'" for name in required if name not in params]
     errors += [

@@ -14,7 +14,6 @@ nothing in any validator and are dropped without a word.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import jsonschema
 
@@ -29,7 +28,7 @@ ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "examples", "rea
                          "deprecated"})
 
 
-def connic_subset(schema: Any) -> tuple[dict[str, Any], list[str]]:
+def connic_subset(schema: object) -> tuple[dict[str, object], list[str]]:
     """``schema`` reduced to the keywords Connic enforces (``nullable`` turned into "or null"),
     and the dropped keywords as ``path: keyword`` (``<root>`` for the top level), in order."""
     dropped: list[str] = []
@@ -37,10 +36,10 @@ def connic_subset(schema: Any) -> tuple[dict[str, Any], list[str]]:
     return (reduced if isinstance(reduced, dict) else {}), dropped
 
 
-def _reduce(schema: Any, path: str, dropped: list[str]) -> Any:
+def _reduce(schema: object, path: str, dropped: list[str]) -> object:
     if not isinstance(schema, Mapping):
         return schema  # a boolean schema (true/false) means the same everywhere
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in schema.items():
         if key in ANNOTATIONS:
             continue
@@ -68,7 +67,7 @@ def _join(path: str, key: str) -> str:
     return key if path == "<root>" else f"{path}.{key}"
 
 
-def first_error(schema: dict[str, Any], value: Any) -> tuple[str, str] | None:
+def first_error(schema: Mapping[str, object], value: object) -> tuple[str, str] | None:
     """The most relevant violation of ``schema`` (already reduced) by ``value`` as
     ``(where, message)``, or None when it conforms. Raises ``jsonschema.SchemaError`` for a
     schema that is not valid JSON Schema."""

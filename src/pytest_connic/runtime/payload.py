@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.jsonsafe import json_text, parse_json
@@ -42,7 +42,7 @@ def load_fixtures(project_root: Path, names: list[str]) -> list[dict[str, str]]:
     return out
 
 
-def deliver(payload: Any, files: list[dict[str, str]]) -> dict[str, Any]:
+def deliver(payload: object, files: Sequence[object]) -> dict[str, object]:
     """The delivered payload (``context["payload"]``): a JSON object's keys, else
     ``{message: <string>}``; attached files sit next to them under ``files``."""
     value = parse_json(payload) if isinstance(payload, str) else payload
@@ -60,12 +60,12 @@ def deliver(payload: Any, files: list[dict[str, str]]) -> dict[str, Any]:
     return delivered
 
 
-def is_attachments(value: Any) -> bool:
+def is_attachments(value: object) -> bool:
     """Whether ``value`` is a ``files`` list of attachments (``{data, mime_type[, name]}`` entries)."""
     return isinstance(value, list) and all(isinstance(f, dict) and "data" in f for f in value)
 
 
-def message_text(delivered: dict[str, Any]) -> str:
+def message_text(delivered: Mapping[str, object]) -> str:
     """What the model reads: a ``{message[, files]}`` payload is its message text;
     anything richer is JSON text without the attached ``files`` (they travel as binary
     parts). A ``files`` key that holds something else is ordinary data and stays."""
@@ -75,10 +75,11 @@ def message_text(delivered: dict[str, Any]) -> str:
     return json_text(rest)  # a builder's payload may hold a cycle, a huge int, ...
 
 
-def content_parts(delivered: dict[str, Any]) -> dict[str, Any]:
+def content_parts(delivered: Mapping[str, object]) -> dict[str, object]:
     """The user content middleware ``before`` receives: ``{role, parts}`` with text and binary parts."""
-    parts: list[dict[str, Any]] = [{"text": message_text(delivered)}]
-    for entry in delivered.get("files") or []:
+    parts: list[dict[str, object]] = [{"text": message_text(delivered)}]
+    files = delivered.get("files")
+    for entry in files if isinstance(files, (list, tuple)) else []:
         if isinstance(entry, dict) and "data" in entry:
             try:
                 data = base64.b64decode(entry["data"])
@@ -88,7 +89,7 @@ def content_parts(delivered: dict[str, Any]) -> dict[str, Any]:
     return {"role": "user", "parts": parts}
 
 
-def tool_agent_payload(delivered: dict[str, Any], original: Any) -> dict[str, Any]:
+def tool_agent_payload(delivered: dict[str, object], original: object) -> dict[str, object]:
     """The ``payload=`` argument of a tool agent's body: a JSON object as-is, other
     decoded JSON values as ``{"input": value}``, plain text as ``{"message": text}``."""
     value = parse_json(original) if isinstance(original, str) else original
@@ -96,7 +97,7 @@ def tool_agent_payload(delivered: dict[str, Any], original: Any) -> dict[str, An
         return delivered
     if isinstance(original, str) and value is original:
         return delivered
-    wrapped: dict[str, Any] = {"input": value}
+    wrapped: dict[str, object] = {"input": value}
     if delivered.get("files"):
         wrapped["files"] = delivered["files"]
     return wrapped

@@ -23,7 +23,7 @@ import functools
 import inspect
 import types
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_connic.project.sdk import sdk_tools as connic_tools
 
@@ -36,7 +36,7 @@ BUILDER_SERVICES: contextvars.ContextVar[RuntimeServices | None] = contextvars.C
 )
 
 
-def is_dispatcher(value: Any) -> bool:
+def is_dispatcher(value: object) -> bool:
     """Whether ``value`` is one of the stand-ins a :class:`PlaceholderSwap` put in place."""
     return bool(getattr(value, "__connic_dispatcher__", False))
 
@@ -50,13 +50,13 @@ class PlaceholderSwap:
     ``rebind`` swaps the placeholders that modules imported earlier hold in their globals, under
     any name (``from connic.tools import db_find as find``); ``restore`` puts everything back."""
 
-    def __init__(self, run: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> None:
+    def __init__(self, run: Callable[[str, dict[str, object]], Awaitable[object]]) -> None:
         self._run = run
         #: the SDK's placeholders by name (kept alive: ``rebind`` matches them by id)
-        self.originals: dict[str, Callable[..., Any]] = {}
-        self.stand_ins: dict[str, Callable[..., Any]] = {}
+        self.originals: dict[str, Callable[..., Awaitable[object]]] = {}
+        self.stand_ins: dict[str, Callable[..., Awaitable[object]]] = {}
         #: module globals that held a placeholder: (namespace, key, placeholder), for ``restore``
-        self._rebound: list[tuple[dict[str, Any], str, Callable[..., Any]]] = []
+        self._rebound: list[tuple[dict[str, object], str, Callable[..., Awaitable[object]]]] = []
 
     def install(self) -> None:
         """Swap every placeholder in ``connic.tools`` for a stand-in (idempotent)."""
@@ -97,12 +97,12 @@ class PlaceholderSwap:
         self.originals.clear()
         self.stand_ins.clear()
 
-    def _stand_in(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _stand_in(self, name: str, original: Callable[..., Awaitable[object]]) -> Callable[..., Awaitable[object]]:
         signature = inspect.signature(original)
         run = self._run
 
         @functools.wraps(original)  # the SDK reads a tool's schema from its signature
-        async def stand_in(*args: Any, **kwargs: Any) -> Any:
+        async def stand_in(*args: object, **kwargs: object) -> object:
             try:
                 params = dict(signature.bind(*args, **kwargs).arguments)
             except TypeError as exc:
@@ -113,7 +113,7 @@ class PlaceholderSwap:
         return stand_in
 
 
-def _outside_run(name: str, params: dict[str, Any]) -> Any:
+def _outside_run(name: str, params: dict[str, object]) -> Awaitable[object]:
     """The local implementation for a builder (no agent runs): the data tools, unrestricted."""
     services = BUILDER_SERVICES.get()
     if services is None:
@@ -130,7 +130,7 @@ def _outside_run(name: str, params: dict[str, Any]) -> Any:
     return func(**params)
 
 
-async def _dispatch_here(name: str, params: dict[str, Any]) -> Any:
+async def _dispatch_here(name: str, params: dict[str, object]) -> object:
     """A call of ``connic.tools.<name>`` in pytest's process: for the running invocation, else a builder's."""
     # imported at call time: a dispatcher installed in connic.tools outlives a re-import of
     # pytest-connic's modules (pytester restores sys.modules between inner runs), and must
@@ -147,7 +147,7 @@ async def _dispatch_here(name: str, params: dict[str, Any]) -> Any:
 _SWAP = PlaceholderSwap(_dispatch_here)
 
 
-async def dispatch(name: str, params: dict[str, Any]) -> Any:
+async def dispatch(name: str, params: dict[str, object]) -> object:
     """Run ``connic.tools.<name>`` for a call made in a worker process (the caller's context holds
     the invocation, as for a call made here)."""
     dispatcher = _SWAP.stand_ins.get(name)

@@ -11,9 +11,12 @@ from __future__ import annotations
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_connic.warnings import ConnicWarning
+
+if TYPE_CHECKING:
+    from pytest_connic.project.sdk import Agent, GuardrailRule
 
 
 class Host(Protocol):
@@ -23,13 +26,16 @@ class Host(Protocol):
     default: cassettes or live models, the local tool, a guardrail not evaluated). A result
     may be awaitable where the hook allows it (``guardrail``, ``predefined_tool``)."""
 
-    def make_model(self, agent: Any, model: str, case: dict[str, Any] | None, run_index: int) -> object | None:
+    def make_model(self, agent: Agent, model: str, case: dict[str, object] | None,
+                   run_index: int) -> object | None:
         """A model for one agent invocation (``pytest_connic_make_model``)."""
 
-    def guardrail(self, rule: Any, direction: str, content: str, context: dict[str, Any]) -> object | None:
+    def guardrail(self, rule: GuardrailRule, direction: str, content: str,
+                  context: dict[str, object]) -> object | None:
         """The result of a model-based built-in guardrail (``pytest_connic_guardrail``)."""
 
-    def predefined_tool(self, name: str, params: dict[str, Any], context: dict[str, Any]) -> object | None:
+    def predefined_tool(self, name: str, params: dict[str, object],
+                        context: dict[str, object]) -> object | None:
         """The result of a predefined tool call (``pytest_connic_predefined_tool``)."""
 
     def warn_once(self, key: str | None, message: str, category: type[Warning] | None = None,
@@ -66,13 +72,16 @@ class NullHost:
     def __init__(self) -> None:
         self._warned = WarnedKeys()
 
-    def make_model(self, agent: Any, model: str, case: dict[str, Any] | None, run_index: int) -> object | None:
+    def make_model(self, agent: Agent, model: str, case: dict[str, object] | None,
+                   run_index: int) -> object | None:
         return None
 
-    def guardrail(self, rule: Any, direction: str, content: str, context: dict[str, Any]) -> object | None:
+    def guardrail(self, rule: GuardrailRule, direction: str, content: str,
+                  context: dict[str, object]) -> object | None:
         return None
 
-    def predefined_tool(self, name: str, params: dict[str, Any], context: dict[str, Any]) -> object | None:
+    def predefined_tool(self, name: str, params: dict[str, object],
+                        context: dict[str, object]) -> object | None:
         return None
 
     def warn_once(self, key: str | None, message: str, category: type[Warning] | None = None,

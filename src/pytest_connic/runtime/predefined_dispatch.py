@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.jsonsafe import to_jsonable
+from pytest_connic.jsonsafe import JsonObject, to_jsonable
 from pytest_connic.models.base import CassetteError
-from pytest_connic.project.sdk import load_errors
+from pytest_connic.project.sdk import AgentLink, ConnectorFile, load_errors
 from pytest_connic.records.events import (
     NoteEvent,
     OutboundEvent,
@@ -42,6 +43,9 @@ from pytest_connic.runtime.predefined import web
 from pytest_connic.runtime.signals import PASS_THROUGH, RunAborted
 from pytest_connic.runtime.state import InvocationState
 from pytest_connic.warnings import ConnicWarning
+
+if TYPE_CHECKING:
+    from pytest_connic.runtime.predefined import ToolFunction
 
 HOOK = "pytest_connic_predefined_tool"
 OFFLINE_HINT = (
@@ -56,14 +60,14 @@ class PredefinedUnavailable(ConnicError):
     """A predefined tool with no local implementation and no hook answer."""
 
 
-async def _from_hook(inv: InvocationState, name: str, params: dict[str, Any]) -> tuple[bool, Any]:
+async def _from_hook(inv: InvocationState, name: str, params: dict[str, object]) -> tuple[bool, object]:
     result = inv.services.host.predefined_tool(name, params, inv.context)
     if inspect.isawaitable(result):
         result = await result
     return result is not None, result
 
 
-def _data_tools(inv: InvocationState) -> dict[str, Any]:
+def _data_tools(inv: InvocationState) -> dict[str, ToolFunction]:
     """The local data tools as this run sees them: the agent's access rules, its run id
     (``file_list(scope="run")``) and session (the run of the case, children included)."""
     if inv.data_tools is None:
@@ -72,7 +76,7 @@ def _data_tools(inv: InvocationState) -> dict[str, Any]:
     return inv.data_tools
 
 
-async def run_predefined(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
+async def run_predefined(inv: InvocationState, name: str, params: dict[str, object]) -> object:
     """Run predefined tool ``name`` for ``inv`` with ``params``."""
     try:
         return await _run(inv, name, params)
@@ -83,7 +87,7 @@ async def run_predefined(inv: InvocationState, name: str, params: dict[str, Any]
         raise
 
 
-async def _run(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
+async def _run(inv: InvocationState, name: str, params: dict[str, object]) -> object:
     if name == "send_connector":
         return await send_connector(inv, **params)
     if name.startswith("web_"):
@@ -106,7 +110,7 @@ async def _run(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
 # --------------------------------------------------------------------------- web tools
 
 
-async def _web(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
+async def _web(inv: InvocationState, name: str, params: dict[str, object]) -> object:
     """A web tool: the hook (local code, answering in every mode, never recorded), else the real
     thing through ``external("web", ...)`` (recorded, replayed), or a refusal (the browser)."""
     answered, result = await _from_hook(inv, name, params)
@@ -115,7 +119,7 @@ async def _web(inv: InvocationState, name: str, params: dict[str, Any]) -> Any:
     if name not in web.WEB_TOOLS:
         raise PredefinedUnavailable(web.browser_refusal(name))
 
-    async def call() -> Any:
+    async def call() -> JsonObject:
         if name == "web_read_page":
             return await web.read_page(**params)
         return await web.tavily_search(**params)
@@ -138,7 +142,7 @@ def _mark_failed(inv: InvocationState, name: str, exc: BaseException) -> None:
 # --------------------------------------------------------------------------- outbound connectors
 
 
-def _connectors(inv: InvocationState) -> tuple[dict[str, Any], list[str]]:
+def _connectors(inv: InvocationState) -> tuple[dict[str, ConnectorFile], list[str]]:
     """The project's ``connectors/*.yaml`` as the SDK loads them, and their load errors (cached)."""
     services = inv.services
     if services.connectors is None:
@@ -150,7 +154,7 @@ def _connectors(inv: InvocationState) -> tuple[dict[str, Any], list[str]]:
     return services.connectors
 
 
-def _links(inv: InvocationState, usage: str) -> list[tuple[str, Any]]:
+def _links(inv: InvocationState, usage: str) -> list[tuple[str, AgentLink]]:
     """``(connector key, AgentLink)`` of every outbound connector linking this agent with ``usage``."""
     connectors, _errors = _connectors(inv)
     found = []
@@ -164,7 +168,7 @@ def _links(inv: InvocationState, usage: str) -> list[tuple[str, Any]]:
     return found
 
 
-def _record_outbound(inv: InvocationState, entry: dict[str, Any]) -> None:
+def _record_outbound(inv: InvocationState, entry: Mapping[str, object]) -> None:
     entry = {**entry, "agent": inv.config.name, "delivered": False}
     inv.record.outbound.append(entry)
     label = entry.get("action_name") or entry.get("connector")
@@ -172,8 +176,8 @@ def _record_outbound(inv: InvocationState, entry: dict[str, Any]) -> None:
     inv.record.events.append(OutboundEvent(name=name, entry=entry))
 
 
-async def send_connector(inv: InvocationState, action_name: str, payload: Any,
-                         idempotency_key: str | None = None) -> Any:
+async def send_connector(inv: InvocationState, action_name: object, payload: object,
+                         idempotency_key: object = None) -> object:
     """``send_connector``: validated, recorded in the run record and trace, never delivered."""
     if not isinstance(action_name, str) or not _ACTION_NAME.fullmatch(action_name):
         raise ValueError("action_name must start with a lowercase letter and contain only lowercase "

@@ -13,9 +13,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_connic.runtime.signals import RunFailed
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pytest_connic.project.sdk import AgentConfig
+    from pytest_connic.records.run import ToolCallRecord
 
 #: a call a human decided (its error is the decision, not the tool's failure)
 _DECIDED = ("rejected", "timeout")
@@ -31,7 +37,7 @@ class RetrySettings:
     rerun_middleware: bool = False
 
     @classmethod
-    def of(cls, config: Any) -> RetrySettings:
+    def of(cls, config: AgentConfig) -> RetrySettings:
         options = getattr(config, "retry_options", None)
         if options is None:
             return cls()
@@ -49,31 +55,33 @@ class RetrySettings:
         return float(min(self.initial_delay * 2.0 ** (retry - 1), self.max_delay))
 
 
-def check_reflection_budget(inv: Any) -> None:
-    """After a model turn's tool calls: fail the run once a tool of this agent has failed in
-    ``retry_options.attempts`` model turns in a row (its error went back to the model each time).
+def check_reflection_budget(config: AgentConfig, tool_calls: Sequence[ToolCallRecord],
+                            budget: ReflectionBudget) -> None:
+    """After a model turn's tool calls (``tool_calls``: the run's, in order): fail the run once a
+    tool of this agent (``config``) has failed in ``retry_options.attempts`` model turns in a row
+    (its error went back to the model each time); ``budget`` keeps the count between turns.
 
     The model's turns are the attempts: calls of one tool in the same turn are one attempt, and
     a turn in which the tool succeeded starts its count again. A failure is a call that ended in
     an error the model read (the tool raised, a hook failed, bad arguments); an ``AbortTool``
     answer or a human's rejection is not."""
-    attempts = RetrySettings.of(inv.config).attempts
-    calls = [c for c in inv.record.tool_calls if c.agent == inv.config.name]
+    attempts = RetrySettings.of(config).attempts
+    calls = [c for c in tool_calls if c.agent == config.name]
     turn: dict[str, bool] = {}  # tool -> every call of it in this turn failed
-    for call in calls[inv.reflection.checked:]:
+    for call in calls[budget.checked:]:
         ref = call.ref or call.name
         failed = bool(call.error) and not call.aborted and call.approval not in _DECIDED
         if failed:
-            inv.reflection.errors[ref] = call.error or ""
+            budget.errors[ref] = call.error or ""
         turn[ref] = turn.get(ref, True) and failed
-    inv.reflection.checked = len(calls)
-    streaks = inv.reflection.streaks
+    budget.checked = len(calls)
+    streaks = budget.streaks
     for ref, failed in turn.items():
         streaks[ref] = streaks.get(ref, 0) + 1 if failed else 0
         if streaks[ref] >= attempts:
             raise RunFailed(
                 f"tool {ref} failed in {streaks[ref]} model turn(s) in a row, the retry_options.attempts "
-                f"budget ({attempts}) of agent '{inv.config.name}': {inv.reflection.errors[ref]}"
+                f"budget ({attempts}) of agent '{config.name}': {budget.errors[ref]}"
             )
 
 

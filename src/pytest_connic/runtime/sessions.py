@@ -27,16 +27,23 @@ import copy
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_connic.jsonsafe import MISSING, at_path, json_text
 from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.signals import RunFailed
 
+if TYPE_CHECKING:
+    from pytest_connic.models.base import RunModels
+    from pytest_connic.project.sdk import Agent, AgentConfig, SessionConfig
+
+#: a model message (OpenAI-shaped: ``role``, ``content``, ``tool_calls``, ...)
+Message = dict[str, object]
+
 #: the ``pytest.mark.xdist_group`` name of the cases that share an agent's sessions
 GROUP_PREFIX = "connic-session-"
 
-def session_config(config: Any) -> Any | None:
+def session_config(config: AgentConfig) -> SessionConfig | None:
     """The agent's ``SessionConfig`` (the SDK turns ``true`` into one without a key), or None."""
     session = getattr(config, "session", None)
     if session is None or session is False:
@@ -44,11 +51,11 @@ def session_config(config: Any) -> Any | None:
     return session
 
 
-def _empty(value: Any) -> bool:
+def _empty(value: object) -> bool:
     return value is None or (isinstance(value, (str, list, dict)) and len(value) == 0)
 
 
-def resolve_key(config: Any, context: Mapping[str, Any], delivered: Mapping[str, Any]) -> str | None:
+def resolve_key(config: AgentConfig, context: Mapping[str, object], delivered: Mapping[str, object]) -> str | None:
     """The session's key value for one run (None: ``session: true``, one session for the agent).
 
     ``context.<path>`` reads the run context (after ``before`` middleware), ``input.<path>`` the
@@ -79,7 +86,7 @@ class Session:
     key: str | None
     id: str = field(default_factory=lambda: f"session-{uuid.uuid4()}")
     #: the model messages of the session's earlier runs, oldest first
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[Message] = field(default_factory=list)
     #: the runs that added their conversation
     runs: int = 0
     #: session-clock time of the last update (``SessionStore.now``)
@@ -87,7 +94,7 @@ class Session:
     #: the cases whose runs made ``history``, oldest first (named by a divergence note)
     cases: list[str] = field(default_factory=list)
 
-    def restart(self, history: list[dict[str, Any]], cases: list[str]) -> None:
+    def restart(self, history: list[Message], cases: list[str]) -> None:
         """Start from a cassette's history (a replayed case is self-contained, docs/models.md
         "Sessions"), whatever earlier cases left in the store."""
         self.history = copy.deepcopy(history)
@@ -127,7 +134,7 @@ class SessionStore:
         current.updated = now
         return current, expired
 
-    def remember(self, session: Session, messages: list[dict[str, Any]], now: float, case: str | None = None) -> None:
+    def remember(self, session: Session, messages: list[Message], now: float, case: str | None = None) -> None:
         """Add one run's conversation (of case ``case``) to ``session``."""
         session.history.extend(copy.deepcopy(messages))
         session.runs += 1
@@ -136,7 +143,7 @@ class SessionStore:
             session.cases.append(case)
 
 
-def begin_session(models: Any, session: Session) -> None:
+def begin_session(models: RunModels, session: Session) -> None:
     """Before a run's model sees ``session``'s history: the run's models (models/replay.py) may
     hold the history the run started with when it was recorded (a cassette's ``session``
     section); the session then starts from it. While recording, they take note of the history
@@ -151,7 +158,7 @@ def begin_session(models: Any, session: Session) -> None:
         session.restart(start.history, start.cases)
 
 
-def _session_owner(agents: Mapping[str, Any], name: str, seen: set[str] | None = None) -> str | None:
+def _session_owner(agents: Mapping[str, Agent], name: str, seen: set[str] | None = None) -> str | None:
     """The agent whose sessions the runs of ``name`` use: itself, or the first stage of a
     sequential pipeline (recursively) that has a session."""
     agent = agents.get(name)
@@ -170,27 +177,27 @@ def _session_owner(agents: Mapping[str, Any], name: str, seen: set[str] | None =
     return None
 
 
-def xdist_group(agents: Mapping[str, Any], name: str) -> str | None:
+def xdist_group(agents: Mapping[str, Agent], name: str) -> str | None:
     """The ``xdist_group`` of the cases of agent ``name`` (None: its runs use no session), so that
     ``--dist loadgroup`` keeps the cases sharing a session store on one worker."""
     owner = _session_owner(agents, name)
     return None if owner is None else GROUP_PREFIX + owner
 
 
-def runs_in_order(agents: Mapping[str, Any], name: str) -> bool:
+def runs_in_order(agents: Mapping[str, Agent], name: str) -> bool:
     """Whether the runs of a case of ``name`` run one after the other (they use a session: run
     ``i + 1`` sees run ``i``'s conversation, and a cassette replays the history it recorded)."""
     return _session_owner(agents, name) is not None
 
 
-def uses_browser_tools(config: Any) -> bool:
+def uses_browser_tools(config: AgentConfig) -> bool:
     refs = [*(getattr(config, "tools", None) or []), *(getattr(config, "discoverable_tools", None) or [])]
     names = [ref if isinstance(ref, str) else next(iter(ref), "") if isinstance(ref, Mapping) else str(ref)
              for ref in refs]
     return any(str(n).startswith("web_browser") for n in names)
 
 
-def session_warnings(config: Any) -> list[tuple[str, str]]:
+def session_warnings(config: AgentConfig) -> list[tuple[str, str]]:
     """``(key, message)`` of the located warnings an agent's session settings need (once each)."""
     session = session_config(config)
     if session is None:

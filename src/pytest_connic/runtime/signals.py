@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytest_connic.errors import ConnicError, RunSignal
 from pytest_connic.project.sdk import StopProcessing
+from pytest_connic.usertb import TracebackData
 
 
 class RunAborted(RunSignal):
     """Ends the run at once and fails it with ``message`` as a check failure
     (strict mocks, a mocked call that misses the signature, a cassette problem)."""
 
-    def __init__(self, message: str, *, traceback: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, traceback: TracebackData | None = None) -> None:
         super().__init__(message)
         self.message = message
         #: the user's traceback when user code's exception aborted the run (``usertb.for_record``)
@@ -24,7 +23,7 @@ class RunFailed(RunSignal):
     the run keeps the output it has (a guardrail's ``fail_run`` changes the status only)."""
 
     def __init__(self, message: str, *, keep_output: bool = False,
-                 traceback: dict[str, Any] | None = None) -> None:
+                 traceback: TracebackData | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.keep_output = keep_output
@@ -51,7 +50,7 @@ class ExitCalled(ConnicError):
     """User code called ``sys.exit()``: it ends that call (a failing tool, hook, builder, ...),
     never the run's event loop or the pytest session."""
 
-    def __init__(self, code: Any) -> None:
+    def __init__(self, code: object) -> None:  # ``SystemExit.code``: None, an int, or any object
         super().__init__(f"sys.exit({code!r}) was called")
         self.code = code
 

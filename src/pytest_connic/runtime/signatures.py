@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
 
 
-def accepts_positional(func: Callable[..., Any], count: int) -> bool:
+def accepts_positional(func: Callable[..., object], count: int) -> bool:
     """Whether ``func`` can take ``count`` positional arguments."""
     try:
         params = list(inspect.signature(func).parameters.values())
@@ -21,7 +20,7 @@ def accepts_positional(func: Callable[..., Any], count: int) -> bool:
     return len(positional) >= count
 
 
-def takes_context(func: Callable[..., Any]) -> bool:
+def takes_context(func: Callable[..., object]) -> bool:
     """Whether ``func`` declares a parameter named ``context``."""
     try:
         return "context" in inspect.signature(func).parameters

@@ -14,12 +14,13 @@ import datetime as dt
 import functools
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from pytest_connic.jsonsafe import JsonObject
 from pytest_connic.project.located import safe_text, user_location
 from pytest_connic.project.sdk import Agent, AgentConfig, Tool
 from pytest_connic.records.events import SessionEvent
@@ -29,6 +30,7 @@ from pytest_connic.runtime.mocks import fresh_origin
 from pytest_connic.runtime.payload import deliver
 from pytest_connic.runtime.retries import ReflectionBudget
 from pytest_connic.runtime.sessions import (
+    Message,
     Session,
     begin_session,
     resolve_key,
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from pytest_connic.models.base import Model, RunModels
     from pytest_connic.models.world import RunWorld
     from pytest_connic.runtime.mocks import MockSet
+    from pytest_connic.runtime.predefined import ToolFunction
     from pytest_connic.runtime.services import RuntimeServices
 
 #: runs one invocation's whole lifecycle (set on the scope by ``runtime/invocation.py``)
@@ -52,17 +55,17 @@ class Runner(Protocol):
     """Where a run's user code executes when it is not in-process: the run's lease on a worker
     process (``execution/isolation``)."""
 
-    def reference(self, func: Callable[..., Any]) -> Any:
+    def reference(self, func: Callable[..., object]) -> tuple[str, ...] | None:
         """A picklable reference to ``func`` the worker can resolve, or None (run it in-process)."""
 
-    async def call(self, ref: Any, label: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-                   world: tuple[str | None, int | None] | None = None) -> Any:
+    async def call(self, ref: tuple[str, ...], label: str, args: tuple[object, ...], kwargs: dict[str, object],
+                   world: tuple[str | None, int | None] | None = None) -> object:
         """Call the function ``ref`` names in the worker; its exceptions re-raised here. ``world``:
         the wall clock the call starts at (ISO 8601, None: the real one) and the run's seed for
         ``random`` (models/world.py)."""
 
 
-def describe(func: Any) -> str:
+def describe(func: object) -> str:
     """``func`` in words, as messages name it: "the tool `calc.add`", "builder 'seed' build()"."""
     module = str(getattr(func, "__module__", "") or "")
     qualname = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func))
@@ -96,9 +99,9 @@ class RunScope:
     """Shared by the root invocation of a run and every child it triggers."""
 
     services: RuntimeServices
-    case: dict[str, Any]  #: the resolved case record ({} for the connic fixture without one)
+    case: dict[str, object]  #: the resolved case record ({} for the connic fixture without one)
     run_index: int
-    builder_context: dict[str, Any]
+    builder_context: dict[str, object]
     mocks: MockSet
     models: RunModels
     executor: Executor
@@ -135,7 +138,7 @@ class RunScope:
             raise RuntimeError("no lifecycle set on this run scope (start the run with runtime.invocation)")
         return await self.lifecycle(invocation)
 
-    async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def call(self, func: Callable[..., object], *args: object, **kwargs: object) -> object:
         """Call user code: in the run's worker process when there is one and ``func`` can be named
         there, else in-process (coroutines awaited, sync functions in a worker thread, so a slow
         sync tool does not hold up the other runs).
@@ -181,7 +184,7 @@ class _BaseCaught(UserCodeEnded):
         self.where = where
 
 
-def _caught(root: Path, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _caught(root: Path, func: Callable[..., object], *args: object, **kwargs: object) -> object:
     try:
         return func(*args, **kwargs)
     except (Exception, SystemExit):
@@ -197,13 +200,23 @@ class CatalogEntry:
     name: str
     ref: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JsonObject
     kind: str  #: custom | predefined | api | input | discovery | mcp
     tool: Tool | None = None
     condition: str | None = None
     discoverable: bool = False
     #: the MCP server of an ``mcp`` tool (runtime/mcp.py)
     server: str | None = None
+
+
+@dataclass
+class McpConnection:
+    """A connected server of one invocation: what its calls need."""
+
+    name: str
+    url: str  #: ``${VAR}`` still unresolved (resolved when really contacted)
+    headers: dict[str, str]  #: ``${context.*}`` resolved, ``${VAR}`` still unresolved
+    where: str  #: "agents/x.yaml:12" (the server's entry)
 
 
 @dataclass
@@ -216,13 +229,13 @@ class InvocationState:
     config: AgentConfig  #: the agent's configuration (its YAML)
     root: bool  #: the case's own agent (not a child, not a stage)
     depth: int
-    original_payload: Any
-    delivered: dict[str, Any]  #: the payload as Connic delivers it (https://connic.co/docs/v1/test/fixtures-and-mocks)
+    original_payload: object
+    delivered: dict[str, object]  #: the payload as Connic delivers it (https://connic.co/docs/v1/test/fixtures-and-mocks)
     timeout_s: float | None
     timeout_label: str | None
     record: RunRecord
-    context: dict[str, Any]  #: the run context user code sees
-    middleware: Any  #: what the SDK loaded from the agent's middleware file (None: none)
+    context: dict[str, object]  #: the run context user code sees
+    middleware: object  #: what the SDK loaded from the agent's middleware file (None: none)
     #: the id of the run's session (runtime/sessions.py): until the agent's own session is entered
     #: (after ``before`` middleware), and for an agent without one, the case's run id (children of
     #: a run inherit their parent's)
@@ -230,7 +243,7 @@ class InvocationState:
     #: ``scope.clock.now()`` value at which this invocation times out
     deadline: float | None = None
     started: float = 0.0
-    background: list[asyncio.Task[Any]] = field(default_factory=list)
+    background: list[asyncio.Task[object]] = field(default_factory=list)
     #: started by ``trigger_agent``: a run of its own (a pipeline stage is not)
     triggered: bool = False
     #: the model a triggered LLM child took when it was triggered (runtime/children.py)
@@ -238,21 +251,21 @@ class InvocationState:
     #: the agent's tools by model-facing name (built on first use, runtime/dispatch.py)
     catalog: dict[str, CatalogEntry] | None = None
     #: the local data tools bound to this run (built on first use, runtime/predefined_dispatch.py)
-    data_tools: dict[str, Callable[..., Any]] | None = None
+    data_tools: dict[str, ToolFunction] | None = None
     #: the tool-failure reflection budget spent so far (runtime/retries.py)
     reflection: ReflectionBudget = field(default_factory=ReflectionBudget)
     #: the agent's session this run is part of (``session:``; entered after ``before`` middleware)
     session: Session | None = None
     #: the MCP servers connected for this run, by name (``runtime/mcp.py``: ``McpConnection``)
-    mcp: dict[str, Any] = field(default_factory=dict)
+    mcp: dict[str, McpConnection] = field(default_factory=dict)
 
     @classmethod
     def create(
         cls,
         scope: RunScope,
         agent_name: str,
-        payload: Any,
-        files: list[dict[str, str]] | None = None,
+        payload: object,
+        files: Sequence[object] | None = None,
         *,
         root: bool,
         depth: int = 0,
@@ -271,7 +284,7 @@ class InvocationState:
         run_id = scope.world.run_id() if scope.world is not None else str(uuid.uuid4())
         record = RunRecord(run_id=run_id, agent_name=agent_name, index=scope.run_index)
         record.input = delivered
-        context: dict[str, Any] = {
+        context: dict[str, object] = {
             "run_id": record.run_id,
             "agent_name": agent_name,
             "timestamp": scope.wall_now().isoformat(),
@@ -311,7 +324,7 @@ class InvocationState:
         self.record.events.append(SessionEvent(name=text, session_id=session.id, key=value,
                                                history=len(session.history) if config.history else 0))
 
-    def session_history(self) -> list[dict[str, Any]]:
+    def session_history(self) -> list[Message]:
         """The model messages of the session's earlier runs (``session.history``; [] without)."""
         config = session_config(self.config)
         if self.session is None or config is None or not config.history:
@@ -319,13 +332,14 @@ class InvocationState:
         begin_session(self.scope.models, self.session)  # a cassette's history comes first
         return [dict(m) for m in self.session.history]
 
-    def remember(self, messages: list[dict[str, Any]]) -> None:
+    def remember(self, messages: list[Message]) -> None:
         """Add this run's conversation to its session (``session.history``)."""
         config = session_config(self.config)
         if self.session is None or config is None or not config.history:
             return
         store = self.services.sessions
-        store.remember(self.session, messages, store.now(self.scope.clock), self.scope.case.get("name"))
+        name = self.scope.case.get("name")
+        store.remember(self.session, messages, store.now(self.scope.clock), name if isinstance(name, str) else None)
 
     def remaining_s(self) -> float | None:
         """Seconds left before this invocation or its run times out (None: no limit)."""

@@ -203,6 +203,8 @@ def test_filter_operators(people: LocalDatabase, filter: dict[str, Any] | None, 
         ({"$and": {"a": 1}}, "non-empty list"),
         ({"a": {"$gt": 5, "b": 1}}, "do not mix operators"),
         ({"a": {"$options": "i"}}, "only valid together with \\$regex"),
+        ({"a": {"$regex": "x", "$options": 5}}, "\\$options takes a string of flags"),
+        ({"a": {"$regex": "x", "$options": "q"}}, "unknown \\$options flag 'q'"),
         ({"loc": {"$near": [13.4, 52.5]}}, "\\$near .* not support"),
         ({"a..b": 1}, "invalid field path"),
         (["status"], "must be a JSON object"),
@@ -278,6 +280,12 @@ def test_fields_projects_paths_and_keeps_id(people: LocalDatabase) -> None:
     (document,) = result["documents"]
     assert set(document) == {"_id", "name", "address"}
     assert document["address"] == {"city": "Berlin"}
+
+
+def test_fields_cannot_reach_into_a_list_a_sibling_field_projects(db: LocalDatabase) -> None:
+    run(db.db_insert("t", {"tags": ["x", "y"]}))
+    with pytest.raises(PredefinedToolError, match="'tags.0' reaches into 'tags', which is not an object"):
+        run(db.db_find("t", fields=["tags", "tags.0"]))
 
 
 def test_distinct_returns_unique_values_in_order(people: LocalDatabase) -> None:

@@ -20,11 +20,12 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_connic.jsonsafe import JsonObject
 from pytest_connic.runtime.predefined.db import BoundDatabase, LocalDatabase
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 from pytest_connic.runtime.predefined.files import BoundFiles, LocalFiles
@@ -51,7 +52,8 @@ __all__ = [
     "tool_schema",
 ]
 
-ToolFunction = Callable[..., Coroutine[Any, Any, Any]]
+#: a local data tool: called with the model's arguments, awaited for its JSON-like result
+ToolFunction = Callable[..., Awaitable[object]]
 DB_TOOL_NAMES = (
     "db_find",
     "db_insert",
@@ -93,7 +95,7 @@ class LocalServices:
     def tools_for(
         self,
         agent_name: str,
-        agent_config: Any,
+        agent_config: object,
         *,
         run_id: str | None = None,
         session_id: str | None = None,
@@ -113,7 +115,7 @@ class LocalServices:
             raise TypeError(
                 f"agent_config must be an AgentConfig (agent.config) or None, got {agent_config!r}"
             )
-        bound: list[Any] = [
+        bound: list[BoundDatabase | BoundFiles | BoundRetrieval] = [
             self.db.bind(getattr(agent_config, "database", None), agent_name),
             self.files.bind(
                 getattr(agent_config, "files", None), agent_name, run_id=run_id, session_id=session_id
@@ -144,7 +146,7 @@ class LocalServices:
         self.close()
 
 
-def tool_schema(name: str) -> dict[str, Any]:
+def tool_schema(name: str) -> JsonObject:
     """``{"name", "description", "parameters"}`` of a predefined tool, as the model sees it.
 
     The JSON schema comes from the SDK's own generator (``ProjectLoader._generate_schema``)
@@ -156,7 +158,7 @@ def tool_schema(name: str) -> dict[str, Any]:
 
 
 @functools.cache
-def _tool_schema(name: str) -> dict[str, Any]:
+def _tool_schema(name: str) -> JsonObject:
     from pytest_connic.project.sdk import (
         PREDEFINED_TOOL_ALIASES,
         PREDEFINED_TOOL_NAMES,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
@@ -39,7 +38,7 @@ class ScopeAccess:
     kind: str
     section: str
     separator: str | None
-    scopes: Mapping[str, Any] | None
+    scopes: Mapping[str, object] | None
     flags: Mapping[str, bool]
 
     def _covers(self, scope: str, name: str) -> bool:
@@ -119,11 +118,11 @@ class ScopeAccess:
         return None
 
 
-def _flags(config: Any, *names: str) -> dict[str, bool]:
+def _flags(config: object, *names: str) -> dict[str, bool]:
     return {name: bool(getattr(config, name, False)) for name in names}
 
 
-def database_access(config: Any, agent: str) -> ScopeAccess:
+def database_access(config: object, agent: str) -> ScopeAccess:
     """Rules from a ``DatabaseAccessConfig`` (or ``None``: unrestricted)."""
     return ScopeAccess(
         agent=agent,
@@ -135,7 +134,7 @@ def database_access(config: Any, agent: str) -> ScopeAccess:
     )
 
 
-def retrieval_access(config: Any, agent: str) -> ScopeAccess:
+def retrieval_access(config: object, agent: str) -> ScopeAccess:
     """Rules from a ``RetrievalAccessConfig`` (or ``None``: unrestricted)."""
     return ScopeAccess(
         agent=agent,
@@ -147,7 +146,7 @@ def retrieval_access(config: Any, agent: str) -> ScopeAccess:
     )
 
 
-def files_access(config: Any, agent: str) -> ScopeAccess:
+def files_access(config: object, agent: str) -> ScopeAccess:
     """Rules from a ``FilesAccessConfig`` (or ``None``: unrestricted)."""
     return ScopeAccess(
         agent=agent,

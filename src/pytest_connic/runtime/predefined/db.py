@@ -22,11 +22,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
+from pytest_connic.jsonsafe import JsonObject, JsonValue
 from pytest_connic.runtime.predefined.access import ScopeAccess, database_access
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 from pytest_connic.runtime.predefined.query import (
+    Document,
     check_fields,
     check_page,
     compile_filter,
@@ -47,7 +49,69 @@ CREATE TABLE IF NOT EXISTS documents (
     UNIQUE (collection, id)
 );
 """
-Document = dict[str, Any]
+
+
+class FoundDocuments(TypedDict):
+    """``db_find``'s result."""
+
+    documents: list[Document]
+    count: int
+
+
+class FoundValues(TypedDict):
+    """``db_find``'s result with ``distinct``."""
+
+    values: list[JsonValue]
+    count: int
+
+
+class Inserted(TypedDict):
+    """``db_insert``'s result."""
+
+    inserted: list[Document]
+    inserted_count: int
+
+
+class Updated(TypedDict):
+    """``db_update``'s result."""
+
+    updated_ids: list[JsonValue]
+    updated_count: int
+
+
+class Upserted(TypedDict):
+    """``db_upsert``'s result."""
+
+    upserted_id: JsonValue
+    operation: Literal["updated", "inserted"]
+
+
+class Deleted(TypedDict):
+    """``db_delete``'s result."""
+
+    deleted_ids: list[JsonValue]
+    deleted_count: int
+
+
+class Counted(TypedDict):
+    """``db_count``'s result."""
+
+    count: int
+
+
+class CollectionInfo(TypedDict):
+    """One collection in ``db_list_collections``."""
+
+    name: str
+    document_count: int
+    size_bytes: int
+
+
+class Collections(TypedDict):
+    """``db_list_collections``'s result."""
+
+    collections: list[CollectionInfo]
+    total: int
 
 
 def now_iso() -> str:
@@ -64,7 +128,7 @@ def open_sqlite(path: Path, schema: str) -> sqlite3.Connection:
     return connection
 
 
-def check_collection(name: Any) -> str:
+def check_collection(name: object) -> str:
     """Connic's rule: start with a letter; lowercase letters, digits, underscores; at most 50."""
     if not isinstance(name, str) or not _COLLECTION_NAME.fullmatch(name):
         raise PredefinedToolError(
@@ -74,14 +138,14 @@ def check_collection(name: Any) -> str:
     return name
 
 
-def _dump(document: Mapping[str, Any]) -> str:
+def _dump(document: object) -> str:
     try:
         return json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as error:
         raise PredefinedToolError(f"documents must be plain JSON: {error}") from None
 
 
-def _check_user_keys(fields: Mapping[str, Any], what: str) -> None:
+def _check_user_keys(fields: Mapping[str, object], what: str) -> None:
     for key in fields:
         if not isinstance(key, str) or not key:
             raise PredefinedToolError(f"{what}: field names must be non-empty strings, got {key!r}")
@@ -94,7 +158,7 @@ def _check_user_keys(fields: Mapping[str, Any], what: str) -> None:
             raise PredefinedToolError(f"{what}: system field {key!r} is read-only")
 
 
-def _set_path(document: Document, path: str, value: Any, remove_none: bool) -> None:
+def _set_path(document: Document, path: str, value: JsonValue, remove_none: bool) -> None:
     *parents, leaf = path.split(".")
     target = document
     for segment in parents:
@@ -112,7 +176,7 @@ def _set_path(document: Document, path: str, value: Any, remove_none: bool) -> N
         target[leaf] = value
 
 
-def merge(document: Document, update: Mapping[str, Any], *, remove_none: bool) -> Document:
+def merge(document: Document, update: Mapping[str, JsonValue], *, remove_none: bool) -> Document:
     """A copy of ``document`` with ``update`` merged in (dot keys are paths)."""
     merged: Document = json.loads(json.dumps(document))
     for key, value in update.items():
@@ -120,7 +184,7 @@ def merge(document: Document, update: Mapping[str, Any], *, remove_none: bool) -
     return merged
 
 
-def insert_seed(filter: Mapping[str, Any]) -> Document:
+def insert_seed(filter: Mapping[str, JsonValue]) -> Document:
     """The part of an upsert filter copied into a new document: top-level literal equalities."""
     return {
         key: value
@@ -162,7 +226,7 @@ class LocalDatabase(SqliteStore):
     def __init__(self, path: Path) -> None:
         super().__init__(path, _SCHEMA)
 
-    def bind(self, access: Any, agent_name: str) -> BoundDatabase:
+    def bind(self, access: object, agent_name: str) -> BoundDatabase:
         """The ``db_*`` tools for one agent, enforcing its ``DatabaseAccessConfig`` (or ``None``)."""
         return BoundDatabase(self, database_access(access, agent_name))
 
@@ -173,7 +237,7 @@ class LocalDatabase(SqliteStore):
         )
         return [json.loads(body) for (body,) in rows]
 
-    def _matching(self, collection: str, filter: Mapping[str, Any] | None) -> list[Document]:
+    def _matching(self, collection: str, filter: Mapping[str, JsonValue] | None) -> list[Document]:
         predicate = compile_filter(filter)
         with self._lock:
             documents = self._load(self._connection, check_collection(collection))
@@ -197,13 +261,13 @@ class LocalDatabase(SqliteStore):
     async def db_find(
         self,
         collection: str,
-        filter: dict[str, Any] | None = None,
+        filter: JsonObject | None = None,
         sort: dict[str, int] | None = None,
         limit: int = 100,
         skip: int = 0,
         fields: list[str] | None = None,
         distinct: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> FoundDocuments | FoundValues:
         """Find documents: ``{"documents", "count"}``, or ``{"values", "count"}`` with ``distinct``."""
         check_page(limit, skip)
         documents = sort_documents(self._matching(collection, filter), sort)
@@ -221,8 +285,8 @@ class LocalDatabase(SqliteStore):
     async def db_insert(
         self,
         collection: str,
-        documents: dict[str, Any] | list[dict[str, Any]],
-    ) -> dict[str, Any]:
+        documents: JsonObject | list[JsonObject],
+    ) -> Inserted:
         """Insert one document or a list; the collection is created on first write."""
         check_collection(collection)
         batch = [documents] if isinstance(documents, dict) else documents
@@ -241,9 +305,9 @@ class LocalDatabase(SqliteStore):
     async def db_update(
         self,
         collection: str,
-        filter: dict[str, Any],
-        update: dict[str, Any],
-    ) -> dict[str, Any]:
+        filter: JsonObject,
+        update: JsonObject,
+    ) -> Updated:
         """Merge ``update`` into every matching document (``None`` removes a field)."""
         check_collection(collection)
         predicate = compile_filter(_require_dict(filter, "filter"))
@@ -258,10 +322,10 @@ class LocalDatabase(SqliteStore):
     async def db_upsert(
         self,
         collection: str,
-        filter: dict[str, Any],
-        update: dict[str, Any],
-        insert_only: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        filter: JsonObject,
+        update: JsonObject,
+        insert_only: JsonObject | None = None,
+    ) -> Upserted:
         """Update the first match, or insert filter equalities + ``update`` + ``insert_only``."""
         check_collection(collection)
         if not _require_dict(filter, "filter"):
@@ -283,7 +347,7 @@ class LocalDatabase(SqliteStore):
             self._store(connection, collection, [created])
         return {"upserted_id": created["_id"], "operation": "inserted"}
 
-    async def db_delete(self, collection: str, filter: dict[str, Any]) -> dict[str, Any]:
+    async def db_delete(self, collection: str, filter: JsonObject) -> Deleted:
         """Delete matching documents; an empty filter is refused (no accidental drop-all)."""
         check_collection(collection)
         if not _require_dict(filter, "filter"):
@@ -296,11 +360,11 @@ class LocalDatabase(SqliteStore):
             )
         return {"deleted_ids": ids, "deleted_count": len(ids)}
 
-    async def db_count(self, collection: str, filter: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def db_count(self, collection: str, filter: JsonObject | None = None) -> Counted:
         """Count the documents matching ``filter`` (all of them without one)."""
         return {"count": len(self._matching(collection, filter))}
 
-    async def db_list_collections(self) -> dict[str, Any]:
+    async def db_list_collections(self) -> Collections:
         """Every collection with its document count and stored JSON size in bytes."""
         with self._lock:
             rows = self._connection.execute(
@@ -308,21 +372,24 @@ class LocalDatabase(SqliteStore):
                 "FROM collections c LEFT JOIN documents d ON d.collection = c.name "
                 "GROUP BY c.name ORDER BY c.name"
             ).fetchall()
-        collections = [{"name": n, "document_count": c, "size_bytes": s} for n, c, s in rows]
+        collections: list[CollectionInfo] = [
+            {"name": n, "document_count": c, "size_bytes": s} for n, c, s in rows
+        ]
         return {"collections": collections, "total": len(collections)}
 
 
-def _require_dict(value: Any, name: str) -> dict[str, Any]:
+def _require_dict(value: object, name: str) -> JsonObject:
     if not isinstance(value, dict):
         raise PredefinedToolError(f"{name} must be a JSON object, got {value!r}")
     return value
 
 
-def _check_update(update: Any, tool: str) -> None:
-    if not _require_dict(update, "update"):
+def _check_update(update: object, tool: str) -> None:
+    fields = _require_dict(update, "update")
+    if not fields:
         raise PredefinedToolError(f"{tool}: update must not be empty")
-    _check_user_keys(update, tool)
-    _dump(update)
+    _check_user_keys(fields, tool)
+    _dump(fields)
 
 
 class BoundDatabase:
@@ -343,13 +410,13 @@ class BoundDatabase:
     async def db_find(
         self,
         collection: str,
-        filter: dict[str, Any] | None = None,
+        filter: JsonObject | None = None,
         sort: dict[str, int] | None = None,
         limit: int = 100,
         skip: int = 0,
         fields: list[str] | None = None,
         distinct: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> FoundDocuments | FoundValues:
         """``db_find`` within the agent's collections."""
         self._guard(collection)
         return await self._db.db_find(collection, filter, sort, limit, skip, fields, distinct)
@@ -357,8 +424,8 @@ class BoundDatabase:
     async def db_insert(
         self,
         collection: str,
-        documents: dict[str, Any] | list[dict[str, Any]],
-    ) -> dict[str, Any]:
+        documents: JsonObject | list[JsonObject],
+    ) -> Inserted:
         """``db_insert``, refused under ``prevent_write``."""
         self._guard(collection, "prevent_write")
         return await self._db.db_insert(collection, documents)
@@ -366,9 +433,9 @@ class BoundDatabase:
     async def db_update(
         self,
         collection: str,
-        filter: dict[str, Any],
-        update: dict[str, Any],
-    ) -> dict[str, Any]:
+        filter: JsonObject,
+        update: JsonObject,
+    ) -> Updated:
         """``db_update``, refused under ``prevent_write``."""
         self._guard(collection, "prevent_write")
         return await self._db.db_update(collection, filter, update)
@@ -376,25 +443,25 @@ class BoundDatabase:
     async def db_upsert(
         self,
         collection: str,
-        filter: dict[str, Any],
-        update: dict[str, Any],
-        insert_only: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        filter: JsonObject,
+        update: JsonObject,
+        insert_only: JsonObject | None = None,
+    ) -> Upserted:
         """``db_upsert``, refused under ``prevent_write``."""
         self._guard(collection, "prevent_write")
         return await self._db.db_upsert(collection, filter, update, insert_only)
 
-    async def db_delete(self, collection: str, filter: dict[str, Any]) -> dict[str, Any]:
+    async def db_delete(self, collection: str, filter: JsonObject) -> Deleted:
         """``db_delete``, refused under ``prevent_delete``."""
         self._guard(collection, "prevent_delete")
         return await self._db.db_delete(collection, filter)
 
-    async def db_count(self, collection: str, filter: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def db_count(self, collection: str, filter: JsonObject | None = None) -> Counted:
         """``db_count`` within the agent's collections."""
         self._guard(collection)
         return await self._db.db_count(collection, filter)
 
-    async def db_list_collections(self) -> dict[str, Any]:
+    async def db_list_collections(self) -> Collections:
         """``db_list_collections``, showing only the agent's collections."""
         listing = await self._db.db_list_collections()
         shown = [c for c in listing["collections"] if self.access.visible(c["name"])]

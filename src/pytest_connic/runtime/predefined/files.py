@@ -24,16 +24,60 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
+from pytest_connic.jsonsafe import JsonObject
 from pytest_connic.runtime.predefined.access import ScopeAccess, files_access
 from pytest_connic.runtime.predefined.db import now_iso, open_sqlite
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
-from pytest_connic.runtime.predefined.query import check_page, compile_filter, sort_documents
+from pytest_connic.runtime.predefined.query import Document, check_page, compile_filter, sort_documents
 from pytest_connic.runtime.predefined.sandbox import Sandbox, is_under, normalise, parent_of
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, meta TEXT NOT NULL);"
-Meta = dict[str, Any]
+Meta = Document
+"""A file's metadata: Connic's system fields (``_path``, ``_size``, ...) and the custom ones."""
+
+
+class Listing(TypedDict):
+    """``file_list``'s result."""
+
+    folder: str
+    folders: list[str]
+    files: list[Meta]
+    count: int
+    total: int
+
+
+class Read(TypedDict):
+    """``file_read``'s result for a file: its metadata and its content."""
+
+    file: Meta
+    content: bytes
+
+
+class NotFound(TypedDict):
+    """``file_read``'s result when there is no such file."""
+
+    error: str
+
+
+class Moved(TypedDict, total=False):
+    """``file_update``'s result: how many files moved, and the file or the folder."""
+
+    moved: int
+    file: Meta
+    folder: str
+
+
+class Removed(TypedDict):
+    """``file_delete``'s result."""
+
+    deleted: int
+
+
+def path_of(meta: Meta) -> str:
+    """The ``_path`` of a file's metadata (always a string: the index writes it)."""
+    return str(meta["_path"])
 
 
 @dataclass(frozen=True)
@@ -48,7 +92,7 @@ class Caller:
 
     def sees(self, meta: Meta) -> bool:
         """Whether this caller may see the file (folders, then ``session_only``)."""
-        path = meta["_path"]
+        path = path_of(meta)
         if not self.access.visible(path):
             return False
         session_only, _ = self.access.flag(path, "session_only")
@@ -57,7 +101,7 @@ class Caller:
         return self.session_id is not None and meta.get("_session_id") == self.session_id
 
 
-def _custom(metadata: Any, *, allow_none: bool) -> dict[str, Any]:
+def _custom(metadata: object, *, allow_none: bool) -> JsonObject:
     if metadata is None:
         return {}
     if not isinstance(metadata, dict):
@@ -74,7 +118,7 @@ def _custom(metadata: Any, *, allow_none: bool) -> dict[str, Any]:
     return metadata
 
 
-def _encode(content: Any) -> bytes:
+def _encode(content: object) -> bytes:
     if isinstance(content, str):
         return content.encode("utf-8")
     if isinstance(content, (bytes, bytearray)):
@@ -89,7 +133,8 @@ def _partition(metas: list[Meta], folder: str, recursive: bool) -> tuple[list[Me
     folders = set()
     for meta in metas:
         if meta["_folder"] != folder:
-            rest = meta["_path"][len(folder) + 1 :] if folder else meta["_path"]
+            path = path_of(meta)
+            rest = path[len(folder) + 1 :] if folder else path
             first = rest.split("/", 1)[0]
             folders.add(f"{folder}/{first}" if folder else first)
     return [meta for meta in metas if meta["_folder"] == folder], folders
@@ -121,7 +166,7 @@ class FileStore:
 
     def _put(self, meta: Meta) -> None:
         self._index.execute(
-            "INSERT OR REPLACE INTO files (path, meta) VALUES (?, ?)", (meta["_path"], json.dumps(meta))
+            "INSERT OR REPLACE INTO files (path, meta) VALUES (?, ?)", (path_of(meta), json.dumps(meta))
         )
 
     def _forget(self, path: str) -> None:
@@ -180,7 +225,7 @@ class FileStore:
         return candidate
 
     def _move(self, meta: Meta, destination: str, stamp: str) -> Meta:
-        source = meta["_path"]
+        source = path_of(meta)
         target = self.sandbox.locate(destination)
         self._make_parent(destination)
         os.rename(self.sandbox.locate(source), target)
@@ -197,21 +242,21 @@ class FileStore:
     def list(
         self,
         caller: Caller,
-        folder: Any,
+        folder: object,
         recursive: bool,
-        filter: Any,
-        scope: Any,
-        sort: Any,
-        limit: Any,
-        skip: Any,
-    ) -> dict[str, Any]:
+        filter: object,
+        scope: object,
+        sort: object,
+        limit: object,
+        skip: object,
+    ) -> Listing:
         """``file_list``: files of ``folder`` (or below it) matching ``filter``, one page."""
         folder = normalise(folder, folder=True)
         if not caller.access.reachable(folder):
             caller.access.require_visible(folder)
         predicate = compile_filter(filter, what="file_list filter")
         in_scope = self._scope_test(caller, scope)
-        check_page(limit, skip)
+        limit, skip = check_page(limit, skip)
         with self._lock:
             metas = self._files_under(caller, folder)
         candidates, folders = _partition(metas, folder, recursive)
@@ -226,7 +271,7 @@ class FileStore:
             "total": len(ordered),
         }
 
-    def _scope_test(self, caller: Caller, scope: Any) -> Callable[[Meta], bool]:
+    def _scope_test(self, caller: Caller, scope: object) -> Callable[[Meta], bool]:
         if scope == "all":
             return lambda _meta: True
         keys = {"session": ("_session_id", caller.session_id), "run": ("_run_id", caller.run_id)}
@@ -237,7 +282,7 @@ class FileStore:
             raise PredefinedToolError(f"scope={scope!r} needs a current {scope}, and this call has none")
         return lambda meta: meta.get(field) == value
 
-    def read(self, caller: Caller, path: Any) -> dict[str, Any]:
+    def read(self, caller: Caller, path: object) -> Read | NotFound:
         """``file_read``: ``{"file", "content": bytes}`` or ``{"error"}`` when there is no such file."""
         path = normalise(path)
         caller.access.require_visible(path)
@@ -249,7 +294,7 @@ class FileStore:
         return {"file": meta, "content": content}
 
     def write(
-        self, caller: Caller, path: Any, content: Any, mime_type: Any, metadata: Any, overwrite: bool
+        self, caller: Caller, path: object, content: object, mime_type: object, metadata: object, overwrite: bool
     ) -> Meta:
         """``file_write``: store a file (a numbered name when taken and not ``overwrite``)."""
         path = normalise(path)
@@ -270,7 +315,7 @@ class FileStore:
         return meta
 
     def _new_meta(
-        self, caller: Caller, path: str, size: int, mime: str | None, custom: dict[str, Any], text: bool
+        self, caller: Caller, path: str, size: int, mime: str | None, custom: JsonObject, text: bool
     ) -> Meta:
         name = PurePosixPath(path).name
         fallback = "text/plain" if text else "application/octet-stream"
@@ -291,7 +336,7 @@ class FileStore:
             "_updated_at": stamp,
         }
 
-    def update(self, caller: Caller, path: Any, new_path: Any, metadata: Any) -> dict[str, Any]:
+    def update(self, caller: Caller, path: object, new_path: object, metadata: object) -> Moved:
         """``file_update``: move/rename a file or folder, or merge a file's metadata."""
         path = normalise(path)
         caller.access.require_visible(path)
@@ -310,8 +355,8 @@ class FileStore:
         raise PredefinedToolError(f"No file or folder at {path!r}")
 
     def _update_file(
-        self, caller: Caller, path: str, destination: str | None, custom: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, caller: Caller, path: str, destination: str | None, custom: JsonObject
+    ) -> Moved:
         meta = self._file(caller, path)
         if meta is None:
             raise PredefinedToolError(f"No file or folder at {path!r}")
@@ -329,7 +374,7 @@ class FileStore:
             self._put(meta)
         return {"moved": moved, "file": meta}
 
-    def _move_folder(self, caller: Caller, path: str, destination: str) -> dict[str, Any]:
+    def _move_folder(self, caller: Caller, path: str, destination: str) -> Moved:
         if destination == path or is_under(destination, path):
             raise PredefinedToolError(f"cannot move folder {path!r} into itself ({destination!r})")
         caller.access.require_subtree(path, "prevent_write")
@@ -337,16 +382,16 @@ class FileStore:
         metas = self._files_under(caller, path)
         if not metas:
             raise PredefinedToolError(f"No file or folder at {path!r}")
-        targets = {meta["_path"]: destination + meta["_path"][len(path) :] for meta in metas}
+        targets = {path_of(meta): destination + path_of(meta)[len(path) :] for meta in metas}
         taken = [t for t in targets.values() if os.path.lexists(self.sandbox.locate(t))]
         if taken:
             raise PredefinedToolError(f"cannot move {path!r}: {taken[0]!r} already exists")
         stamp = now_iso()
         for meta in metas:
-            self._move(meta, targets[meta["_path"]], stamp)
+            self._move(meta, targets[path_of(meta)], stamp)
         return {"moved": len(metas), "folder": destination}
 
-    def delete(self, caller: Caller, path: Any, recursive: bool) -> dict[str, Any]:
+    def delete(self, caller: Caller, path: object, recursive: bool) -> Removed:
         """``file_delete``: a file, or (with ``recursive``) every file of a folder."""
         path = normalise(path)
         caller.access.require_visible(path)
@@ -354,7 +399,7 @@ class FileStore:
             disk = self.sandbox.locate(path)
             if disk.is_file() and self._file(caller, path) is not None:
                 caller.access.require(path, "prevent_delete")
-                metas = [{"_path": path}]
+                metas: list[Meta] = [{"_path": path}]
             elif disk.is_dir() and not disk.is_symlink():
                 if not recursive:
                     raise PredefinedToolError(f"{path!r} is a folder: pass recursive=true to delete it")
@@ -363,9 +408,9 @@ class FileStore:
             else:
                 raise PredefinedToolError(f"No file or folder at {path!r}")
             for meta in metas:
-                self.sandbox.locate(meta["_path"]).unlink()
-                self._forget(meta["_path"])
-                self.sandbox.prune(parent_of(meta["_path"]))
+                self.sandbox.locate(path_of(meta)).unlink()
+                self._forget(path_of(meta))
+                self.sandbox.prune(parent_of(path_of(meta)))
         return {"deleted": len(metas)}
 
 
@@ -379,16 +424,16 @@ class _FileTools:
         self,
         folder: str = "",
         recursive: bool = False,
-        filter: dict[str, Any] | None = None,
+        filter: JsonObject | None = None,
         scope: Literal["all", "session", "run"] = "all",
         sort: dict[str, int] | None = None,
         limit: int = 100,
         skip: int = 0,
-    ) -> dict[str, Any]:
+    ) -> Listing:
         """List files and subfolders of ``folder``: ``{folder, folders, files, count, total}``."""
         return self._store.list(self._caller, folder, recursive, filter, scope, sort, limit, skip)
 
-    async def file_read(self, path: str) -> dict[str, Any]:
+    async def file_read(self, path: str) -> Read | NotFound:
         """Read a file: ``{"file": {...}, "content": bytes}`` (bytes: not JSON-serialisable)."""
         return self._store.read(self._caller, path)
 
@@ -397,9 +442,9 @@ class _FileTools:
         path: str,
         content: str | bytes,
         mime_type: str | None = None,
-        metadata: dict[str, Any] | None = None,
+        metadata: JsonObject | None = None,
         overwrite: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Meta:
         """Write a file; missing folders are created. Returns its metadata."""
         return self._store.write(self._caller, path, content, mime_type, metadata, overwrite)
 
@@ -407,12 +452,12 @@ class _FileTools:
         self,
         path: str,
         new_path: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        metadata: JsonObject | None = None,
+    ) -> Moved:
         """Move or rename a file or folder, or merge metadata into a file (null removes)."""
         return self._store.update(self._caller, path, new_path, metadata)
 
-    async def file_delete(self, path: str, recursive: bool = False) -> dict[str, Any]:
+    async def file_delete(self, path: str, recursive: bool = False) -> Removed:
         """Delete a file, or a folder and everything in it (``recursive`` required)."""
         return self._store.delete(self._caller, path, recursive)
 
@@ -435,7 +480,7 @@ class LocalFiles(_FileTools):
 
     def bind(
         self,
-        access: Any,
+        access: object,
         agent_name: str,
         *,
         run_id: str | None = None,

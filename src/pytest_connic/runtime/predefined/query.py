@@ -15,13 +15,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TypeGuard, TypeVar
 
-from pytest_connic.jsonsafe import MISSING, at_path
+from pytest_connic.jsonsafe import MISSING, JsonObject, JsonValue, at_path
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
-Predicate = Callable[[Any], bool]
-"""A compiled filter: takes one JSON document (or any JSON value for field operators)."""
+Predicate = Callable[[object], bool]
+"""A compiled filter: takes one JSON document (or any JSON value for field operators, or
+:data:`~pytest_connic.jsonsafe.MISSING` where a field is absent)."""
+
+Document = JsonObject
+"""A stored document, a file's metadata: a JSON object."""
 
 FIELD_OPERATORS = (
     "$eq",
@@ -45,12 +49,14 @@ _UNSUPPORTED = {
     "so the local database does not support it",
 }
 MAX_LIMIT = 1000
+#: what an ordering operator compares: two numbers, or two strings
+_Ordered = TypeVar("_Ordered", float, str)
 
 
 # --------------------------------------------------------------------------- values
 
 
-def json_equal(left: Any, right: Any) -> bool:
+def json_equal(left: object, right: object) -> bool:
     """JSON equality: ``true`` is not ``1``, ``1`` equals ``1.0``, containers compare deeply."""
     if _is_number(left) and _is_number(right):
         return bool(left == right)
@@ -61,12 +67,12 @@ def json_equal(left: Any, right: Any) -> bool:
     return type(left) is type(right) and bool(left == right)
 
 
-def canonical(value: Any) -> str:
+def canonical(value: object) -> str:
     """A stable text form of a JSON value, for hashing and de-duplication."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def as_text(value: Any) -> str | None:
+def as_text(value: object) -> str | None:
     """The text form ``$in``/``$nin`` compare (Connic: "compare values as text")."""
     if value is None:
         return None
@@ -75,14 +81,14 @@ def as_text(value: Any) -> str | None:
     return canonical(value)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 # --------------------------------------------------------------------------- compiling
 
 
-def compile_filter(spec: Mapping[str, Any] | None, *, what: str = "filter") -> Predicate:
+def compile_filter(spec: object, *, what: str = "filter") -> Predicate:
     """Compile a document filter; raise ``PredefinedToolError`` naming the first problem."""
     if spec is None:
         return lambda _document: True
@@ -92,7 +98,7 @@ def compile_filter(spec: Mapping[str, Any] | None, *, what: str = "filter") -> P
     return lambda document: all(part(document) for part in parts)
 
 
-def _compile_entry(key: str, value: Any, what: str) -> Predicate:
+def _compile_entry(key: str, value: object, what: str) -> Predicate:
     if key in _UNSUPPORTED:
         raise PredefinedToolError(f"{what}: {_UNSUPPORTED[key]}")
     if key in ("$and", "$or", "$nor"):
@@ -111,7 +117,7 @@ def _compile_entry(key: str, value: Any, what: str) -> Predicate:
     return lambda document: condition(at_path(document, key))
 
 
-def _compile_logical(key: str, value: Any, what: str) -> Predicate:
+def _compile_logical(key: str, value: object, what: str) -> Predicate:
     if not isinstance(value, list) or not value:
         raise PredefinedToolError(f"{what}: {key} takes a non-empty list of filters")
     parts = [compile_filter(_require_object(item, key, what), what=what) for item in value]
@@ -122,13 +128,13 @@ def _compile_logical(key: str, value: Any, what: str) -> Predicate:
     return lambda document: not any(part(document) for part in parts)
 
 
-def _require_object(value: Any, operator: str, what: str) -> Mapping[str, Any]:
+def _require_object(value: object, operator: str, what: str) -> Mapping[str, object]:
     if not isinstance(value, Mapping):
         raise PredefinedToolError(f"{what}: {operator} takes a JSON object, got {value!r}")
     return value
 
 
-def _is_operator_object(value: Any, what: str) -> bool:
+def _is_operator_object(value: object, what: str) -> TypeGuard[dict[str, object]]:
     if not isinstance(value, dict) or not value:
         return False
     dollar = [key.startswith("$") for key in value]
@@ -141,7 +147,7 @@ def _is_operator_object(value: Any, what: str) -> bool:
     return False
 
 
-def compile_condition(spec: Any, *, what: str) -> Predicate:
+def compile_condition(spec: object, *, what: str) -> Predicate:
     """Compile the condition on one field: an operator object, or a literal for equality."""
     if not _is_operator_object(spec, what):
         return _equals(spec)
@@ -156,7 +162,7 @@ def compile_condition(spec: Any, *, what: str) -> Predicate:
     return lambda value: all(part(value) for part in parts)
 
 
-def _compile_operator(operator: str, argument: Any, what: str, options: Any) -> Predicate:
+def _compile_operator(operator: str, argument: object, what: str, options: object) -> Predicate:
     if operator in _UNSUPPORTED:
         raise PredefinedToolError(f"{what}: {_UNSUPPORTED[operator]}")
     factory = _OPERATORS.get(operator)
@@ -168,48 +174,50 @@ def _compile_operator(operator: str, argument: Any, what: str, options: Any) -> 
     raise PredefinedToolError(f"{what}: unknown operator {operator!r}; supported: {known}")
 
 
-def _equals(expected: Any) -> Predicate:
+def _equals(expected: object) -> Predicate:
     if expected is None:
         return lambda value: value is MISSING or value is None
     return lambda value: value is not MISSING and json_equal(value, expected)
 
 
-def _not_equals(expected: Any, _what: str) -> Predicate:
+def _not_equals(expected: object, _what: str) -> Predicate:
     equal = _equals(expected)
     return lambda value: not equal(value)
 
 
-def _ordering(operator: str) -> Callable[[Any, str], Predicate]:
-    compare: dict[str, Callable[[Any, Any], bool]] = {
-        "$gt": lambda a, b: a > b,
-        "$gte": lambda a, b: a >= b,
-        "$lt": lambda a, b: a < b,
-        "$lte": lambda a, b: a <= b,
-    }
-    test = compare[operator]
+def _holds(operator: str, value: _Ordered, bound: _Ordered) -> bool:
+    if operator == "$gt":
+        return value > bound
+    if operator == "$gte":
+        return value >= bound
+    if operator == "$lt":
+        return value < bound
+    return value <= bound
 
-    def factory(bound: Any, what: str) -> Predicate:
+
+def _ordering(operator: str) -> Callable[[object, str], Predicate]:
+    def factory(bound: object, what: str) -> Predicate:
         if not (_is_number(bound) or isinstance(bound, str)):
             raise PredefinedToolError(f"{what}: {operator} takes a number or a string, got {bound!r}")
 
-        def predicate(value: Any) -> bool:
+        def predicate(value: object) -> bool:
             if _is_number(bound) and _is_number(value):
-                return test(value, bound)
-            return isinstance(bound, str) and isinstance(value, str) and test(value, bound)
+                return _holds(operator, value, bound)
+            return isinstance(bound, str) and isinstance(value, str) and _holds(operator, value, bound)
 
         return predicate
 
     return factory
 
 
-def _membership(negate: bool) -> Callable[[Any, str], Predicate]:
-    def factory(candidates: Any, what: str) -> Predicate:
+def _membership(negate: bool) -> Callable[[object, str], Predicate]:
+    def factory(candidates: object, what: str) -> Predicate:
         name = "$nin" if negate else "$in"
         if not isinstance(candidates, list):
             raise PredefinedToolError(f"{what}: {name} takes a list, got {candidates!r}")
         texts = {as_text(item) for item in candidates}
 
-        def member(value: Any) -> bool:
+        def member(value: object) -> bool:
             if value is MISSING or value is None:
                 return None in texts
             return as_text(value) in texts
@@ -219,16 +227,16 @@ def _membership(negate: bool) -> Callable[[Any, str], Predicate]:
     return factory
 
 
-def _exists(flag: Any, what: str) -> Predicate:
+def _exists(flag: object, what: str) -> Predicate:
     if not isinstance(flag, bool):
         raise PredefinedToolError(f"{what}: $exists takes true or false, got {flag!r}")
     return lambda value: (value is not MISSING) == flag
 
 
-def _contains(needle: Any, _what: str) -> Predicate:
+def _contains(needle: object, _what: str) -> Predicate:
     wanted = needle if isinstance(needle, list) else [needle]
 
-    def predicate(value: Any) -> bool:
+    def predicate(value: object) -> bool:
         if not isinstance(value, list):
             return False
         return all(any(json_equal(item, want) for item in value) for want in wanted)
@@ -236,12 +244,14 @@ def _contains(needle: Any, _what: str) -> Predicate:
     return predicate
 
 
-def _regex(pattern: Any, options: Any, what: str) -> Predicate:
+def _regex(pattern: object, options: object, what: str) -> Predicate:
     if not isinstance(pattern, str):
         raise PredefinedToolError(f"{what}: $regex takes a string pattern, got {pattern!r}")
+    if options is not None and not isinstance(options, (str, list)):
+        raise PredefinedToolError(f"{what}: $options takes a string of flags, got {options!r}")
     flags = 0
     for letter in options or "":
-        flag = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}.get(letter)
+        flag = _REGEX_FLAGS.get(letter) if isinstance(letter, str) else None
         if flag is None:
             raise PredefinedToolError(f"{what}: unknown $options flag {letter!r} (use i, m, s, x)")
         flags |= flag
@@ -252,14 +262,17 @@ def _regex(pattern: Any, options: Any, what: str) -> Predicate:
     return lambda value: isinstance(value, str) and compiled.search(value) is not None
 
 
-def _negation(spec: Any, what: str) -> Predicate:
+_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+
+
+def _negation(spec: object, what: str) -> Predicate:
     if not _is_operator_object(spec, what):
         raise PredefinedToolError(f"{what}: $not takes an object of operators, e.g. {{'$gt': 5}}")
     inner = compile_condition(spec, what=what)
     return lambda value: not inner(value)
 
 
-def _elem_match(spec: Any, what: str) -> Predicate:
+def _elem_match(spec: object, what: str) -> Predicate:
     if not isinstance(spec, dict) or not spec:
         raise PredefinedToolError(f"{what}: $elemMatch takes a non-empty object")
     if _is_operator_object(spec, what):
@@ -269,7 +282,7 @@ def _elem_match(spec: Any, what: str) -> Predicate:
     return lambda value: isinstance(value, list) and any(element(item) for item in value)
 
 
-_OPERATORS: dict[str, Callable[[Any, str], Predicate]] = {
+_OPERATORS: dict[str, Callable[[object, str], Predicate]] = {
     "$eq": lambda expected, _what: _equals(expected),
     "$ne": _not_equals,
     "$gt": _ordering("$gt"),
@@ -288,15 +301,16 @@ _OPERATORS: dict[str, Callable[[Any, str], Predicate]] = {
 # --------------------------------------------------------------------------- result shaping
 
 
-def check_page(limit: Any, skip: Any) -> None:
-    """Validate ``limit`` (1..1000, Connic's documented maximum) and ``skip`` (>= 0)."""
+def check_page(limit: object, skip: object) -> tuple[int, int]:
+    """``limit`` (1..1000, Connic's documented maximum) and ``skip`` (>= 0), validated."""
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise PredefinedToolError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
     if not isinstance(skip, int) or isinstance(skip, bool) or skip < 0:
         raise PredefinedToolError(f"skip must be a non-negative integer, got {skip!r}")
+    return limit, skip
 
 
-def _sort_key(value: Any) -> tuple[int, Any]:
+def _sort_key(value: object) -> tuple[int, float | str]:
     # MongoDB's cross-type order: missing/null < numbers < strings < objects < arrays < booleans.
     if value is MISSING or value is None:
         return (0, 0)
@@ -309,11 +323,11 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     return (3 if isinstance(value, dict) else 4, canonical(value))
 
 
-def _key_at(path: str) -> Callable[[dict[str, Any]], tuple[int, Any]]:
+def _key_at(path: str) -> Callable[[Document], tuple[int, float | str]]:
     return lambda document: _sort_key(at_path(document, path))
 
 
-def sort_documents(documents: list[dict[str, Any]], sort: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def sort_documents(documents: list[Document], sort: object) -> list[Document]:
     """Sort by ``{"path": 1 | -1, ...}``, first key most significant; stable otherwise."""
     if not sort:
         return documents
@@ -328,9 +342,9 @@ def sort_documents(documents: list[dict[str, Any]], sort: Mapping[str, Any] | No
     return ordered
 
 
-def project(document: dict[str, Any], fields: Iterable[str], always: Iterable[str] = ()) -> dict[str, Any]:
+def project(document: Document, fields: Iterable[str], always: Iterable[str] = ()) -> Document:
     """Keep only ``fields`` (dot paths, nested structure rebuilt) plus the ``always`` keys."""
-    result: dict[str, Any] = {key: document[key] for key in always if key in document}
+    result: Document = {key: document[key] for key in always if key in document}
     for path in fields:
         value = at_path(document, path)
         if value is MISSING:
@@ -338,22 +352,25 @@ def project(document: dict[str, Any], fields: Iterable[str], always: Iterable[st
         target = result
         *parents, leaf = path.split(".")
         for segment in parents:
-            target = target.setdefault(segment, {})
+            child = target.setdefault(segment, {})
+            if not isinstance(child, dict):  # "a" and "a.0" both asked for, "a" a list
+                raise PredefinedToolError(f"fields: {path!r} reaches into {segment!r}, which is not an object")
+            target = child
         target[leaf] = value
     return result
 
 
-def check_fields(fields: Any) -> list[str]:
+def check_fields(fields: object) -> list[str]:
     """Validate a ``fields`` argument: a list of field paths (not a projection map)."""
     if not isinstance(fields, list) or not all(isinstance(f, str) and f for f in fields):
         raise PredefinedToolError(f"fields must be a list of field paths, got {fields!r}")
     return fields
 
 
-def distinct_values(documents: Iterable[Mapping[str, Any]], path: str) -> list[Any]:
+def distinct_values(documents: Iterable[Document], path: str) -> list[JsonValue]:
     """Unique values at ``path`` in document order; documents without the field are skipped."""
     seen: set[str] = set()
-    values: list[Any] = []
+    values: list[JsonValue] = []
     for document in documents:
         value = at_path(document, path)
         if value is MISSING:

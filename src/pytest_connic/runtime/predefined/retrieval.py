@@ -28,8 +28,9 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
+from pytest_connic.jsonsafe import JsonObject
 from pytest_connic.runtime.predefined.access import ScopeAccess, retrieval_access
 from pytest_connic.runtime.predefined.db import SqliteStore, now_iso
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
@@ -59,6 +60,61 @@ STOP_WORDS = frozenset(
         "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your",
     )
 )  # fmt: skip
+
+
+
+
+class Hit(TypedDict):
+    """One result of ``retrieval_query``."""
+
+    content: str
+    entry_id: str
+    namespace: str | None
+    score: float
+    metadata: JsonObject
+
+
+class QueryResult(TypedDict):
+    """``retrieval_query``'s result."""
+
+    results: list[Hit]
+
+
+class Stored(TypedDict):
+    """``retrieval_store``'s result."""
+
+    entry_id: str
+    chunk_count: int
+    status: Literal["completed"]
+    queued: bool
+    success: bool
+
+
+class DeletedChunks(TypedDict):
+    """``retrieval_delete``'s result."""
+
+    ok: bool
+    deleted_chunks: int
+
+
+class NamespaceInfo(TypedDict):
+    """One namespace in ``retrieval_list_namespaces``."""
+
+    name: str
+    entry_count: int
+    total_entry_count: int
+    has_children: bool
+
+
+class NamespaceChildren(TypedDict):
+    """``retrieval_list_namespaces``'s result for a ``parent``."""
+
+    parent: NamespaceInfo
+    namespaces: list[NamespaceInfo]
+
+
+#: ``retrieval_list_namespaces``'s result: every namespace, or the children of a ``parent``
+Namespaces = NamespaceChildren | list[NamespaceInfo]
 
 
 # --------------------------------------------------------------------------- text
@@ -104,7 +160,7 @@ class _Chunk:
     position: int
     content: str
     tokens: list[str]
-    metadata: dict[str, Any]
+    metadata: JsonObject
 
 
 def rank(query: str, chunks: list[_Chunk]) -> list[tuple[float, float, _Chunk]]:
@@ -137,7 +193,7 @@ def rank(query: str, chunks: list[_Chunk]) -> list[tuple[float, float, _Chunk]]:
 # --------------------------------------------------------------------------- namespaces
 
 
-def check_namespace(namespace: Any) -> str:
+def check_namespace(namespace: object) -> str:
     """Validate a dot-separated namespace (``""`` stands for the default one)."""
     if namespace is None:
         return ""
@@ -176,7 +232,7 @@ class RetrievalIndex(SqliteStore):
         chunks = [_Chunk(n, e, p, c, json.loads(t), json.loads(m)) for n, e, p, c, t, m in rows]
         return [c for c in chunks if _within(c.namespace, scope) and access.visible(_shown(c.namespace))]
 
-    def _entries(self, access: ScopeAccess) -> list[tuple[str, str, dict[str, Any], int]]:
+    def _entries(self, access: ScopeAccess) -> list[tuple[str, str, JsonObject, int]]:
         with self._lock:
             rows = self._connection.execute(
                 "SELECT e.namespace, e.entry_id, e.metadata, COUNT(c.position) FROM entries e "
@@ -187,12 +243,12 @@ class RetrievalIndex(SqliteStore):
     def query(
         self,
         access: ScopeAccess,
-        query: Any,
-        namespace: Any,
-        min_score: Any,
-        max_results: Any,
-        metadata_filter: Any,
-    ) -> dict[str, Any]:
+        query: object,
+        namespace: object,
+        min_score: object,
+        max_results: object,
+        metadata_filter: object,
+    ) -> QueryResult:
         """``retrieval_query`` for a caller with ``access``."""
         if not isinstance(query, str) or not query.strip():
             raise PredefinedToolError("query must be a non-empty string")
@@ -205,7 +261,7 @@ class RetrievalIndex(SqliteStore):
             raise PredefinedToolError(f"max_results must be a positive integer, got {max_results!r}")
         predicate = compile_filter(metadata_filter, what="metadata_filter")
         candidates = [c for c in self._chunks(scope, access) if predicate(c.metadata)]
-        results = [
+        results: list[Hit] = [
             {
                 "content": item.content,
                 "entry_id": item.entry_id,
@@ -219,8 +275,8 @@ class RetrievalIndex(SqliteStore):
         return {"results": results[:max_results]}
 
     def store(
-        self, access: ScopeAccess, content: Any, entry_id: Any, namespace: Any, metadata: Any
-    ) -> dict[str, Any]:
+        self, access: ScopeAccess, content: object, entry_id: object, namespace: object, metadata: object
+    ) -> Stored:
         """``retrieval_store``: add or atomically replace one entry."""
         scope = check_namespace(namespace)
         access.require(_shown(scope), "prevent_write")
@@ -252,8 +308,8 @@ class RetrievalIndex(SqliteStore):
         }
 
     def delete(
-        self, access: ScopeAccess, entry_id: Any, namespace: Any, metadata_filter: Any
-    ) -> dict[str, Any]:
+        self, access: ScopeAccess, entry_id: object, namespace: object, metadata_filter: object
+    ) -> DeletedChunks:
         """``retrieval_delete``: one entry by id, or a namespace subtree (optionally filtered)."""
         if entry_id is None and namespace is None:
             raise PredefinedToolError("retrieval_delete needs an entry_id, a namespace, or both")
@@ -278,7 +334,7 @@ class RetrievalIndex(SqliteStore):
                 )
         return {"ok": True, "deleted_chunks": sum(k for _n, _e, k in targets)}
 
-    def list_namespaces(self, access: ScopeAccess, parent: Any, depth: Any) -> Any:
+    def list_namespaces(self, access: ScopeAccess, parent: object, depth: object) -> Namespaces:
         """``retrieval_list_namespaces``: a list of namespaces, or ``{parent, namespaces}``."""
         if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_DEPTH:
             raise PredefinedToolError(f"depth must be an integer from 0 to {MAX_DEPTH}, got {depth!r}")
@@ -289,7 +345,7 @@ class RetrievalIndex(SqliteStore):
         names = {".".join(n.split(".")[:i]) for n in direct for i in range(1, n.count(".") + 2)}
         level = base.count(".") + 1 if base else 0
 
-        def info(name: str) -> dict[str, Any]:
+        def info(name: str) -> NamespaceInfo:
             below = [n for n in names if n.startswith(name + ".")]
             total = direct[name] + sum(direct[n] for n in below)
             return {
@@ -307,7 +363,7 @@ class RetrievalIndex(SqliteStore):
         return {"parent": info(base), "namespaces": children} if base else children
 
 
-def _metadata(metadata: Any) -> str:
+def _metadata(metadata: object) -> str:
     if metadata is None:
         return "{}"
     if not isinstance(metadata, dict):
@@ -330,8 +386,8 @@ class _RetrievalTools:
         namespace: str | None = None,
         min_score: float = 0.3,
         max_results: int = 3,
-        metadata_filter: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        metadata_filter: JsonObject | None = None,
+    ) -> QueryResult:
         """Search the index: ``{"results": [{content, entry_id, namespace, score, metadata}]}``."""
         return self._index.query(self.access, query, namespace, min_score, max_results, metadata_filter)
 
@@ -340,8 +396,8 @@ class _RetrievalTools:
         content: str,
         entry_id: str | None = None,
         namespace: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        metadata: JsonObject | None = None,
+    ) -> Stored:
         """Store (or replace) an entry: ``{entry_id, chunk_count, status, queued, success}``."""
         return self._index.store(self.access, content, entry_id, namespace, metadata)
 
@@ -349,8 +405,8 @@ class _RetrievalTools:
         self,
         entry_id: str | None = None,
         namespace: str | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        metadata_filter: JsonObject | None = None,
+    ) -> DeletedChunks:
         """Delete one entry or a namespace subtree: ``{"ok", "deleted_chunks"}``."""
         return self._index.delete(self.access, entry_id, namespace, metadata_filter)
 
@@ -358,11 +414,9 @@ class _RetrievalTools:
         self,
         parent: str | None = None,
         depth: int = 1,
-    ) -> dict[str, Any] | list[dict[str, Any]]:
+    ) -> Namespaces:
         """List namespaces (a list), or the children of ``parent`` (``{parent, namespaces}``)."""
-        listing: dict[str, Any] | list[dict[str, Any]]
-        listing = self._index.list_namespaces(self.access, parent, depth)
-        return listing
+        return self._index.list_namespaces(self.access, parent, depth)
 
     query_knowledge = retrieval_query
     store_knowledge = retrieval_store
@@ -382,7 +436,7 @@ class LocalRetrieval(_RetrievalTools):
         """Close the SQLite connection."""
         self._index.close()
 
-    def bind(self, access: Any, agent_name: str) -> BoundRetrieval:
+    def bind(self, access: object, agent_name: str) -> BoundRetrieval:
         """The retrieval tools for one agent, enforcing its ``RetrievalAccessConfig`` (or ``None``)."""
         return BoundRetrieval(self._index, retrieval_access(access, agent_name))
 

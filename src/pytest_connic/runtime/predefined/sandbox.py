@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
 _DRIVE = re.compile(r"[A-Za-z]:([/\\]|$)")
 
 
-def normalise(path: Any, *, folder: bool = False) -> str:
+def normalise(path: object, *, folder: bool = False) -> str:
     """Validate a user path; ``folder=True`` also accepts ``""`` (the root) and one trailing ``/``."""
     if not isinstance(path, str):
         raise PredefinedToolError(f"path must be a string, got {path!r}")

@@ -17,8 +17,9 @@ a refused connection) raises ``CallFailed``, recorded and replayed as the same f
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, SupportsIndex, SupportsInt
 
+from pytest_connic.jsonsafe import JsonObject
 from pytest_connic.models.base import CallFailed
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
@@ -33,7 +34,11 @@ class WebUnavailable(PredefinedToolError):
     """A web tool that cannot run here: the extra is missing, no search backend, a browser tool."""
 
 
-def _httpx() -> Any:
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+def _httpx() -> ModuleType:
     try:
         import httpx
     except ImportError as exc:
@@ -54,8 +59,8 @@ def html_to_text(html: str, base_url: str = "") -> str:
     return text.strip()
 
 
-async def read_page(url: str, follow_redirects: bool = True) -> dict[str, Any]:
-    """``web_read_page`` for real."""
+async def read_page(url: object, follow_redirects: object = True) -> JsonObject:
+    """``web_read_page`` for real (the arguments are the caller's, checked here)."""
     httpx = _httpx()
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise PredefinedToolError(f"url must be an http(s) URL, got {url!r}")
@@ -78,9 +83,10 @@ async def read_page(url: str, follow_redirects: bool = True) -> dict[str, Any]:
     return {"markdown": markdown, "url": final}
 
 
-async def tavily_search(query: str, max_results: int = 5, country: str | None = None,
-                        include_news: bool = False) -> dict[str, Any]:
-    """``web_search`` through Tavily's search API (``TAVILY_API_KEY``, ``TAVILY_BASE_URL``)."""
+async def tavily_search(query: object, max_results: object = 5, country: object = None,
+                        include_news: object = False) -> JsonObject:
+    """``web_search`` through Tavily's search API (``TAVILY_API_KEY``, ``TAVILY_BASE_URL``); the
+    arguments are the caller's, sent as JSON (``max_results`` an integer, bounded)."""
     key = os.environ.get("TAVILY_API_KEY")
     if not key:
         raise WebUnavailable(
@@ -89,7 +95,7 @@ async def tavily_search(query: str, max_results: int = 5, country: str | None = 
             "(docs/predefined-tools.md)"
         )
     httpx = _httpx()
-    body: dict[str, Any] = {"query": query, "max_results": max(1, min(int(max_results), MAX_RESULTS)),
+    body: dict[str, object] = {"query": query, "max_results": max(1, min(_integer(max_results), MAX_RESULTS)),
                             "topic": "news" if include_news else "general"}
     if country:
         body["country"] = country
@@ -111,6 +117,14 @@ async def tavily_search(query: str, max_results: int = 5, country: str | None = 
         raise CallFailed("web_search: the search backend's answer has no results list")
     return {"results": [{"title": str(r.get("title") or ""), "url": str(r.get("url") or ""),
                          "content": str(r.get("content") or "")} for r in results if isinstance(r, dict)]}
+
+
+def _integer(value: object) -> int:
+    """``int(value)``, for what ``int`` takes."""
+    if isinstance(value, (str, bytes, bytearray, SupportsInt, SupportsIndex)):
+        return int(value)
+    raise TypeError(f"int() argument must be a string, a bytes-like object or a real number, "
+                    f"not '{type(value).__name__}'")
 
 
 def browser_refusal(name: str) -> str:
