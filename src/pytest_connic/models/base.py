@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pytest_connic.errors import ConnicError, RunSignal
 
@@ -50,7 +50,7 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: dict[str, object] | str  #: a JSON schema (a placeholder string once a matching rule replaced it whole)
 
 
 @dataclass
@@ -60,19 +60,19 @@ class ModelRequest:
     agent_name: str
     model: str
     system_prompt: str
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, object]]
     tools: list[ToolSpec] = field(default_factory=list)
     fallback_model: str | None = None
     temperature: float = 1.0
     reasoning_effort: str | None = None
     #: deprecated raw reasoning token budget (``reasoning_budget``), legacy models only
     reasoning_budget: int | None = None
-    output_schema: dict[str, Any] | None = None
-    retry_options: dict[str, Any] | None = None
+    output_schema: dict[str, object] | None = None
+    retry_options: dict[str, object] | None = None
     #: seconds this call may take at most (the run's remaining time)
     timeout_s: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
@@ -82,7 +82,7 @@ class ToolCallRequest:
 
     id: str
     name: str
-    arguments: dict[str, Any] | str
+    arguments: dict[str, object] | str
 
 
 @dataclass
@@ -120,8 +120,8 @@ class RunModels(Protocol):
         """
         ...
 
-    async def external(self, kind: str, name: str, arguments: Any,
-                       call: Callable[[], Awaitable[Any]]) -> Any:
+    async def external(self, kind: str, name: str, arguments: object,
+                       call: Callable[[], Awaitable[object]]) -> object:
         """The answer to a call outside the model (``kind`` is one of ``cassette.CALL_KINDS``):
         ``call()`` when live or recording (the result, or the ``CallFailed`` it raises, is recorded
         in the run's ``calls``), the recorded answer when replaying (``CallFailed`` for a recorded
