@@ -108,9 +108,11 @@ class Model(Protocol):
 class RunModels(Protocol):
     """The models of one run of a case: one per agent invocation, in start order."""
 
-    #: divergence notes (a request that differs from the recorded one, with the first
-    #: differing part), for the run's trace and a once-per-case warning; not failures
-    notes: list[str]
+    @property
+    def notes(self) -> list[str]:
+        """Divergence notes (a request that differs from the recorded one, with the first
+        differing part), for the run's trace and a once-per-case warning; not failures."""
+        ...
 
     def model_for(self, agent_name: str, *, root: bool) -> Model:
         """The model for the next invocation of ``agent_name`` in this run.
@@ -137,4 +139,12 @@ class RunModels(Protocol):
     def finish(self, *, completed: bool) -> list[str]:
         """Close the run. Returns divergence messages (turns left unused) when
         ``completed`` is true; a run that ended early for its own reason reports none."""
+        ...
+
+
+class RunModelSource(Protocol):
+    """The models of a case, run by run (a cassette, live providers, the user's hook)."""
+
+    def for_run(self, index: int, /) -> RunModels:
+        """The models of run ``index`` (0-based)."""
         ...

@@ -27,7 +27,7 @@ SETTINGS_PART = "plugin settings"
 _QUOTED = re.compile(r"""["']([A-Za-z0-9_.-]{1,100})["']""")
 
 
-def _strings(data: Any) -> Iterator[str]:
+def _strings(data: object) -> Iterator[str]:
     """Every string (keys too) in a YAML value."""
     if isinstance(data, str):
         yield data
@@ -48,7 +48,7 @@ def combined(parts: dict[str, str]) -> str:
 class CaseParts:
     """Per-part digests of a session's cases, each file hashed once (see the module docstring)."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: object) -> None:
         self._files: dict[Path, str | None] = {}
         self._yaml: dict[Path, Any] = {}
         self._agents: dict[Path, dict[str, list[Path]]] = {}
@@ -65,7 +65,7 @@ class CaseParts:
                 self._files[path] = None
         return self._files[path]
 
-    def _data(self, path: Path) -> Any:
+    def _data(self, path: Path) -> object:
         if path not in self._yaml:
             import yaml
 
@@ -92,7 +92,7 @@ class CaseParts:
         if not isinstance(data, dict):
             return set()
         tests_ = data.get("tests")
-        cases: list[Any] = tests_ if isinstance(tests_, list) else []
+        cases: list[object] = tests_ if isinstance(tests_, list) else []
         entry = next((c for c in cases if isinstance(c, dict) and c.get("name") == case_name), {})
         tests = root / "tests"
         found: set[Path] = set()

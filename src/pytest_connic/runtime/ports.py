@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,7 +24,7 @@ class Host(Protocol):
     default: cassettes or live models, the local tool, a guardrail not evaluated). A result
     may be awaitable where the hook allows it (``guardrail``, ``predefined_tool``)."""
 
-    def make_model(self, agent: Any, model: str, case: dict[str, Any] | None, run_index: int) -> object | None:
+    def make_model(self, agent: Any, model: str, case: Mapping[str, object] | None, run_index: int) -> object | None:
         """A model for one agent invocation (``pytest_connic_make_model``)."""
 
     def guardrail(self, rule: Any, direction: str, content: str, context: dict[str, Any]) -> object | None:
@@ -66,7 +67,7 @@ class NullHost:
     def __init__(self) -> None:
         self._warned = WarnedKeys()
 
-    def make_model(self, agent: Any, model: str, case: dict[str, Any] | None, run_index: int) -> object | None:
+    def make_model(self, agent: Any, model: str, case: Mapping[str, object] | None, run_index: int) -> object | None:
         return None
 
     def guardrail(self, rule: Any, direction: str, content: str, context: dict[str, Any]) -> object | None:

@@ -14,7 +14,7 @@ import datetime as dt
 import functools
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +95,7 @@ class RunScope:
     """Shared by the root invocation of a run and every child it triggers."""
 
     services: RuntimeServices
-    case: dict[str, Any]  #: the resolved case record ({} for the connic fixture without one)
+    case: Mapping[str, object]  #: the resolved case record ({} for the connic fixture without one)
     run_index: int
     builder_context: dict[str, Any]
     mocks: MockSet
@@ -324,7 +324,8 @@ class InvocationState:
         if self.session is None or config is None or not config.history:
             return
         store = self.services.sessions
-        store.remember(self.session, messages, store.now(self.scope.clock), self.scope.case.get("name"))
+        name = self.scope.case.get("name")
+        store.remember(self.session, messages, store.now(self.scope.clock), name if isinstance(name, str) else None)
 
     def remaining_s(self) -> float | None:
         """Seconds left before this invocation or its run times out (None: no limit)."""
