@@ -73,7 +73,7 @@ class ConnicReporting:
                     reporter.write("\n")
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> object:
         """A case whose runs could not happen (an infrastructure error, user code's
         ``BaseException``) or whose xdist worker crashed is an *error*, in pytest's counts as in
         JUnit and Connic's reports, though it failed in the call phase."""
@@ -131,7 +131,7 @@ class ConnicReporting:
         session.exitstatus = state.exit_code(session.exitstatus)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
         """The coverage report; then Connic's results table, failure details and ``N/M cases passed.``"""
         from pytest_connic.plugin.coverage_mode import coverage_summary
         from pytest_connic.plugin.outputs import terminal_summary
@@ -154,13 +154,13 @@ class _GateFailure:
     count_towards_summary = True
 
 
-def gate_in_last_line(reporter: Any) -> None:
+def gate_in_last_line(reporter: pytest.TerminalReporter) -> None:
     """A coverage gate that fails the session is in pytest's last line (``4 passed, 1 coverage gate
     failed``), in red: the last line never reads like a green run."""
     reporter.stats.setdefault(COVERAGE_GATE_FAILED, []).append(_GateFailure())
     determine = getattr(reporter, "_determine_main_color", None)
     if callable(determine) and hasattr(reporter, "_main_color"):
-        reporter._determine_main_color = lambda unknown: "red"
+        setattr(reporter, "_determine_main_color", lambda unknown: "red")  # noqa: B010 - a private method
         reporter._main_color = None  # recomputed for the last line
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -19,6 +19,7 @@ from pytest_connic.plugin.verdicts import is_case_id, report_verdict
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.records.run import CaseOutcome
 
 WORKER_KEY = "connic_outcomes"
 ROOTS_KEY = "connic_roots"
@@ -86,7 +87,14 @@ class ConnicWorker:
         output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
 
 
-def placeholder_outcome(state: Any, nodeid: str, case_name: str, **fields: Any) -> Any:
+class WorkerNode(Protocol):
+    """An xdist worker as the controller's hooks see it (xdist's ``WorkerController``; xdist ships
+    no types)."""
+
+    workerinput: dict[str, object]
+
+
+def placeholder_outcome(state: ConnicSession, nodeid: str, case_name: str, **fields: str | None) -> CaseOutcome:
     """The outcome of a case the controller knows only by its node id (its worker crashed, or the
     session stopped before it reported): its agent is a sibling case's, else the file name's
     (Connic's default)."""
