@@ -19,10 +19,10 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -96,7 +96,7 @@ def _loc(relpath: str, positions: YamlPositions, path: tuple[object, ...], *, ke
 
 
 def _unknown_keys(
-    data: dict[Any, Any], where: str, path: tuple[object, ...], relpath: str, positions: YamlPositions
+    data: Mapping[object, object], where: str, path: tuple[object, ...], relpath: str, positions: YamlPositions
 ) -> list[str]:
     known = _known_keys(where)
     errors = []
@@ -147,7 +147,7 @@ def _pydantic_errors(
     return out
 
 
-def _data_loc(raw: object, loc: tuple[object, ...]) -> tuple[tuple[object, ...], str | None, Any, bool]:
+def _data_loc(raw: object, loc: tuple[object, ...]) -> tuple[tuple[object, ...], str | None, object, bool]:
     """Pydantic's error location as a key path into the data: a union member tag (``str``,
     ``dict[str,str]``) dropped and returned with the entry it is about, ``[key]`` (the key
     itself is invalid) flagged."""
@@ -240,7 +240,7 @@ def load_suite(path: Path, project_root: Path) -> Suite | None:
     return _build_suite(data, positions, path, relpath)
 
 
-def _build_suite(data: dict[Any, Any], positions: YamlPositions, path: Path, relpath: str) -> Suite:
+def _build_suite(data: dict[object, object], positions: YamlPositions, path: Path, relpath: str) -> Suite:
     errors = _unknown_keys(data, "top", (), relpath, positions)
     clean = data  # unknown and x- keys: reported above, ignored by Connic's models
     defaults_raw = clean.get("defaults", {})
@@ -285,7 +285,7 @@ def _build_suite(data: dict[Any, Any], positions: YamlPositions, path: Path, rel
         positions=positions,
     )
     assert isinstance(tests, list)
-    for index, raw_case in enumerate(data["tests"]):
+    for index, raw_case in enumerate(tests):
         suite.cases.append(_build_case(suite, index, raw_case, positions))
     return suite
 
@@ -371,7 +371,7 @@ class _Pointed(str):
     __slots__ = ()
 
 
-def _nested_unknown_keys(raw: dict[Any, Any], path: tuple[object, ...], relpath: str, pos: YamlPositions) -> list[str]:
+def _nested_unknown_keys(raw: Mapping[object, object], path: tuple[object, ...], relpath: str, pos: YamlPositions) -> list[str]:
     errors = _unknown_keys(raw, "case", path, relpath, pos)
     children = raw.get("expected_child_agents")
     errors += _child_unknown_keys(children, (*path, "expected_child_agents"), relpath, pos)
