@@ -50,7 +50,8 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict[str, object] | str  #: a JSON schema (a placeholder string once a matching rule replaced it whole)
+    #: a JSON schema (None: none; a placeholder string once a matching rule replaced it whole)
+    parameters: dict[str, object] | str | None
 
 
 @dataclass

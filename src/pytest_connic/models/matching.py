@@ -174,9 +174,11 @@ def _items(value: object) -> list[object]:
     return value if isinstance(value, list) else []
 
 
-def _parameters(value: object) -> dict[str, object] | str:
-    """A tool's parameters after the rules: its JSON schema, or the placeholder of a rule that
-    replaced the schema whole."""
+def _parameters(value: object) -> dict[str, object] | str | None:
+    """A tool's parameters after the rules: its JSON schema (None: it has none), or the
+    placeholder of a rule that replaced the schema whole."""
+    if value is None:
+        return None
     return {str(k): v for k, v in value.items()} if isinstance(value, Mapping) else str(value)
 
 
