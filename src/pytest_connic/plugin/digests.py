@@ -17,7 +17,6 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 #: the settings (``Settings`` attribute names) that change what a replayed case does
 VERDICT_SETTINGS = ("record_mode", "live", "cassette_dir", "model_alias", "api_spec", "api_url", "mcp_url",
@@ -50,7 +49,7 @@ class CaseParts:
 
     def __init__(self, settings: object) -> None:
         self._files: dict[Path, str | None] = {}
-        self._yaml: dict[Path, Any] = {}
+        self._yaml: dict[Path, object] = {}
         self._agents: dict[Path, dict[str, list[Path]]] = {}
         self._reach: dict[tuple[Path, str], frozenset[Path]] = {}
         values = {name: getattr(settings, name, None) for name in VERDICT_SETTINGS}

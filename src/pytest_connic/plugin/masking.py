@@ -18,7 +18,6 @@ import dataclasses
 import warnings
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
 
 import pluggy
 import pytest
@@ -36,7 +35,7 @@ class ConnicMasking:
         self.config = config
         self.masker: Masker = state(config).masker
         self.masker.report_limit = state(config).settings.report_value_limit
-        self._env_roots: set[Any] = set()
+        self._env_roots: set[Path] = set()
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pluggy.Result[pytest.TestReport], None]:

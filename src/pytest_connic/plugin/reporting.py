@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -94,7 +94,7 @@ class ConnicReporting:
             reporter.write("\n" + run_progress_line(outcome, record, state_of(self.config).masker), flush=True)
 
     @contextlib.contextmanager
-    def _terminal(self) -> Generator[Any, None, None]:
+    def _terminal(self) -> Generator[pytest.TerminalReporter | None, None, None]:
         """The terminal reporter with output capturing suspended (as pytest's live logging does)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         capman = self.config.pluginmanager.get_plugin("capturemanager")
@@ -116,7 +116,8 @@ class ConnicReporting:
 
         state = state_of(self.config)
         if state.stop.is_set() or self.interrupted:
-            items: list[tuple[str, Any, Any]] = [(i.nodeid, i.location, i) for i in session.items]
+            items: list[tuple[str, tuple[str, int | None, str], pytest.Item | None]] = [
+                (i.nodeid, i.location, i) for i in session.items]
             items += [(nodeid, location, None) for nodeid, location in state.collected.items()]
             mark_unfinished(self.config, state, items)
         write_outputs(state, session)
@@ -184,7 +185,8 @@ def junit_as_error(config: pytest.Config, report: pytest.TestReport) -> None:
             xml.stats["error"] += 1
 
 
-def mark_unfinished(config: pytest.Config, state: ConnicSession, items: list[tuple[str, Any, Any]]) -> None:
+def mark_unfinished(config: pytest.Config, state: ConnicSession,
+                    items: list[tuple[str, tuple[str, int | None, str], pytest.Item | None]]) -> None:
     """The session was interrupted: every case without reports gets an interrupted outcome and a
     skipped report (so it is in the terminal, JUnit, JSON, HTML and traces). ``items``:
     ``(nodeid, location, item or None)``; only Connic cases (``tests/*.yaml::name``) count."""
