@@ -32,7 +32,7 @@ MAX_LENGTH: Final = 2000
 MAX_DEPTH: Final = 50
 MAX_NODES: Final = 750
 MAX_INT_DIGITS: Final = 100
-LITERAL_NAMES: Final[Mapping[str, Any]] = {"true": True, "false": False, "null": None}
+LITERAL_NAMES: Final[Mapping[str, object]] = {"true": True, "false": False, "null": None}
 _INT_LIMIT: Final = 10**MAX_INT_DIGITS
 
 
@@ -83,7 +83,7 @@ class EvaluationError(_LocatedError):
     """A failed lookup or comparison during a strict evaluation."""
 
 
-_Eval = Callable[[Mapping[str, Any], bool], Any]
+_Eval = Callable[[Mapping[str, object], bool], object]
 _PATHS: Final = (ast.Name, ast.Attribute, ast.Subscript)
 
 
@@ -111,10 +111,13 @@ class _SourceOffsets:
         start, line = self._line(lineno)
         return self._shift + start + min(max(col, 0), len(line))
 
-    def span(self, node: Any) -> tuple[int, int]:
+    def span(self, node: ast.AST) -> tuple[int, int]:
         """Start and end offsets of an ast expression node."""
-        start = self.offset(node.lineno, node.col_offset)
-        return start, self.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
+        lineno: int = getattr(node, "lineno")  # noqa: B009 - every node the compiler meets is an expression
+        end_lineno: int | None = getattr(node, "end_lineno", None)
+        end_col: int | None = getattr(node, "end_col_offset", None)
+        start = self.offset(lineno, getattr(node, "col_offset"))  # noqa: B009
+        return start, self.offset(end_lineno or lineno, end_col or 0)
 
 
 # ---------------------------------------------------------------------------------------- compile
@@ -224,16 +227,17 @@ def _dotted_before(tokens: list[tokenize.TokenInfo], dot: int) -> str:
 
 # --------------------------------------------------------------------------------------- evaluate
 
-_COMPARATORS: Final[Mapping[type, Callable[[Any, Any], Any]]] = {
+#: Python's own operators over the user's values: what they accept is decided at run time
+_COMPARATORS: Final[Mapping[type, Callable[[Any, Any], object]]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
     ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
     ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
 }  # fmt: skip
-_DISPLAYS: Final[Mapping[type, Callable[[Iterator[Any]], Any]]] = {ast.List: list, ast.Tuple: tuple, ast.Set: set}  # fmt: skip
+_DISPLAYS: Final[Mapping[type, Callable[[Iterator[object]], object]]] = {ast.List: list, ast.Tuple: tuple, ast.Set: set}  # fmt: skip
 _SEQUENCES: Final = (list, tuple, str)
 
 
-def _truth(value: Any) -> bool:
+def _truth(value: object) -> bool:
     """``bool(value)``, false when the value refuses one (a user object whose ``__bool__`` raises,
     such as an array in a builder's context): an evaluation error makes the predicate false."""
     try:
@@ -242,7 +246,7 @@ def _truth(value: Any) -> bool:
         return False
 
 
-def _get(container: Any, key: Any) -> Any:
+def _get(container: object, key: object) -> object:
     """``container[key]`` for a mapping, or a sequence with an int index or a slice; else MISSING."""
     try:
         if isinstance(container, dict):
@@ -256,7 +260,7 @@ def _get(container: Any, key: Any) -> Any:
     return MISSING
 
 
-def _why_missing(container: Any, key: Any) -> str:
+def _why_missing(container: object, key: object) -> str:
     """Why :func:`_get` found nothing, for strict-mode messages."""
     if isinstance(container, Mapping):
         keys = ", ".join(repr(k) for _, k in zip(range(10), container))
@@ -290,7 +294,7 @@ class _Compiler:
         factory = _DISPLAYS.get(type(node))
         if factory is not None:
             return self._display(node, factory, node.elts, depth + 1)  # type: ignore[attr-defined]
-        method: Callable[[Any, int], _Eval] | None = getattr(self, "_" + type(node).__name__, None)
+        method: Callable[[ast.AST, int], _Eval] | None = getattr(self, "_" + type(node).__name__, None)
         if method is None:
             self.fail(node, _REJECTED.get(type(node), f"'{type(node).__name__}' is not allowed"))
         return method(node, depth + 1)
@@ -337,7 +341,7 @@ class _Compiler:
         name, fail = node.id, self._raiser(node)
         self.names.add(name)
 
-        def name_value(bindings: Mapping[str, Any], strict: bool) -> Any:
+        def name_value(bindings: Mapping[str, object], strict: bool) -> object:
             value = bindings.get(name, MISSING)
             return fail("has no value") if strict and value is MISSING else value
 
@@ -346,7 +350,7 @@ class _Compiler:
     def _lookup(self, node: ast.AST, container: _Eval, key: _Eval) -> _Eval:
         fail = self._raiser(node)
 
-        def lookup(bindings: Mapping[str, Any], strict: bool) -> Any:
+        def lookup(bindings: Mapping[str, object], strict: bool) -> object:
             outer, index = container(bindings, strict), key(bindings, strict)
             value = _get(outer, index)
             return fail(_why_missing(outer, index)) if strict and value is MISSING else value
@@ -370,7 +374,7 @@ class _Compiler:
     def _slice(self, node: ast.Slice, depth: int) -> _Eval:
         parts = [self.build(p, depth) if p is not None else None for p in (node.lower, node.upper, node.step)]
 
-        def make_slice(bindings: Mapping[str, Any], strict: bool) -> Any:
+        def make_slice(bindings: Mapping[str, object], strict: bool) -> object:
             values = [p(bindings, strict) if p is not None else None for p in parts]
             return slice(*values) if all(v is None or type(v) is int for v in values) else MISSING
 
@@ -388,7 +392,7 @@ class _Compiler:
             self._raiser(node),
         )
 
-        def compare(bindings: Mapping[str, Any], strict: bool) -> bool:
+        def compare(bindings: Mapping[str, object], strict: bool) -> bool:
             left = first(bindings, strict)
             for function, right_value in steps:
                 right = right_value(bindings, strict)
@@ -407,7 +411,7 @@ class _Compiler:
     def _BoolOp(self, node: ast.BoolOp, depth: int) -> _Eval:
         values, stop_at = [self.build(v, depth) for v in node.values], isinstance(node.op, ast.Or)
 
-        def boolean(bindings: Mapping[str, Any], strict: bool) -> Any:
+        def boolean(bindings: Mapping[str, object], strict: bool) -> object:
             for value in values:
                 result = value(bindings, strict)
                 if _truth(result) is stop_at:  # Python's short circuit: first truthy (or) / falsy (and)
@@ -445,11 +449,11 @@ class _Compiler:
         self.fail(node, f"{kind} calls are not allowed: {text}")
 
     def _display(
-        self, node: ast.AST, factory: Callable[[Iterator[Any]], Any], items: list[Any], depth: int
+        self, node: ast.AST, factory: Callable[[Iterator[object]], object], items: list[ast.expr], depth: int
     ) -> _Eval:
         parts, fail = [self.build(item, depth) for item in items], self._raiser(node)
 
-        def display(bindings: Mapping[str, Any], strict: bool) -> Any:
+        def display(bindings: Mapping[str, object], strict: bool) -> object:
             try:
                 return factory(part(bindings, strict) for part in parts)
             except TypeError as exc:  # an unhashable set element or dict key
@@ -462,14 +466,15 @@ class _Compiler:
             self.fail(node, "'**' unpacking is not allowed")
         count = len(node.keys)
 
-        def pairs(values: Iterator[Any]) -> dict[Any, Any]:
+        def pairs(values: Iterator[object]) -> dict[object, object]:
             flat = list(values)
             return dict(zip(flat[:count], flat[count:]))
 
-        return self._display(node, pairs, [*node.keys, *node.values], depth)
+        keys = [key for key in node.keys if key is not None]  # '**' was refused above
+        return self._display(node, pairs, [*keys, *node.values], depth)
 
 
-def format_value(value: Any, limit: int = 200) -> str:
+def format_value(value: object, limit: int = 200) -> str:
     """Render a value JSON-ishly for a report, cut to ``limit`` characters (``…`` marks the cut)."""
     if value is MISSING:
         return "<missing>"
@@ -482,7 +487,7 @@ def format_value(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=repr)
     return repr(value)
@@ -549,14 +554,14 @@ class Expression:
         """Whether the root name ``name`` occurs in the expression."""
         return name in self.names
 
-    def value(self, bindings: Mapping[str, Any], *, strict: bool = False) -> Any:
+    def value(self, bindings: Mapping[str, object], *, strict: bool = False) -> object:
         """The raw value, not coerced to bool (MISSING for a failed lookup); ``strict`` as in evaluate."""
         run = self._run
         if run is None:
             run = self._run = self._compiler().build(self._syntax()[0])
         return run(bindings, strict)
 
-    def evaluate(self, bindings: Mapping[str, Any], *, strict: bool = False) -> bool:
+    def evaluate(self, bindings: Mapping[str, object], *, strict: bool = False) -> bool:
         """Evaluate to a bool.
 
         Not strict: a failed lookup yields MISSING; a comparison with a MISSING operand, or one that
@@ -572,7 +577,7 @@ class Expression:
             self._parts = [self] if len(nodes) == 1 else [self._child(node) for node in nodes]
         return list(self._parts)
 
-    def explain(self, bindings: Mapping[str, Any], *, limit: int = 200) -> str:
+    def explain(self, bindings: Mapping[str, object], *, limit: int = 200) -> str:
         """Failure-report text: each false conjunct with the values of its path operands.
 
         For example ``output.total > 0 where output.total = 0``; several conjuncts are joined with
@@ -582,7 +587,7 @@ class Expression:
         failing = [part for part in parts if not part.evaluate(bindings)] or parts
         return "; ".join(part._explain_one(bindings, limit) for part in failing)
 
-    def _explain_one(self, bindings: Mapping[str, Any], limit: int) -> str:
+    def _explain_one(self, bindings: Mapping[str, object], limit: int) -> str:
         compiler, shown = self._compiler(), {}
         for node in _operands(self._syntax()[0]):
             text = self._segment(node)

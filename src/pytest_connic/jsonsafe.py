@@ -11,15 +11,15 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Mapping
-from typing import Any, Union
+from collections.abc import Callable, Mapping
+from typing import Any, Final, overload
 
 from pytest_connic.secrets import Masker
 
 #: a JSON scalar, a JSON value and a JSON object, as the plugin's reports, traces and records hold
 #: them; parameters that only read one take ``Mapping[str, JsonValue]`` (covariant in its values)
-JsonScalar = Union[None, bool, int, float, str]
-JsonValue = Union[JsonScalar, list["JsonValue"], dict[str, "JsonValue"]]
+JsonScalar = None | bool | int | float | str
+JsonValue = JsonScalar | list["JsonValue"] | dict[str, "JsonValue"]
 JsonObject = dict[str, JsonValue]
 
 #: prefix of a string that stands for bytes
@@ -27,42 +27,79 @@ BYTES_MARKER = "base64:"
 _MAX_DEPTH = 64
 
 
-def to_jsonable(value: Any) -> Any:
+@overload
+def to_jsonable(value: str) -> str: ...
+@overload
+def to_jsonable(value: Mapping[str, object]) -> JsonObject: ...
+@overload
+def to_jsonable(value: object) -> JsonValue: ...
+
+
+def to_jsonable(value: object) -> JsonValue:
     """A JSON-serialisable copy of ``value`` (insertion order of mappings kept)."""
     return _convert(value, frozenset(), 0)
 
 
-def masked(value: Any, masker: Masker) -> Any:
+@overload
+def masked(value: str, masker: Masker) -> str: ...
+@overload
+def masked(value: Mapping[str, object], masker: Masker) -> JsonObject: ...
+@overload
+def masked(value: object, masker: Masker) -> JsonValue: ...
+
+
+def masked(value: object, masker: Masker) -> JsonValue:
     """``value`` made JSON-serialisable, then with every secret replaced by ``***``; a string
     longer than ``masker.report_limit`` is cut there, with a marker saying how much was cut
     (reports stay bounded whatever a tool returned; the checks saw the whole value)."""
     data = to_jsonable(value)
     if masker.report_limit is None:
-        return masker.data(data)
+        return _mask(data, masker)
     return _bounded(data, masker)
 
 
-def _bounded(value: Any, masker: Masker) -> Any:
+def masked_again(value: Mapping[str, object], masker: Masker) -> JsonObject:
+    """``value`` made JSON-serialisable and masked, without cutting long strings (values bounded
+    already would otherwise be cut a second time)."""
+    data = _mask(to_jsonable(value), masker)
+    assert isinstance(data, dict)  # a mapping stays an object
+    return data
+
+
+def _mask(value: JsonValue, masker: Masker) -> JsonValue:
+    """:meth:`Masker.data` over JSON, typed as JSON."""
+    if not masker.active:
+        return value
+    if isinstance(value, str):
+        return masker.text(value)
+    if isinstance(value, dict):
+        return {masker.text(k): _mask(v, masker) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask(v, masker) for v in value]
+    return value
+
+
+def _bounded(value: JsonValue, masker: Masker) -> JsonValue:
     if isinstance(value, str):
         return masker.report_text(value)
     if isinstance(value, dict):
-        return {_bounded(k, masker): _bounded(v, masker) for k, v in value.items()}
+        return {masker.report_text(k): _bounded(v, masker) for k, v in value.items()}
     if isinstance(value, list):
         return [_bounded(v, masker) for v in value]
     return value
 
 
-def dumps(value: Any, *, indent: int | None = None) -> str:
+def dumps(value: object, *, indent: int | None = None) -> str:
     """Compact or indented JSON text, non-ASCII kept readable."""
     separators = (",", ":") if indent is None else (",", ": ")
     return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, allow_nan=False)
 
 
 #: what :func:`at_path` gives where a path leads nowhere (distinct from a stored ``None``)
-MISSING: Any = object()
+MISSING: Final = object()
 
 
-def at_path(value: Any, path: str) -> Any:
+def at_path(value: object, path: str) -> object:
     """The value at a dot-notation ``path`` of JSON-like data (numeric segments index lists),
     or :data:`MISSING`: a session key, a concurrency key, a field of a stored document."""
     for part in path.split("."):
@@ -75,7 +112,7 @@ def at_path(value: Any, path: str) -> Any:
     return value
 
 
-def json_text(value: Any, *, default: Any = str, ensure_ascii: bool = False) -> str:
+def json_text(value: object, *, default: Callable[[object], object] | None = str, ensure_ascii: bool = False) -> str:
     """``json.dumps(value, ensure_ascii=False, default=default)``, or, for what JSON cannot hold
     (a cycle, an int past Python's digit limit, a tuple key, nesting past the stack), the JSON of
     :func:`to_jsonable`: user data on its way to a model or a middleware never raises."""
@@ -85,29 +122,31 @@ def json_text(value: Any, *, default: Any = str, ensure_ascii: bool = False) -> 
         return json.dumps(to_jsonable(value), ensure_ascii=ensure_ascii)
 
 
-def trace_data(value: Any) -> Any:
+def trace_data(value: object) -> JsonValue:
     """``value`` as plain JSON data for a run's trace (a tool's params and result): what a JSON
     round trip gives (bytes as ``<n bytes>``, an object with ``model_dump()`` as its dump), and
     for what JSON cannot hold (a cycle, a huge int, deep nesting, an odd key) :func:`to_jsonable`.
     Never raises."""
     try:
-        return json.loads(json.dumps(value, default=_trace_default))
+        data: JsonValue = json.loads(json.dumps(value, default=_trace_default))
     except Exception:  # noqa: BLE001 - also a user object whose __str__ raises
         return to_jsonable(value)
+    return data
 
 
-def _trace_default(value: Any) -> Any:
+def _trace_default(value: object) -> object:
     if isinstance(value, (bytes, bytearray)):
         return f"<{len(value)} bytes>"
-    if hasattr(value, "model_dump"):
+    dump = getattr(value, "model_dump", None)
+    if dump is not None:
         try:
-            return value.model_dump()
+            return dump()
         except Exception as exc:  # noqa: BLE001 - a user object's broken model_dump: JSON cannot hold it either
             raise TypeError(f"{type(value).__name__}.model_dump() raised {type(exc).__name__}") from None
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def parse_json(text: Any) -> Any:
+def parse_json(text: object) -> Any:
     """The JSON value of ``text`` when it is a string (or UTF-8 bytes) holding valid JSON, else
     ``text`` itself."""
     if isinstance(text, (bytes, bytearray)):
@@ -123,7 +162,7 @@ def parse_json(text: Any) -> Any:
         return text
 
 
-def _convert(value: Any, path: frozenset[int], depth: int) -> Any:
+def _convert(value: object, path: frozenset[int], depth: int) -> JsonValue:
     if isinstance(value, str):
         return _text(value)
     if value is None or isinstance(value, bool):
@@ -172,7 +211,7 @@ def _int_fits(value: int) -> bool:
     return True
 
 
-def _key(key: Any) -> str:
+def _key(key: object) -> str:
     if isinstance(key, str):
         return _text(key)
     if key is None or isinstance(key, (bool, float)) or (isinstance(key, int) and _int_fits(key)):
@@ -180,7 +219,7 @@ def _key(key: Any) -> str:
     return _repr(key)
 
 
-def _repr(value: Any) -> str:
+def _repr(value: object) -> str:
     try:
         return _text(repr(value))
     except Exception as exc:  # noqa: BLE001 - a broken __repr__ may raise anything; the report must not

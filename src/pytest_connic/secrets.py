@@ -20,7 +20,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import overload
 
 MASK = "***"
 
@@ -157,7 +157,14 @@ class Masker:
         head = self.text(value[: limit + self.longest])[:limit]
         return head + truncation_marker(len(value), len(value) - len(head))
 
-    def data(self, value: Any) -> Any:
+    @overload
+    def data(self, value: str) -> str: ...
+    @overload
+    def data(self, value: Mapping[str, object]) -> Mapping[str, object]: ...
+    @overload
+    def data(self, value: object) -> object: ...
+
+    def data(self, value: object) -> object:
         """A copy of JSON-like ``value`` with secrets masked in every string (keys too)."""
         if self._pattern is None:
             return value

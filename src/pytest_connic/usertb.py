@@ -23,9 +23,9 @@ import os
 import re
 import reprlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
+from types import CodeType, TracebackType
 from typing import Any, TypeVar
 
 #: {"chain": [{"type", "text", "frames": [frame...], "relation"}...]} (the first cause first);
@@ -58,7 +58,7 @@ def _hidden_dirs() -> tuple[str, ...]:
     return tuple(str(d) + os.sep for d in dirs)
 
 
-def _is_hidden(filename: str, local_names: dict[str, Any], hidden: tuple[str, ...]) -> bool:
+def _is_hidden(filename: str, local_names: Mapping[str, object], hidden: tuple[str, ...]) -> bool:
     if local_names.get("__tracebackhide__") or filename.startswith("<frozen "):  # importlib's own frames
         return True
     base = os.path.basename(filename)
@@ -67,14 +67,14 @@ def _is_hidden(filename: str, local_names: dict[str, Any], hidden: tuple[str, ..
     return filename.startswith(hidden)
 
 
-def _safe_repr(value: Any) -> str:
+def _safe_repr(value: object) -> str:
     try:
         return _REPR.repr(value)
     except BaseException:  # noqa: BLE001 -- a broken __repr__ must not cost the traceback
         return f"<unreprable {type(value).__name__} object>"
 
 
-def _source(code: Any, line: int) -> tuple[int, list[str]]:
+def _source(code: CodeType, line: int) -> tuple[int, list[str]]:
     """(first line number, the function's lines up to ``line``); (line, []) when unreadable."""
     try:
         if code.co_name == "<module>":  # a module's code: the file up to the line (inspect gives its first block)
@@ -204,7 +204,7 @@ def traceback_text(data: TracebackData, root: Path | None = None, *, full: bool 
     return "\n".join(out)
 
 
-def masked(data: TracebackData, mask: Any) -> TracebackData:
+def masked(data: TracebackData, mask: Callable[[str], str]) -> TracebackData:
     """``data`` with every text passed through ``mask`` (a ``str -> str``: the session's masker)."""
     def frame(f: dict[str, Any]) -> dict[str, Any]:
         return {**f, "source": [mask(s) for s in f.get("source") or []],
@@ -219,7 +219,7 @@ def masked(data: TracebackData, mask: Any) -> TracebackData:
 _MAX_RECORD_TEXT = 8000
 
 
-def for_record(exc: BaseException, root: Path | None, mask: Any, origin: str | None = None) -> TracebackData | None:
+def for_record(exc: BaseException, root: Path | None, mask: Callable[[str], str], origin: str | None = None) -> TracebackData | None:
     """What a run record keeps of ``exc``'s traceback: the chain (masked), its text as Python prints
     it (bounded), ``where`` (``tools/x.py:42``, the innermost user frame) and ``origin`` (what raised,
     in words: ``builder build()``, ``input guardrail 'g'``); None without a user frame."""

@@ -14,9 +14,9 @@ import os
 import re
 import stat
 import threading
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -27,7 +27,7 @@ MAX_DEPTH = 64
 MAX_BYTES = 10 * 1024 * 1024
 
 #: a key path into a document: mapping keys and sequence indexes, ("tests", 2, "name")
-KeyPath = tuple[Any, ...]
+KeyPath = tuple[Hashable, ...]
 
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
@@ -81,7 +81,7 @@ class _Builder:
         # no other constructor is registered for the tag, so the result stays safe_load's.
         self.plain_str = type(loader).yaml_constructors.get(_STR) is yaml.SafeLoader.construct_yaml_str
 
-    def construct(self, node: yaml.Node) -> Any:
+    def construct(self, node: yaml.Node) -> object:
         if self.plain_str and type(node) is yaml.ScalarNode and node.tag == _STR:
             return node.value
         return self.loader.construct_object(node, deep=True)
@@ -93,7 +93,7 @@ class _Builder:
         if depth > MAX_DEPTH:
             raise YamlError(f"document nested too deeply (more than {MAX_DEPTH} levels)", *_mark(node))
 
-    def build(self, node: yaml.Node, path: KeyPath, depth: int) -> Any:
+    def build(self, node: yaml.Node, path: KeyPath, depth: int) -> object:
         self._bound(node, depth)
         self.positions.values[path] = _mark(node)
         if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
@@ -115,11 +115,11 @@ class _Builder:
                 if not isinstance(sub, yaml.ScalarNode):
                     self._count(sub, depth + 1)
 
-    def _mapping(self, node: yaml.MappingNode, path: KeyPath, depth: int) -> dict[Any, Any]:
+    def _mapping(self, node: yaml.MappingNode, path: KeyPath, depth: int) -> dict[Hashable, object]:
         if any(key.tag == _MERGE for key, _ in node.value):
             _check_merge_size(node)
         self.loader.flatten_mapping(node)  # YAML merge keys (<<)
-        result: dict[Any, Any] = {}
+        result: dict[Hashable, object] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):  # safe_load refuses these too
                 raise YamlError("unhashable mapping key (a mapping or list used as a key)", *_mark(key_node))
@@ -190,7 +190,7 @@ def _reader_error(text: str, exc: yaml.reader.ReaderError) -> YamlError:
     return YamlError(f"invalid YAML: unacceptable character {what}: {exc.reason}", line, column)
 
 
-def load_with_positions(text: str) -> tuple[Any, YamlPositions]:
+def load_with_positions(text: str) -> tuple[object, YamlPositions]:
     """Parse one YAML document safely; ``(None, ...)`` for an empty document."""
     size = len(text) if len(text) > MAX_BYTES else len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
@@ -241,11 +241,11 @@ def format_path(path: KeyPath) -> str:
 
 
 #: one parse per file: path -> ((mtime_ns, size), what parsing gave: the result or the exception)
-_FILES: dict[str, tuple[tuple[int, int], Any]] = {}
+_FILES: dict[str, tuple[tuple[int, int], tuple[object, YamlPositions] | Exception]] = {}
 _FILES_LOCK = threading.Lock()
 
 
-def parse_file(path: Path) -> tuple[Any, YamlPositions]:
+def parse_file(path: Path) -> tuple[object, YamlPositions]:
     """The YAML file at ``path`` (UTF-8, universal newlines, as Connic's ``open()`` reads it) parsed
     with positions, once for as long as its ``(mtime_ns, size)`` stays the same: every reader of a
     project file (the project index, the loader's locators, the agent-key check, the YAML guard,
@@ -266,10 +266,10 @@ def parse_file(path: Path) -> tuple[Any, YamlPositions]:
     result = cached[1]
     if isinstance(result, BaseException):
         raise result.with_traceback(None)
-    return result  # type: ignore[no-any-return]
+    return result
 
 
-def _parse(path: Path, size: int) -> Any:
+def _parse(path: Path, size: int) -> tuple[object, YamlPositions] | Exception:
     """``(data, positions)``, or the exception reading or parsing ``path`` raised."""
     try:
         if size > MAX_BYTES:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,7 +56,7 @@ def _correlation(fractions: tuple[float, ...]) -> NDArray[np.float64]:
     return correlation
 
 
-def _fixed_generator(cdf: Any) -> dict[str, Any]:
+def _fixed_generator(cdf: Callable[..., object]) -> dict[str, object]:
     """``rng``, the fixed QMC generator, where SciPy's ``multivariate_normal.cdf`` takes one (1.16
     and later); before, it integrates with Genz's Fortran routine, which takes none."""
     import inspect

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_connic.ab.arms import ArmStats
 from pytest_connic.ab.options import ABOptions
@@ -26,6 +26,7 @@ from pytest_connic.errors import ConnicError
 
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime
+    from pytest_connic.models.base import RunModels, RunModelSource
     from pytest_connic.records.run import CaseOutcome, RunRecord
     from pytest_connic.suite.loader import CaseSpec, Suite
 
@@ -55,18 +56,18 @@ class _Shifted:
     """An arm's model source as one batch sees it: batch run ``i`` is arm run ``start + i``.
     It has no ``save``: the arm writes its recordings once, at the end."""
 
-    def __init__(self, models: Any, start: int) -> None:
+    def __init__(self, models: RunModelSource, start: int) -> None:
         self.models = models
         self.start = start
 
-    def for_run(self, index: int) -> Any:
+    def for_run(self, index: int) -> RunModels:
         return self.models.for_run(self.start + index)
 
 
 class Arm:
     """One arm of one case: its runs by index, run on demand in batches."""
 
-    def __init__(self, runtime: ProjectRuntime, case: ComparedCase, agent: str, models: Any, *,
+    def __init__(self, runtime: ProjectRuntime, case: ComparedCase, agent: str, models: RunModelSource, *,
                  pool: list[RunRecord] | None = None, save: bool = False) -> None:
         self.runtime = runtime
         self.case = case
@@ -123,7 +124,7 @@ class Arm:
         return list(base.notes)
 
 
-def observation(record: RunRecord) -> dict[str, Any]:
+def observation(record: RunRecord) -> dict[str, object]:
     """What the analysis needs of one run."""
     return {
         "index": record.index,
@@ -140,7 +141,7 @@ def counts(records: list[RunRecord]) -> ArmStats:
     return ArmStats(len(records), sum(1 for r in records if r.passed))
 
 
-def look_dict(result: LookResult, runs_per_arm: int) -> dict[str, Any]:
+def look_dict(result: LookResult, runs_per_arm: int) -> dict[str, object]:
     """One look as the reports show it."""
     return {
         "look": result.look,
@@ -165,7 +166,7 @@ def _feed(monitor: SafetyMonitor, records: list[RunRecord]) -> None:
         monitor.observe(record.status != "failed")
 
 
-def exploratory(control: Arm, variant: Arm, runs: int, options: ABOptions) -> dict[str, Any]:
+def exploratory(control: Arm, variant: Arm, runs: int, options: ABOptions) -> dict[str, object]:
     """Both arms to ``runs`` runs; the variant in windows, so that a safety pause stops it."""
     control.first(runs)
     monitor = SafetyMonitor(options.safety_window, options.safety_max_failure_rate)
@@ -178,7 +179,7 @@ def exploratory(control: Arm, variant: Arm, runs: int, options: ABOptions) -> di
             "reason": None, **_safety(monitor)}
 
 
-def confidence(control: Arm, variant: Arm, options: ABOptions) -> dict[str, Any]:
+def confidence(control: Arm, variant: Arm, options: ABOptions) -> dict[str, object]:
     """The planned looks, stopping at the first that decides (``run_sequential``'s rules)."""
     plan = options.plan()
     assert plan is not None
@@ -199,11 +200,11 @@ def confidence(control: Arm, variant: Arm, options: ABOptions) -> dict[str, Any]
             "recommendation": looks[-1]["recommendation"], "reason": looks[-1]["reason"], **_safety(monitor)}
 
 
-def _safety(monitor: SafetyMonitor) -> dict[str, Any]:
+def _safety(monitor: SafetyMonitor) -> dict[str, object]:
     return {"paused": monitor.paused, "pause_reason": monitor.reason}
 
 
-def _entry(case: ComparedCase, base: str, variant: str, options: ABOptions) -> dict[str, Any]:
+def _entry(case: ComparedCase, base: str, variant: str, options: ABOptions) -> dict[str, object]:
     return {
         "nodeid": case.nodeid, "suite": case.suite.relpath, "line": case.spec.line, "test_name": case.spec.name,
         "base": base, "variant": variant, "mode": options.mode, "error": None, "notes": [],
@@ -220,7 +221,7 @@ def _ordinary_pool(outcome: CaseOutcome) -> list[RunRecord]:
     return pool
 
 
-def control_models(runtime: ProjectRuntime, case: ComparedCase) -> Any:
+def control_models(runtime: ProjectRuntime, case: ComparedCase) -> RunModelSource:
     """The control arm replays the case's cassette (which the item has just recorded, if it had to),
     wrapping around its runs, and never writes it; live providers with ``--connic-live``."""
     from pytest_connic.execution.models import case_cassette, models_at
@@ -242,7 +243,13 @@ def variant_arm(runtime: ProjectRuntime, case: ComparedCase, variant: str) -> Ar
     return Arm(runtime, case, variant, models_at(source, runtime.services, path, case.spec.resolved), save=True)
 
 
-def _compare(control: Arm, variant: Arm, runs: int, options: ABOptions, entry: dict[str, Any]) -> None:
+def _count(value: object) -> int:
+    if not isinstance(value, int):
+        raise TypeError(f"expected a number of runs, found {value!r}")
+    return value
+
+
+def _compare(control: Arm, variant: Arm, runs: int, options: ABOptions, entry: dict[str, object]) -> None:
     try:
         result = confidence(control, variant, options) if options.confidence else exploratory(
             control, variant, runs, options)
@@ -252,8 +259,8 @@ def _compare(control: Arm, variant: Arm, runs: int, options: ABOptions, entry: d
         entry["error"] = f"the comparison failed: {type(exc).__name__}: {exc}"
     else:
         entry.update(result)
-        entry["runs"] = {"control": [observation(r) for r in control.first(result["runs_per_arm"])],
-                         "variant": [observation(r) for r in variant.first(result["variant_runs"])]}
+        entry["runs"] = {"control": [observation(r) for r in control.first(_count(result["runs_per_arm"]))],
+                         "variant": [observation(r) for r in variant.first(_count(result["variant_runs"]))]}
     try:
         entry["notes"] = variant.finish()
     except OSError as exc:
@@ -261,7 +268,7 @@ def _compare(control: Arm, variant: Arm, runs: int, options: ABOptions, entry: d
 
 
 def compare_case(runtime: ProjectRuntime, case: ComparedCase, outcome: CaseOutcome, base: str,
-                 variants: list[str], options: ABOptions) -> list[dict[str, Any]]:
+                 variants: list[str], options: ABOptions) -> list[dict[str, object]]:
     """Compare ``base`` with each of ``variants`` on ``case``; one entry per variant.
 
     The control arm is shared: a run of the control counts for every variant. Errors

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from pytest_connic.ab.plan import Plan, make_plan
 from pytest_connic.errors import ConnicError
@@ -45,7 +44,7 @@ class ABOptions:
         mde = self.mde if self.mde is not None else (0.10 if self.margin is None else 0.0)
         return _plan(self.baseline, mde, self.alpha, self.power, self.margin, self.futility)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["objective"] = self.objective
         return data
@@ -62,7 +61,7 @@ def _plan(baseline: float, mde: float, alpha: float, power: float, margin: float
         raise ABOptionsError(str(exc)) from None
 
 
-def plan_dict(plan: Plan) -> dict[str, Any]:
+def plan_dict(plan: Plan) -> dict[str, object]:
     """The plan as the reports show it."""
     return {
         "objective": plan.objective,

@@ -9,12 +9,11 @@ name (the part after ``-test-``), which may select one variant of several bases.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 ALL = "all"
 
 
-def variants(agents: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+def variants(agents: Mapping[str, object]) -> dict[str, tuple[str, str]]:
     """Every variant of a project: ``{variant name: (base name, test name)}``."""
     found = {}
     for name, agent in agents.items():
@@ -25,7 +24,7 @@ def variants(agents: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     return found
 
 
-def select(agents: Mapping[str, Any], wanted: str) -> dict[str, list[str]]:
+def select(agents: Mapping[str, object], wanted: str) -> dict[str, list[str]]:
     """``{base agent: [variant agents, sorted]}`` that ``wanted`` selects (empty when none)."""
     chosen: dict[str, list[str]] = {}
     for name, (base, test) in sorted(variants(agents).items()):

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pytest_connic.ab.arms import ArmStats, ArmSummary
 from pytest_connic.ab.plan import Plan
@@ -94,7 +94,7 @@ class LookResult:
     conditional_power: float | None
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-friendly form (nested dataclasses become dicts)."""
         return dataclasses.asdict(self)
 

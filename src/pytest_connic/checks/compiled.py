@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal, TypedDict
 
 from pytest_connic.expressions import (
     Expression,
@@ -18,6 +18,56 @@ RESULT_NAMES = ("output", "error", "status", "context")
 TOOL_CALL_NAMES = ("params", "result", "invocations", "context")
 APPROVAL_NAMES = ("params", "context")
 PAYLOAD_NAMES = ("payload", "payload_raw", "context")
+
+#: an ``expected_tool_calls`` entry: a tool name, or ``{tool: expression}``
+ToolCallEntry = str | dict[str, str]
+
+
+class ChildExpectations(TypedDict):
+    """An ``expected_child_agents`` entry as Connic resolves it (``ChildAgentExpectation``)."""
+
+    expected_triggered: int
+    expected_payload: str | None
+    expected_result: str | None
+    expected_tool_calls: list[ToolCallEntry]
+    expected_tool_call_order: list[str]
+    expected_no_tool_calls: list[str]
+    expected_child_agents: dict[str, ChildExpectations] | None
+
+
+class ApprovalDecisionData(TypedDict):
+    """An ``approval_decisions`` entry as Connic resolves it (``TestApprovalDecision``)."""
+
+    tool: str
+    params: str | None
+    decision: Literal["approve", "reject", "timeout"]
+    reason: str | None
+    response: str | None
+
+
+class ResolvedCase(TypedDict):
+    """A case with its suite's defaults merged: what Connic's ``TestFile.resolved`` returns."""
+
+    name: str
+    payload: str | None
+    files: list[str]
+    builder: str | None
+    builder_args: dict[str, object] | None
+    mocks: str | None
+    strict_mocks: bool
+    strict_hook_mocks: bool
+    strict_middleware_mocks: bool
+    strict_guardrail_mocks: bool
+    approval_decisions: list[ApprovalDecisionData]
+    strict_approval_decisions: bool
+    runs: int
+    success_threshold: int
+    timeout_s: int
+    expected_result: str | None
+    expected_tool_calls: list[ToolCallEntry]
+    expected_tool_call_order: list[str]
+    expected_no_tool_calls: list[str]
+    expected_child_agents: dict[str, ChildExpectations] | None
 
 
 @dataclass
@@ -93,7 +143,7 @@ def _compile(source: str, names: tuple[str, ...], where: str, key_path: KeyPath)
         raise
 
 
-def _tool_calls(entries: list[Any], key_path: KeyPath) -> Sequence[ToolCallCheck]:
+def _tool_calls(entries: list[ToolCallEntry], key_path: KeyPath) -> Sequence[ToolCallCheck]:
     if not entries:
         return ()
     checks = []
@@ -108,7 +158,7 @@ def _tool_calls(entries: list[Any], key_path: KeyPath) -> Sequence[ToolCallCheck
     return checks
 
 
-def _checks(spec: dict[str, Any], key_path: KeyPath) -> Checks:
+def _checks(spec: ResolvedCase | ChildExpectations, key_path: KeyPath) -> Checks:
     result = spec.get("expected_result")
     return Checks(
         result=(
@@ -123,7 +173,7 @@ def _checks(spec: dict[str, Any], key_path: KeyPath) -> Checks:
     )
 
 
-def _children(children: dict[str, Any], key_path: KeyPath) -> Sequence[ChildCheck]:
+def _children(children: dict[str, ChildExpectations], key_path: KeyPath) -> Sequence[ChildCheck]:
     if not children:
         return ()
     out = []
@@ -144,7 +194,7 @@ def _children(children: dict[str, Any], key_path: KeyPath) -> Sequence[ChildChec
     return out
 
 
-def compile_case(resolved: dict[str, Any]) -> CompiledCase:
+def compile_case(resolved: ResolvedCase) -> CompiledCase:
     """Compile a resolved case record (``TestFile.resolved``). Raises ``ExpressionError``
     with a ``key_path`` attribute relative to the case."""
     approvals = []

@@ -6,7 +6,6 @@ Every failed check is collected, in Connic's order, with its evaluated operands.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pytest_connic.checks.compiled import Checks, ChildCheck, ToolCallCheck
 from pytest_connic.expressions import MISSING, Expression
@@ -17,11 +16,11 @@ def _calls(record: RunRecord, tool: str) -> list[ToolCallRecord]:
     return [c for c in record.tool_calls if tool in (c.ref, c.name)]
 
 
-def _result(call: ToolCallRecord) -> Any:
+def _result(call: ToolCallRecord) -> object:
     return call.result if call.has_result else MISSING
 
 
-def _tool_check(record: RunRecord, check: ToolCallCheck, context: dict[str, Any]) -> str | None:
+def _tool_check(record: RunRecord, check: ToolCallCheck, context: dict[str, object]) -> str | None:
     calls = _calls(record, check.tool)
     if check.source is None:
         if calls:
@@ -49,7 +48,7 @@ def _never_called(record: RunRecord, tool: str) -> str:
 
 
 def _tool_detail(record: RunRecord, check: ToolCallCheck, calls: list[ToolCallRecord], matched: list[ToolCallRecord],
-                 failed: list[Expression], count_bindings: dict[str, Any], context: dict[str, Any]) -> str:
+                 failed: list[Expression], count_bindings: dict[str, object], context: dict[str, object]) -> str:
     """Why an entry failed: the evaluated count predicates, or how the first call missed the filters."""
     if not calls:
         return _never_called(record, check.tool)
@@ -62,7 +61,7 @@ def _tool_detail(record: RunRecord, check: ToolCallCheck, calls: list[ToolCallRe
     return "; ".join(e.explain(count_bindings) for e in failed)
 
 
-def _mixed_holds(expr: Expression, calls: list[ToolCallRecord], context: dict[str, Any]) -> bool:
+def _mixed_holds(expr: Expression, calls: list[ToolCallRecord], context: dict[str, object]) -> bool:
     if not calls:
         return expr.evaluate({"params": MISSING, "result": MISSING, "invocations": 0, "context": context})
     return any(
@@ -79,7 +78,7 @@ def _order_holds(record: RunRecord, order: Sequence[str]) -> bool:
     return position == len(order)
 
 
-def result_bindings(record: RunRecord, context: dict[str, Any]) -> dict[str, Any]:
+def result_bindings(record: RunRecord, context: dict[str, object]) -> dict[str, object]:
     """The ``expected_result`` bindings of a run."""
     return {"output": record.output, "error": record.error, "status": record.status, "context": context}
 
@@ -96,7 +95,7 @@ def _ended(record: RunRecord) -> str:
     return f"run ended {record.status}"
 
 
-def evaluate_run(record: RunRecord, checks: Checks, context: dict[str, Any]) -> list[str]:
+def evaluate_run(record: RunRecord, checks: Checks, context: dict[str, object]) -> list[str]:
     """Every failed check of ``checks`` for ``record``, in Connic's order."""
     result = checks.result
     decides_status = result is not None and (result.mentions("status") or result.mentions("error"))
@@ -123,13 +122,13 @@ def evaluate_run(record: RunRecord, checks: Checks, context: dict[str, Any]) -> 
     return failures
 
 
-def _payload_holds(trigger: TriggerRecord, expr: Expression | None, context: dict[str, Any]) -> bool:
+def _payload_holds(trigger: TriggerRecord, expr: Expression | None, context: dict[str, object]) -> bool:
     if expr is None:
         return True
     return expr.evaluate({"payload": trigger.payload, "payload_raw": trigger.payload_raw, "context": context})
 
 
-def _child_check(record: RunRecord, child: ChildCheck, context: dict[str, Any]) -> str | None:
+def _child_check(record: RunRecord, child: ChildCheck, context: dict[str, object]) -> str | None:
     triggers = [t for t in record.triggers if t.agent_name == child.name]
     if len(triggers) < child.expected_triggered:
         return f"child '{child.name}' triggered {len(triggers)} times, expected >= {child.expected_triggered}"

@@ -13,7 +13,8 @@ from pytest_connic.history.compare import changed_parts, percent
 
 def _first_run(case: CaseSide) -> dict[str, Any] | None:
     runs = (case.behaviour or {}).get("runs") or []
-    return runs[0] if runs and isinstance(runs[0], dict) else None
+    first = runs[0] if isinstance(runs, list) and runs else None
+    return first if isinstance(first, dict) else None
 
 
 def _decisions(run: dict[str, Any] | None) -> dict[str, str]:

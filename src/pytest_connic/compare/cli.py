@@ -9,18 +9,19 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from pytest_connic.compare.cases import compare
 from pytest_connic.compare.render import Line, markdown, terminal
 from pytest_connic.compare.sides import CompareError, find_history, resolve
+from pytest_connic.jsonsafe import to_jsonable
 
 _ANSI = {"red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m", "bold": "\x1b[1m"}
 
 
-def add_parser(commands: Any) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``compare`` subcommand of ``python -m pytest_connic``."""
     parser = commands.add_parser(
         "compare", help="what changed between two sessions of the history or two --connic-json reports",
@@ -88,15 +89,16 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def html_page(section: dict[str, Any], report: dict[str, Any] | None) -> str:
+def html_page(section: dict[str, object], report: dict[str, object] | None) -> str:
     """The subject's whole report with the comparison when it is a report, else the comparison alone."""
     from pytest_connic.reports.comparison_html import standalone_page
     from pytest_connic.reports.html import CSP, render_html
 
-    return render_html({**report, "comparison": section}) if report is not None else standalone_page(section, CSP)
+    return (render_html({**to_jsonable(report), "comparison": to_jsonable(section)}) if report is not None
+            else standalone_page(section, CSP))
 
 
-def subject_report(ref: str, root: Path) -> dict[str, Any] | None:
+def subject_report(ref: str, root: Path) -> dict[str, object] | None:
     """The subject's whole ``--connic-json`` report when it is one (its cases show on the page)."""
     path = Path(ref) if Path(ref).is_absolute() else root / ref
     try:
@@ -106,7 +108,7 @@ def subject_report(ref: str, root: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_summaries(text: str, path: str | None, environ: Any) -> list[str]:
+def write_summaries(text: str, path: str | None, environ: Mapping[str, str]) -> list[str]:
     """The Markdown summary to ``path`` (replaced), and appended to ``$GITHUB_STEP_SUMMARY`` when
     it is set under GitHub Actions (``GITHUB_ACTIONS=true``), as GitHub asks of every step; the
     paths written."""

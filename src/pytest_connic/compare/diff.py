@@ -7,7 +7,6 @@ import difflib
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from pytest_connic.jsonsafe import parse_json
 
@@ -63,7 +62,7 @@ def _elided(ops: list[Op]) -> list[Op]:
     return out
 
 
-def _flat(value: Any, path: str, into: dict[str, Any]) -> None:
+def _flat(value: object, path: str, into: dict[str, object]) -> None:
     if isinstance(value, dict) and value:
         for key, item in value.items():
             _flat(item, f"{path}.{key}" if path else str(key), into)
@@ -74,18 +73,18 @@ def _flat(value: Any, path: str, into: dict[str, Any]) -> None:
         into[path or "(value)"] = value
 
 
-def key_diff(before: Any, after: Any) -> list[dict[str, Any]]:
+def key_diff(before: object, after: object) -> list[dict[str, object]]:
     """The leaves of two JSON values that differ: ``[{path, before, after}]`` (``before`` or
     ``after`` absent for a key only on one side)."""
-    a: dict[str, Any] = {}
-    b: dict[str, Any] = {}
+    a: dict[str, object] = {}
+    b: dict[str, object] = {}
     _flat(before, "", a)
     _flat(after, "", b)
     found = []
     for path in sorted(a.keys() | b.keys()):
         if a.get(path, _MISSING) == b.get(path, _MISSING):
             continue
-        entry: dict[str, Any] = {"path": path}
+        entry: dict[str, object] = {"path": path}
         if path in a:
             entry["before"] = a[path]
         if path in b:
@@ -97,7 +96,7 @@ def key_diff(before: Any, after: Any) -> list[dict[str, Any]]:
 _MISSING = object()
 
 
-def output_diff(before: Any, after: Any) -> dict[str, Any] | None:
+def output_diff(before: object, after: object) -> dict[str, object] | None:
     """How a run's output changed: ``{"kind": "json", "keys": [...]}`` when both are JSON objects
     or arrays, else ``{"kind": "text", "words": [...]}``; None when they are equal."""
     if before == after:
@@ -109,13 +108,13 @@ def output_diff(before: Any, after: Any) -> dict[str, Any] | None:
     return {"kind": "text", "words": word_diff(_text(before), _text(after))}
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def call_text(call: dict[str, Any]) -> str:
+def call_text(call: dict[str, object]) -> str:
     """``name(args) → result`` (or ``→ error: ...``), with its approval and abort marks."""
     text = f"{call.get('name')}({call.get('args') or ''})"
     if call.get("error"):
@@ -128,7 +127,7 @@ def call_text(call: dict[str, Any]) -> str:
     return text + (f" [{', '.join(marks)}]" if marks else "")
 
 
-def tool_diff(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> list[Op]:
+def tool_diff(before: Sequence[dict[str, object]], after: Sequence[dict[str, object]]) -> list[Op]:
     """The tool-call sequences' diff, call by call (``=`` for an unchanged call); [] when equal."""
     a, b = [call_text(c) for c in before], [call_text(c) for c in after]
     if a == b:

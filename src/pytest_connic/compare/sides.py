@@ -9,7 +9,6 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.history.behaviour import case_behaviour, parse_behaviour
@@ -35,7 +34,7 @@ class CaseSide:
     output_tokens: int
     cost: float
     latency_ms: float | None
-    behaviour: dict[str, Any] | None  #: ``history/behaviour.py``; None: not kept (an older history)
+    behaviour: dict[str, object] | None  #: ``history/behaviour.py``; None: not kept (an older history)
     config_parts: str | None = None
     cassette_digest: str | None = None
 
@@ -69,21 +68,21 @@ def from_rows(label: str, rows: Mapping[str, CaseRow]) -> Side:
     return Side(label, {nodeid: case_from_row(row) for nodeid, row in rows.items()})
 
 
-def _number(value: Any, default: float = 0.0) -> float:
+def _number(value: object, default: float = 0.0) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
-def case_from_report(entry: Mapping[str, Any]) -> CaseSide:
+def case_from_report(entry: Mapping[str, object]) -> CaseSide:
     """One case of a ``--connic-json`` report."""
     nodeid = str(entry.get("nodeid") or f"{entry.get('agent_name')}::{entry.get('test_name')}")
     detail = entry.get("runs_detail")
-    runs: list[Mapping[str, Any]] = [r for r in detail if isinstance(r, Mapping)] if isinstance(detail, list) else []
+    runs: list[Mapping[str, object]] = [r for r in detail if isinstance(r, Mapping)] if isinstance(detail, list) else []
     behaviour = case_behaviour(agent=str(entry.get("agent_name") or ""), name=str(entry.get("test_name") or ""),
                                suite=str(entry.get("suite") or ""), line=int(_number(entry.get("line"))), runs=runs)
     wilson = entry.get("wilson_95")
     interval = (float(wilson[0]), float(wilson[1])) if isinstance(wilson, list) and len(wilson) == 2 else None
     found = entry.get("tokens")
-    tokens: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    tokens: Mapping[str, object] = found if isinstance(found, Mapping) else {}
     executed = entry.get("agent_run_ids")
     rate = entry.get("pass_rate")
     latency = entry.get("median_latency_ms")

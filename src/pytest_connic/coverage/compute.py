@@ -18,6 +18,7 @@ from pytest_connic.project.layout import DiscoveryError, discover_suites
 
 if TYPE_CHECKING:
     from pytest_connic.project.apispec import ApiRegistry
+    from pytest_connic.project.sdk import Agent, ChildAgentExpectation, TestCase, TestFile
 
 __all__ = [
     "DISCOVERY_MARKERS",
@@ -52,7 +53,7 @@ class _Suite:
     """One discovered suite: its target agent and either the parsed file or an error."""
 
     agent: str
-    parsed: Any  # connic.test_schema.TestFile | None
+    parsed: TestFile | None
     error: str | None
 
 
@@ -147,7 +148,7 @@ def _parse_suite(path: Path, project_root: Path) -> _Suite | None:
         return _Suite(agent, None, f"{rel}: {exc}")
 
 
-def _agent_tools(agent: Any) -> dict[str, tuple[str, ...] | None]:
+def _agent_tools(agent: Agent) -> dict[str, tuple[str, ...] | None]:
     """The agent's measured tools: ``tools`` + ``discoverable_tools`` minus discovery markers."""
     tools: dict[str, tuple[str, ...] | None] = {}
     for tool in [*agent.tools, *agent.discoverable_tools]:
@@ -161,7 +162,7 @@ def _agent_tools(agent: Any) -> dict[str, tuple[str, ...] | None]:
     return tools
 
 
-def _agent_row(agent: Any, tools: set[str], suites: list[_Suite]) -> dict[str, Any]:
+def _agent_row(agent: Agent, tools: set[str], suites: list[_Suite]) -> dict[str, Any]:
     """One row of the report."""
     errors = [suite.error for suite in suites if suite.error is not None]
     parse_error = "; ".join(errors) if errors else None
@@ -202,7 +203,7 @@ def _covered_tools(tool_agent: bool, tools: set[str], suites: list[_Suite]) -> s
     return covered
 
 
-def named_tools(expectation: Any) -> Iterator[tuple[str, str | None]]:
+def named_tools(expectation: TestCase | ChildAgentExpectation) -> Iterator[tuple[str, str | None]]:
     """``(tool name, expression)`` of ``expected_tool_calls`` and ``expected_tool_call_order``."""
     # Not ``expected_no_tool_calls``: it asserts that a tool is *not* used, which covers nothing.
     for entry in expectation.expected_tool_calls:
@@ -226,7 +227,7 @@ def resolve_tool(name: str, refs: Iterable[str]) -> str | None:
     return next((ref for ref in ordered if ref.split(".")[-1] == short), None)
 
 
-def _type_name(agent_type: Any) -> str:
+def _type_name(agent_type: object) -> str:
     """The agent type as the report spells it (``llm``, ``sequential``, ``tool``)."""
     return str(agent_type.value) if isinstance(agent_type, enum.Enum) else str(agent_type)
 

@@ -11,7 +11,7 @@ import ast
 import copy
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_connic.coverage.compute import (
     DISCOVERY_MARKERS,
@@ -21,6 +21,9 @@ from pytest_connic.coverage.compute import (
     resolve_tool,
 )
 from pytest_connic.project.layout import DiscoveryError
+
+if TYPE_CHECKING:
+    from pytest_connic.project.sdk import ChildAgentExpectation, TestCase
 
 __all__ = ["add_runtime_coverage", "asserted_from_suites", "merge_called", "params_in_expression"]
 
@@ -70,7 +73,7 @@ def _runtime_row(
     called: Iterable[str],
     asserted: Iterable[str],
     params: Mapping[str, Iterable[str]],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The runtime entry of one agent."""
     # Calls are recorded by canonical ref: no short-name guessing, which could credit an MCP tool's
     # call to a same-named file tool.
@@ -131,7 +134,7 @@ def asserted_from_suites(
     except DiscoveryError:
         suites = []
     for suite in suites:
-        for case in suite.parsed.tests:
+        for case in suite.parsed.tests if suite.parsed is not None else ():
             for agent, name, expression in _expectations(suite.agent, case):
                 tools.setdefault(agent, set()).add(name)
                 found = params_in_expression(expression) if expression else set()
@@ -146,7 +149,7 @@ def _sorted_lists(mapping: Mapping[str, set[str]]) -> dict[str, list[str]]:
     return {key: sorted(values) for key, values in sorted(mapping.items())}
 
 
-def _expectations(agent: str, expectation: Any) -> Iterator[tuple[str, str, str | None]]:
+def _expectations(agent: str, expectation: TestCase | ChildAgentExpectation) -> Iterator[tuple[str, str, str | None]]:
     """``(agent, tool name, expression)`` of a case and, recursively, of its child agents."""
     for name, expression in named_tools(expectation):
         yield agent, name, expression

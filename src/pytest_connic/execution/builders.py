@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_connic.checks.compiled import ResolvedCase
 from pytest_connic.errors import ConnicError
 from pytest_connic.project.located import safe_text
 from pytest_connic.runtime.mocks import ModuleLoadError, load_fresh
@@ -41,10 +42,10 @@ class _BoundReached(ConnicError):
     """The bound of ``build()`` or ``cleanup()`` ran out."""
 
 
-async def _bounded(awaitable: Awaitable[Any], timeout_s: float | None) -> Any:
+async def _bounded(awaitable: Awaitable[Any], timeout_s: float | None) -> object:
     """``awaitable`` within ``timeout_s``: ``_BoundReached`` when the bound ran out, a
     ``TimeoutError`` of the user's own passes as it is."""
-    async def inner() -> Any:
+    async def inner() -> object:
         try:
             return await awaitable
         except asyncio.TimeoutError as exc:
@@ -94,7 +95,7 @@ def load_builder(project_root: Path, name: str, *, static: bool = False) -> type
     return module
 
 
-def merge_files(built: Any, fixtures: list[dict[str, str]]) -> tuple[Any, list[dict[str, str]]]:
+def merge_files(built: object, fixtures: list[dict[str, str]]) -> tuple[Any, list[dict[str, str]]]:
     """Attach YAML fixtures to what ``build()`` returned: builder's own ``files`` first."""
     if isinstance(built, dict) and isinstance(built.get("files"), list):
         merged = dict(built)
@@ -104,9 +105,9 @@ def merge_files(built: Any, fixtures: list[dict[str, str]]) -> tuple[Any, list[d
 
 
 async def build(
-    call: Caller, module: types.ModuleType, context: dict[str, Any], case: dict[str, Any],
+    call: Caller, module: types.ModuleType, context: dict[str, object], case: ResolvedCase,
     *, timeout_s: float | None = None,
-) -> Any:
+) -> object:
     """Call ``build(context, builder_args, test_name, payload, files)``, bounded by ``timeout_s``."""
     try:
         result = await _bounded(call(
@@ -125,7 +126,7 @@ async def build(
 
 
 async def cleanup(
-    call: Caller, module: types.ModuleType, run: dict[str, Any], context: dict[str, Any], case: dict[str, Any],
+    call: Caller, module: types.ModuleType, run: dict[str, object], context: dict[str, object], case: ResolvedCase,
     *, timeout_s: float | None = None,
 ) -> str | None:
     """Call ``cleanup(run, context, builder_args)`` bounded by ``timeout_s`` (its own bound, after

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_connic.checks.compiled import CompiledCase, compile_case
+from pytest_connic.checks.compiled import CompiledCase, ResolvedCase, compile_case
 from pytest_connic.checks.evaluate import evaluate_run
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution import builders
@@ -27,6 +27,7 @@ from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.execution.outcomes import suite_outcome
 from pytest_connic.expressions import ExpressionError
+from pytest_connic.models.base import RunModelSource
 from pytest_connic.project.load import ProjectError
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import relative
@@ -42,7 +43,7 @@ from pytest_connic.runtime.services import RuntimeServices
 from pytest_connic.runtime.sessions import runs_in_order
 from pytest_connic.runtime.signals import UserCodeEnded
 from pytest_connic.runtime.state import RunScope
-from pytest_connic.usertb import for_record, import_in, import_traceback, masked
+from pytest_connic.usertb import TracebackData, for_record, import_in, import_traceback, masked
 
 if TYPE_CHECKING:
     from pytest_connic.execution.isolation.pool import Lease, WorkerPool
@@ -85,7 +86,7 @@ class CaseDefinitionError(ConnicError):
     """A case built from Python arguments that Connic's schema refuses (the message lists why)."""
 
 
-def resolve_case(fields: dict[str, Any], agent_name: str) -> tuple[dict[str, Any], CompiledCase]:
+def resolve_case(fields: dict[str, object], agent_name: str) -> tuple[ResolvedCase, CompiledCase]:
     """Validate one case with the SDK's own models and resolve it exactly as a suite case is
     (``TestFile.resolved``), then compile its expressions.
 
@@ -106,7 +107,7 @@ def resolve_case(fields: dict[str, Any], agent_name: str) -> tuple[dict[str, Any
             msg = str(err["msg"]).removeprefix("Value error, ")
             problems.append(f"{where}: {msg}")
         raise CaseDefinitionError("; ".join(problems)) from None
-    resolved = TestFile.model_construct(
+    resolved: ResolvedCase = TestFile.model_construct(
         version="1.0", agent=agent_name, defaults=TestDefaults(), tests=[model]
     ).resolved(model)
     try:
@@ -122,9 +123,9 @@ class CaseTarget:
     """Everything one case needs to run, wherever it was defined."""
 
     agent_name: str
-    case: dict[str, Any]  #: the resolved record (``TestFile.resolved``)
+    case: ResolvedCase  #: the resolved record (``TestFile.resolved``)
     compiled: CompiledCase
-    models: Any  #: ``for_run(i) -> RunModels``, optionally ``save()``
+    models: RunModelSource  #: optionally ``save()``
     outcome: CaseOutcome
     #: evaluate the ``expected_*`` checks (and the implicit ``status == "completed"``);
     #: the connic fixture without expectations leaves the verdict to the Python test
@@ -279,7 +280,7 @@ class ProjectRuntime:
         self.services.close()
         self._data_dir.cleanup()
 
-    def models_for(self, suite: Suite, case: dict[str, Any]) -> Any:
+    def models_for(self, suite: Suite, case: ResolvedCase) -> RunModelSource:
         """The case's models: the user's hook, cassettes, or live providers."""
         from pytest_connic.execution.models import case_models
 
@@ -309,7 +310,7 @@ class CaseRun:
         self.services = runtime.services
         self.target = target
         self.agent_name = target.agent_name
-        self.case: dict[str, Any] = target.case
+        self.case: ResolvedCase = target.case
         self.compiled: CompiledCase = target.compiled
         self.outcome = target.outcome
         self.executor = executor
@@ -320,7 +321,7 @@ class CaseRun:
         self.run_listeners = runtime.run_listeners if run_listeners is None else run_listeners
         self.root = runtime.project.root
         self.fixtures: list[dict[str, str]] = []
-        self.models: Any = target.models
+        self.models: RunModelSource = target.models
         self.gate: RunGate | None = None  #: ``max_concurrent_runs`` / ``concurrency`` (set in ``run``)
         self.tickets: dict[int, Ticket] = {}
 
@@ -364,14 +365,15 @@ class CaseRun:
             self.outcome.recording_error = getattr(self.models, "unrecorded", None)
 
     def _check_modules(self) -> None:
-        if self.case.get("builder"):
-            path = builders.builder_path(self.root, self.case["builder"])
+        builder, mocks = self.case.get("builder"), self.case.get("mocks")
+        if builder:
+            path = builders.builder_path(self.root, builder)
             if not path.is_file():
-                raise ModuleLoadError(f"builder '{self.case['builder']}': tests/builders/{path.name} does not exist")
-        if self.case.get("mocks"):
-            path = builders.mocks_path(self.root, self.case["mocks"])
+                raise ModuleLoadError(f"builder '{builder}': tests/builders/{path.name} does not exist")
+        if mocks:
+            path = builders.mocks_path(self.root, mocks)
             if not path.is_file():
-                raise ModuleLoadError(f"mocks '{self.case['mocks']}': tests/mocks/{path.name} does not exist")
+                raise ModuleLoadError(f"mocks '{mocks}': tests/mocks/{path.name} does not exist")
 
     def _decided(self, records: list[RunRecord | None]) -> str | None:
         return self._verdict(records) if self.early_stop else None
@@ -459,7 +461,7 @@ class CaseRun:
         dropped = await self._admitted(index)
         if dropped is not None:
             return dropped
-        context: dict[str, Any] = {}
+        context: dict[str, object] = {}
         mocks_module = self._load("mocks", index)
         builder_module = self._load("builder", index)
         if isinstance(mocks_module, RunRecord):
@@ -505,7 +507,7 @@ class CaseRun:
                                                               "builder cleanup()")
         return record
 
-    def _user_traceback(self, exc: BaseException | None, origin: str) -> dict[str, Any] | None:
+    def _user_traceback(self, exc: BaseException | None, origin: str) -> TracebackData | None:
         """What the run record keeps of user code's traceback (``usertb.for_record``), masked."""
         return None if exc is None else for_record(exc, self.root, self.runtime.masker.text, origin)
 
@@ -536,7 +538,7 @@ class CaseRun:
         return lease
 
     def _load(self, kind: str, index: int) -> types.ModuleType | RunRecord | None:
-        name = self.case.get("mocks" if kind == "mocks" else "builder")
+        name = self.case.get("mocks") if kind == "mocks" else self.case.get("builder")
         if not name:
             return None
         try:
@@ -552,9 +554,9 @@ class CaseRun:
             record.error_traceback = masked(trace, self.runtime.masker.text) if trace else None
             return record
 
-    async def _invoke(self, scope: RunScope, builder_module: Any, context: dict[str, Any],
+    async def _invoke(self, scope: RunScope, builder_module: types.ModuleType | None, context: dict[str, object],
                       lease: Lease | None = None) -> tuple[RunRecord, str | None]:
-        payload: Any = self.case.get("payload")
+        payload: object = self.case.get("payload")
         files = self.fixtures
         token = placeholders.BUILDER_SERVICES.set(self.services)
         try:

@@ -14,13 +14,12 @@ import asyncio
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_connic.jsonsafe import MISSING, at_path
 
 __all__ = ["RunGate", "Ticket", "gate_for", "key_value"]
 
-def key_value(payload: Any, path: str) -> str | None:
+def key_value(payload: object, path: str) -> str | None:
     """The value at dot path ``path`` of the raw trigger payload (a JSON string is parsed), as a
     stable text; None when the path does not exist (per-key enforcement is skipped)."""
     if isinstance(payload, (str, bytes)):
@@ -66,7 +65,7 @@ class RunGate:
         self._slots = asyncio.Semaphore(max_runs) if max_runs is not None else None
         self._keys: dict[str, _KeyState] = {}
 
-    def arrive(self, index: int, payload: Any) -> Ticket:
+    def arrive(self, index: int, payload: object) -> Ticket:
         """Register run ``index`` with its trigger payload (no await: arrivals keep their order)."""
         key = key_value(payload, self.key_path) if self.key_path else None
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
@@ -127,7 +126,7 @@ class RunGate:
         del self._keys[ticket.key]
 
 
-def gate_for(agent: str, config: Any) -> RunGate | None:
+def gate_for(agent: str, config: object) -> RunGate | None:
     """The gate of an agent whose config sets ``max_concurrent_runs`` or ``concurrency`` (None:
     nothing set, the runs stay as concurrent as ``--connic-concurrency`` allows). ``concurrency`` is
     not applied to a sequential agent, as on Connic."""

@@ -38,7 +38,7 @@ class ReusingDaemonExecutor(Executor):
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+    def submit(self, fn: Callable[..., Any], /, *args: object, **kwargs: object) -> Future[Any]:
         future: Future[Any] = Future()
         job = (future, functools.partial(fn, *args, **kwargs))
         with self._lock:
@@ -52,7 +52,7 @@ class ReusingDaemonExecutor(Executor):
     def _work(self, job: _Job | None) -> None:
         while job is not None:
             future, call = job
-            result: Any = None
+            result: object = None
             error: BaseException | None = None
             started = future.set_running_or_notify_cancel()
             if started:

@@ -6,13 +6,15 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_connic.checks.compiled import ResolvedCase
 from pytest_connic.models.base import Model
-from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, cassette_path
+from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, SessionStart, cassette_path
 from pytest_connic.models.matching import MatchRule
 from pytest_connic.models.pricing import Prices
-from pytest_connic.models.replay import REPLAY_ONLY, CaseModels, UnrecordedNotes
+from pytest_connic.models.replay import REPLAY_ONLY, CaseModels, RunModelsImpl, UnrecordedNotes
+from pytest_connic.models.world import RunWorld
 from pytest_connic.records.events import DivergenceNoteEvent
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ class ModelSource:
 class HookedRunModels:
     """One run's models: ``pytest_connic_make_model`` first, then the case's cassette/live source."""
 
-    def __init__(self, base: Any, services: RuntimeServices, case: dict[str, Any] | None, index: int) -> None:
+    def __init__(self, base: RunModelsImpl, services: RuntimeServices, case: ResolvedCase | None, index: int) -> None:
         self.base = base
         self.services = services
         self.case = case
@@ -65,36 +67,35 @@ class HookedRunModels:
         if supplied is not None:
             return supplied
         self._based.add(agent_name)
-        return self.base.model_for(agent_name, root=root)  # type: ignore[no-any-return]
+        return self.base.model_for(agent_name, root=root)
 
-    def session_begins(self, agent: str, key: str | None, history: list[dict[str, Any]], cases: list[str],
-                       *, fresh: bool) -> Any:
+    def session_begins(self, agent: str, key: str | None, history: list[dict[str, object]], cases: list[str],
+                       *, fresh: bool) -> SessionStart | None:
         """The cassette's session start (runtime/sessions.py ``begin_session``); None for an agent
         whose model the user's hook supplies (its cassette is never read)."""
-        begins = getattr(self.base, "session_begins", None)
-        if agent not in self._based or begins is None:
+        if agent not in self._based:
             return None
-        return begins(agent, key, history, cases, fresh=fresh)
+        return self.base.session_begins(agent, key, history, cases, fresh=fresh)
 
-    async def external(self, kind: str, name: str, arguments: Any,
-                       call: Callable[[], Awaitable[Any]]) -> Any:
+    async def external(self, kind: str, name: str, arguments: object,
+                       call: Callable[[], Awaitable[object]]) -> object:
         return await self.base.external(kind, name, arguments, call)
 
     def calls_live(self) -> bool:
         return bool(self.base.calls_live())
 
-    def world(self, now: float) -> Any:
+    def world(self, now: float) -> RunWorld | None:
         """The run's recorded world (models/world.py), None without one."""
         return self.base.world(now)
 
     def finish(self, *, completed: bool) -> list[str]:
-        return self.base.finish(completed=completed)  # type: ignore[no-any-return]
+        return self.base.finish(completed=completed)
 
 
 class HookedCaseModels:
     """The model source of one case."""
 
-    def __init__(self, base: CaseModels, services: RuntimeServices, case: dict[str, Any] | None,
+    def __init__(self, base: CaseModels, services: RuntimeServices, case: ResolvedCase | None,
                  prices: Prices | None = None) -> None:
         self.base = base
         self.services = services
@@ -139,7 +140,7 @@ def divergence_message(outcome: CaseOutcome) -> str | None:
             "re-record the cassette with --connic-record-mode=all")
 
 
-def case_models(source: ModelSource, services: RuntimeServices, suite: Suite, case: dict[str, Any]) -> HookedCaseModels:
+def case_models(source: ModelSource, services: RuntimeServices, suite: Suite, case: ResolvedCase) -> HookedCaseModels:
     """The model source of a suite case: its cassette under ``source.cassette_dir``."""
     siblings = [c.name for c in suite.cases]
     path = case_cassette(source, services, suite.relpath, case["name"], siblings)
@@ -161,7 +162,7 @@ def case_cassette(
 
 
 def models_at(
-    source: ModelSource, services: RuntimeServices, path: Path, case: dict[str, Any] | None,
+    source: ModelSource, services: RuntimeServices, path: Path, case: ResolvedCase | None,
     *, taken: Callable[[], frozenset[str]] = frozenset,
 ) -> HookedCaseModels:
     """The model source replaying (or recording) the cassette at ``path``; ``case`` is what

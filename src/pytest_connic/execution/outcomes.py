@@ -22,10 +22,10 @@ def suite_outcome(nodeid: str, suite: Suite, spec: CaseSpec, *, agent_name: str 
                   runs: int | None = None, setup_error: str | None = None) -> CaseOutcome:
     """The outcome of a suite case: its runs and threshold as resolved (the suite's defaults
     for a case that did not resolve); ``agent_name`` and ``runs`` override (an A/B arm)."""
-    resolved = spec.resolved or {}
+    resolved = spec.resolved
     return new_outcome(
         nodeid, suite.relpath, spec.line, agent_name or suite.agent_name, spec.name,
-        runs=runs if runs is not None else int(resolved.get("runs", suite.defaults.runs)),
-        success_threshold=int(resolved.get("success_threshold", suite.defaults.success_threshold)),
+        runs=runs if runs is not None else resolved["runs"] if resolved else suite.defaults.runs,
+        success_threshold=resolved["success_threshold"] if resolved else suite.defaults.success_threshold,
         setup_error=setup_error,
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 #: runs of one case whose behaviour is kept (the first ones started)
 KEPT_RUNS = 10
@@ -23,7 +22,7 @@ RUN_KEYS = frozenset({"status", "passed", "skipped", "output", "error", "infrast
                       "guardrails", "approvals", "tokens", "cost", "duration_ms"})
 
 
-def short(value: Any, limit: int = SHORT) -> str | None:
+def short(value: object, limit: int = SHORT) -> str | None:
     """``value`` as compact text (JSON for anything but a string), cut to ``limit`` characters
     with ``…``; None stays None."""
     if value is None:
@@ -33,7 +32,7 @@ def short(value: Any, limit: int = SHORT) -> str | None:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
+def tool_call(call: Mapping[str, object]) -> dict[str, object]:
     """One tool call in short: ``{name, args, result, error, approval, aborted}``."""
     return {
         "name": str(call.get("name") or call.get("ref") or "?"),
@@ -45,41 +44,49 @@ def tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_behaviour(run: Mapping[str, Any]) -> dict[str, Any]:
+def _items(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _count(value: object) -> int:
+    return int(value) if isinstance(value, (int, float, str)) and value else 0
+
+
+def run_behaviour(run: Mapping[str, object]) -> dict[str, object]:
     """One run, from its record as the reports hold it."""
     found = run.get("tokens")
-    tokens: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    tokens: Mapping[str, object] = found if isinstance(found, Mapping) else {}
     return {
         "status": run.get("status"),
         "passed": bool(run.get("passed")),
         "output": run.get("output"),
         "error": short(run.get("error") or run.get("infrastructure_error")),
-        "tools": [tool_call(c) for c in run.get("tool_calls") or [] if isinstance(c, Mapping)],
+        "tools": [tool_call(c) for c in _items(run.get("tool_calls")) if isinstance(c, Mapping)],
         "guardrails": [{"direction": g.get("direction"), "name": g.get("name") or g.get("type"),
                         "status": g.get("status")}
-                       for g in run.get("guardrails") or [] if isinstance(g, Mapping)],
+                       for g in _items(run.get("guardrails")) if isinstance(g, Mapping)],
         "approvals": [{"tool": a.get("tool"), "decision": a.get("decision")}
-                      for a in run.get("approvals") or [] if isinstance(a, Mapping)],
-        "tokens": {"input": int(tokens.get("input") or 0), "output": int(tokens.get("output") or 0)},
+                      for a in _items(run.get("approvals")) if isinstance(a, Mapping)],
+        "tokens": {"input": _count(tokens.get("input")), "output": _count(tokens.get("output"))},
         "cost": run.get("cost"),
         "latency_ms": run.get("duration_ms"),
     }
 
 
 def case_behaviour(*, agent: str, name: str, suite: str, line: int,
-                   runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+                   runs: Iterable[Mapping[str, object]]) -> dict[str, object]:
     """A case's behaviour: where it is and its first :data:`KEPT_RUNS` started runs."""
     started = [r for r in runs if isinstance(r, Mapping) and not r.get("skipped")]
     return {"agent": agent, "name": name, "suite": suite, "line": line,
             "runs": [run_behaviour(r) for r in started[:KEPT_RUNS]], "runs_started": len(started)}
 
 
-def behaviour_text(behaviour: Mapping[str, Any]) -> str:
+def behaviour_text(behaviour: Mapping[str, object]) -> str:
     """As the history stores it (compact JSON)."""
     return json.dumps(behaviour, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
 
 
-def parse_behaviour(text: str | None) -> dict[str, Any] | None:
+def parse_behaviour(text: str | None) -> dict[str, object] | None:
     """A stored behaviour, or None (an older row, or a value that is not one)."""
     if not text:
         return None

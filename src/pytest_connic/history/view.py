@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_connic.history.compare import Change, change, changed_parts, percent
 from pytest_connic.history.flaky import Flaky, flakiness
@@ -55,7 +54,7 @@ class HistoryView:
     def flaky(self) -> dict[str, Flaky]:
         return {nodeid: case.flaky for nodeid, case in self.cases.items() if case.flaky is not None}
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> dict[str, object]:
         """The ``history`` section of the JSON report."""
         return {
             "path": self.path,
@@ -132,7 +131,7 @@ def sparkline(values: Sequence[float | None], *, label: str, high: float | None 
             f"{dots}</svg>")
 
 
-def history_html(section: Any, names: Mapping[str, str] | None = None) -> str:
+def history_html(section: object, names: Mapping[str, str] | None = None) -> str:
     """The ``history`` section of a JSON report as static, escaped HTML (empty without one);
     ``names``: node id -> the case's name as the page shows it (``agent::name``), else the node id
     unescaped (``%3A%3A`` read as ``::``)."""
@@ -185,7 +184,7 @@ _STYLE = (".history{padding:16px 24px 0;max-width:1200px}.history h2{font-size:1
           ".history .mark.newly-passing{color:#15803d}")
 
 
-def budget_html(section: Any) -> str:
+def budget_html(section: object) -> str:
     """The ``budget`` section of a JSON report as static, escaped HTML (empty without one)."""
     if not isinstance(section, dict):
         return ""

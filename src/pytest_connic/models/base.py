@@ -13,9 +13,9 @@ Messages use the OpenAI chat shape, which LiteLLM speaks natively:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pytest_connic.errors import ConnicError, RunSignal
 
@@ -50,7 +50,8 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    #: a JSON schema (None: none; a placeholder string once a matching rule replaced it whole)
+    parameters: Mapping[str, object] | str | None
 
 
 @dataclass
@@ -60,19 +61,19 @@ class ModelRequest:
     agent_name: str
     model: str
     system_prompt: str
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, object]]
     tools: list[ToolSpec] = field(default_factory=list)
     fallback_model: str | None = None
     temperature: float = 1.0
     reasoning_effort: str | None = None
     #: deprecated raw reasoning token budget (``reasoning_budget``), legacy models only
     reasoning_budget: int | None = None
-    output_schema: dict[str, Any] | None = None
-    retry_options: dict[str, Any] | None = None
+    output_schema: dict[str, object] | None = None
+    retry_options: dict[str, object] | None = None
     #: seconds this call may take at most (the run's remaining time)
     timeout_s: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
@@ -82,7 +83,7 @@ class ToolCallRequest:
 
     id: str
     name: str
-    arguments: dict[str, Any] | str
+    arguments: dict[str, object] | str
 
 
 @dataclass
@@ -108,9 +109,11 @@ class Model(Protocol):
 class RunModels(Protocol):
     """The models of one run of a case: one per agent invocation, in start order."""
 
-    #: divergence notes (a request that differs from the recorded one, with the first
-    #: differing part), for the run's trace and a once-per-case warning; not failures
-    notes: list[str]
+    @property
+    def notes(self) -> list[str]:
+        """Divergence notes (a request that differs from the recorded one, with the first
+        differing part), for the run's trace and a once-per-case warning; not failures."""
+        ...
 
     def model_for(self, agent_name: str, *, root: bool) -> Model:
         """The model for the next invocation of ``agent_name`` in this run.
@@ -120,8 +123,8 @@ class RunModels(Protocol):
         """
         ...
 
-    async def external(self, kind: str, name: str, arguments: Any,
-                       call: Callable[[], Awaitable[Any]]) -> Any:
+    async def external(self, kind: str, name: str, arguments: object,
+                       call: Callable[[], Awaitable[object]]) -> object:
         """The answer to a call outside the model (``kind`` is one of ``cassette.CALL_KINDS``):
         ``call()`` when live or recording (the result, or the ``CallFailed`` it raises, is recorded
         in the run's ``calls``), the recorded answer when replaying (``CallFailed`` for a recorded
@@ -137,4 +140,12 @@ class RunModels(Protocol):
     def finish(self, *, completed: bool) -> list[str]:
         """Close the run. Returns divergence messages (turns left unused) when
         ``completed`` is true; a run that ended early for its own reason reports none."""
+        ...
+
+
+class RunModelSource(Protocol):
+    """The models of a case, run by run (a cassette, live providers, the user's hook)."""
+
+    def for_run(self, index: int, /) -> RunModels:
+        """The models of run ``index`` (0-based)."""
         ...

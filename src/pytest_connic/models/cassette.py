@@ -19,7 +19,6 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -27,7 +26,7 @@ from pytest_connic.models.base import CassetteError
 from pytest_connic.models.matching import MatchRule, MatchRuleError, parse_rule
 from pytest_connic.models.world import WORLD_KEYS, World, world_from_data, world_to_data
 from pytest_connic.secrets import Masker
-from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, load_with_positions
+from pytest_connic.yamlpos import KeyPath, YamlError, YamlPositions, format_path, load_with_positions
 
 VERSION = 1
 #: a file name longer than this (UTF-8 bytes, without ``.yaml``) is cut and gets a hash suffix
@@ -66,7 +65,7 @@ class RecordedToolCall:
     """A tool call of a cassette turn. ``arguments`` is a string when the model sent malformed JSON."""
 
     name: str
-    arguments: dict[str, Any] | str = field(default_factory=dict)
+    arguments: dict[str, object] | str = field(default_factory=dict)
     id: str | None = None
 
 
@@ -82,7 +81,7 @@ class Turn:
     #: the model that answered, when it was not the agent's model (the fallback)
     model: str | None = None
     #: the digests of the request that produced this turn (recorded cassettes)
-    request: dict[str, Any] | None = None
+    request: dict[str, object] | None = None
     #: the key path of this turn in its file (``runs[0].turns[1]``), for messages
     where: str = ""
 
@@ -105,8 +104,8 @@ class RecordedCall:
 
     kind: str
     name: str
-    arguments: Any = None
-    result: Any = None
+    arguments: object = None
+    result: object = None
     error: str | None = None
     where: str = ""
 
@@ -118,7 +117,7 @@ class SessionStart:
 
     agent: str | None  #: the agent whose session it is (None: the first that asks)
     key: str | None  #: the session key's value (None: ``session: true``)
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, object]] = field(default_factory=list)
     #: the cases whose runs made the history, oldest first
     cases: list[str] = field(default_factory=list)
     where: str = ""
@@ -339,11 +338,11 @@ class _Checker:
         self.path = path
         self.positions = positions
 
-    def fail(self, key_path: tuple[Any, ...], message: str, *, key: bool = False) -> CassetteError:
+    def fail(self, key_path: KeyPath, message: str, *, key: bool = False) -> CassetteError:
         line, column = self.positions.of(key_path, key=key)
         return CassetteError(f"{self.path}:{line}:{column}: {format_path(key_path)}: {message}")
 
-    def mapping(self, value: Any, kp: tuple[Any, ...], known: tuple[str, ...]) -> dict[str, Any]:
+    def mapping(self, value: object, kp: KeyPath, known: tuple[str, ...]) -> dict[str, object]:
         if not isinstance(value, Mapping):
             raise self.fail(kp, f"expected a mapping with {', '.join(known)}, found {_kind(value)}")
         for name in value:
@@ -355,12 +354,12 @@ class _Checker:
                 raise self.fail((*kp, name), f"unknown key {name!r}{hint}", key=True)
         return dict(value)
 
-    def sequence(self, value: Any, kp: tuple[Any, ...], what: str) -> list[Any]:
+    def sequence(self, value: object, kp: KeyPath, what: str) -> list[object]:
         if not isinstance(value, list):
             raise self.fail(kp, f"expected a list of {what}, found {_kind(value)}")
         return value
 
-    def cassette(self, data: Any) -> Cassette:
+    def cassette(self, data: object) -> Cassette:
         top = self.mapping(data, (), _TOP_KEYS)
         version = top.get("version", VERSION)
         if version != VERSION:
@@ -372,7 +371,7 @@ class _Checker:
             raise self.fail(("runs",), "expected at least one run")
         return Cassette(runs=[self.run(r, ("runs", i)) for i, r in enumerate(runs)], match=self.rules(top))
 
-    def rules(self, top: Mapping[str, Any]) -> list[MatchRule]:
+    def rules(self, top: Mapping[str, object]) -> list[MatchRule]:
         """The ``match:`` block: each rule checked (a bad regular expression or path is located)."""
         entries = self.sequence(top.get("match") or [], ("match",), "matching rules")
         rules = []
@@ -385,7 +384,7 @@ class _Checker:
                 raise self.fail(kp, str(exc).split(": ", 1)[1]) from None
         return rules
 
-    def run(self, value: Any, kp: tuple[Any, ...]) -> CassetteRun:
+    def run(self, value: object, kp: KeyPath) -> CassetteRun:
         raw = self.mapping({} if value is None else value, kp, _RUN_KEYS)
         run = CassetteRun()
         if raw.get("turns") is not None:
@@ -407,19 +406,21 @@ class _Checker:
             run.session = self.session(raw["session"], (*kp, "session"))
         return run
 
-    def session(self, value: Any, kp: tuple[Any, ...]) -> SessionStart:
+    def session(self, value: object, kp: KeyPath) -> SessionStart:
         raw = self.mapping(value, kp, _SESSION_KEYS)
         history = self.sequence(raw.get("history") or [], (*kp, "history"), "messages (each with 'role')")
+        messages: list[dict[str, object]] = []
         for i, message in enumerate(history):
             if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
                 raise self.fail((*kp, "history", i), f"expected a message with a 'role', found {_kind(message)}")
+            messages.append(dict(message))
         cases = self.sequence(raw.get("from") or [], (*kp, "from"), "case names")
         key = raw.get("key")
         return SessionStart(self.text(raw.get("agent"), (*kp, "agent")),
                             None if key is None else key if isinstance(key, str) else json.dumps(key),
-                            [dict(m) for m in history], [str(c) for c in cases], format_path(kp))
+                            messages, [str(c) for c in cases], format_path(kp))
 
-    def external(self, value: Any, kp: tuple[Any, ...]) -> RecordedCall:
+    def external(self, value: object, kp: KeyPath) -> RecordedCall:
         raw = self.mapping(value, kp, _EXTERNAL_KEYS)
         kind = raw.get("kind")
         if kind not in CALL_KINDS:
@@ -435,15 +436,15 @@ class _Checker:
         error = self.text(raw.get("error"), (*kp, "error"))
         return RecordedCall(kind, name, raw.get("arguments"), raw.get("result"), error, format_path(kp))
 
-    def invocation(self, value: Any, kp: tuple[Any, ...]) -> Tape:
+    def invocation(self, value: object, kp: KeyPath) -> Tape:
         raw = self.mapping(value, kp, ("turns",))
         return self.tape(raw.get("turns") or [], (*kp, "turns"))
 
-    def tape(self, value: Any, kp: tuple[Any, ...]) -> Tape:
+    def tape(self, value: object, kp: KeyPath) -> Tape:
         items = self.sequence(value, kp, "turns")
         return Tape([self.turn(t, (*kp, i)) for i, t in enumerate(items)], format_path(kp))
 
-    def turn(self, value: Any, kp: tuple[Any, ...]) -> Turn:
+    def turn(self, value: object, kp: KeyPath) -> Turn:
         raw = self.mapping(value, kp, _TURN_KEYS)
         turn = Turn(where=format_path(kp))
         if raw.get("content") is not None:
@@ -461,7 +462,7 @@ class _Checker:
             turn.request = self.mapping(raw["request"], (*kp, "request"), _REQUEST_KEYS)
         return turn
 
-    def tool_call(self, value: Any, kp: tuple[Any, ...]) -> RecordedToolCall:
+    def tool_call(self, value: object, kp: KeyPath) -> RecordedToolCall:
         raw = self.mapping(value, kp, _CALL_KEYS)
         name = raw.get("name")
         if not isinstance(name, str) or not name:
@@ -476,7 +477,7 @@ class _Checker:
             name, dict(arguments) if isinstance(arguments, Mapping) else arguments, call_id
         )
 
-    def usage(self, value: Any, kp: tuple[Any, ...], turn: Turn) -> None:
+    def usage(self, value: object, kp: KeyPath, turn: Turn) -> None:
         if value is None:
             return
         raw = self.mapping(value, kp, _USAGE_KEYS)
@@ -486,14 +487,14 @@ class _Checker:
                 raise self.fail((*kp, name), f"expected a token count (an integer >= 0), found {count!r}")
             setattr(turn, name, count)
 
-    def number(self, value: Any, kp: tuple[Any, ...]) -> float | None:
+    def number(self, value: object, kp: KeyPath) -> float | None:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise self.fail(kp, f"expected a number >= 0, found {value!r}")
         return float(value)
 
-    def text(self, value: Any, kp: tuple[Any, ...]) -> str | None:
+    def text(self, value: object, kp: KeyPath) -> str | None:
         if value is None or isinstance(value, str):
             return value
         raise self.fail(kp, f"expected a string, found {_kind(value)}")
@@ -502,7 +503,7 @@ class _Checker:
 _REQUEST_KEYS = ("model", "digest", "system", "messages", "tools")
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     if value is None:
         return "nothing"
     if isinstance(value, Mapping):
@@ -625,9 +626,9 @@ def _check_kind(path: Path, info: os.stat_result, what: str, error: type[Excepti
 # -- saving ------------------------------------------------------------------
 
 
-def turn_to_data(turn: Turn) -> dict[str, Any]:
+def turn_to_data(turn: Turn) -> dict[str, object]:
     """A turn as the plain data written to a file (keys in the documented order)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if turn.tool_calls:
         out["tool_calls"] = [_call_to_data(c) for c in turn.tool_calls]
     if turn.content is not None:
@@ -643,16 +644,16 @@ def turn_to_data(turn: Turn) -> dict[str, Any]:
     return out
 
 
-def _call_to_data(call: RecordedToolCall) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
+def _call_to_data(call: RecordedToolCall) -> dict[str, object]:
+    out: dict[str, object] = {"name": call.name, "arguments": call.arguments}
     if call.id:
         out["id"] = call.id
     return out
 
 
-def call_to_data(call: RecordedCall) -> dict[str, Any]:
+def call_to_data(call: RecordedCall) -> dict[str, object]:
     """A recorded call as the plain data written to a file."""
-    out: dict[str, Any] = {"kind": call.kind, "name": call.name}
+    out: dict[str, object] = {"kind": call.kind, "name": call.name}
     if call.arguments is not None:
         out["arguments"] = call.arguments
     if call.error is not None:
@@ -662,20 +663,20 @@ def call_to_data(call: RecordedCall) -> dict[str, Any]:
     return out
 
 
-def session_to_data(start: SessionStart) -> dict[str, Any]:
+def session_to_data(start: SessionStart) -> dict[str, object]:
     """A run's ``session`` section as the plain data written to a file."""
-    out: dict[str, Any] = {"agent": start.agent, "key": start.key}
+    out: dict[str, object] = {"agent": start.agent, "key": start.key}
     if start.cases:
         out["from"] = list(start.cases)
     out["history"] = [dict(m) for m in start.history]
     return out
 
 
-def cassette_to_data(cassette: Cassette) -> dict[str, Any]:
+def cassette_to_data(cassette: Cassette) -> dict[str, object]:
     """The whole cassette as plain data."""
     runs = []
     for run in cassette.runs:
-        entry: dict[str, Any] = {}
+        entry: dict[str, object] = {}
         if run.turns is not None:
             entry["turns"] = [turn_to_data(t) for t in run.turns.turns]
         if run.children:
@@ -715,13 +716,13 @@ HEADER = (
 )
 
 
-def dump_cassette_data(data: Mapping[str, Any]) -> str:
+def dump_cassette_data(data: object) -> str:
     """YAML text for cassette data (readable: block style, keys in order)."""
-    body = yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    body = yaml.dump(dict(data) if isinstance(data, Mapping) else data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     return HEADER + body
 
 
-def secret_field(data: Any, masker: Masker, path: tuple[Any, ...] = ()) -> str | None:
+def secret_field(data: object, masker: Masker, path: KeyPath = ()) -> str | None:
     """The key path (``runs[0].turns[1].content``) of the first value of cassette ``data`` that
     holds a secret in any form (a string containing one, a number or key equal to one), or None."""
     if isinstance(data, str):

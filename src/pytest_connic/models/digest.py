@@ -20,24 +20,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pytest_connic.models.base import ModelRequest, ToolSpec
 
 SHORT = 12
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: object) -> str:
     """Compact, key-sorted JSON; values JSON cannot encode become their ``repr``."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
 
 
-def sha256(value: Any) -> str:
+def sha256(value: object) -> str:
     """The hex sha256 of ``value``'s canonical JSON."""
     return hashlib.sha256(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _canonical_arguments(arguments: Any) -> Any:
+def _canonical_arguments(arguments: object) -> object:
     if isinstance(arguments, str):
         try:
             return json.loads(arguments)
@@ -46,7 +45,7 @@ def _canonical_arguments(arguments: Any) -> Any:
     return arguments
 
 
-def _canonical_tool_call(call: Any) -> Any:
+def _canonical_tool_call(call: object) -> object:
     if not isinstance(call, Mapping):
         return call
     out = {k: v for k, v in call.items() if k != "id"}
@@ -58,7 +57,7 @@ def _canonical_tool_call(call: Any) -> Any:
     return out
 
 
-def canonical_message(message: Mapping[str, Any]) -> dict[str, Any]:
+def canonical_message(message: Mapping[str, object]) -> dict[str, object]:
     """``message`` without provider-invented ids, with tool arguments as data."""
     out = {k: v for k, v in message.items() if k != "tool_call_id" and v is not None}
     calls = out.get("tool_calls")
@@ -67,7 +66,7 @@ def canonical_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def message_digest(message: Mapping[str, Any]) -> str:
+def message_digest(message: Mapping[str, object]) -> str:
     """A short digest of one message."""
     return sha256(canonical_message(message))[:SHORT]
 
@@ -89,7 +88,7 @@ def request_digest(request: ModelRequest) -> str:
     )
 
 
-def request_fingerprint(request: ModelRequest) -> dict[str, Any]:
+def request_fingerprint(request: ModelRequest) -> dict[str, object]:
     """The ``request`` entry a recorded turn carries (digests only)."""
     return {
         "model": request.model,
@@ -100,7 +99,7 @@ def request_fingerprint(request: ModelRequest) -> dict[str, Any]:
     }
 
 
-def first_difference(recorded: Mapping[str, Any], request: ModelRequest) -> str | None:
+def first_difference(recorded: Mapping[str, object], request: ModelRequest) -> str | None:
     """Where ``request`` first departs from the ``recorded`` fingerprint; None when it matches.
 
     Checks the model, the system prompt, each message in order, then the tools.
@@ -115,25 +114,25 @@ def first_difference(recorded: Mapping[str, Any], request: ModelRequest) -> str 
     return "the request differs from the recorded one"
 
 
-def _model_difference(recorded: Mapping[str, Any], request: ModelRequest) -> str | None:
+def _model_difference(recorded: Mapping[str, object], request: ModelRequest) -> str | None:
     model = recorded.get("model")
     if model is not None and model != request.model:
         return f"model differs: recorded {model!r}, now {request.model!r}"
     return None
 
 
-def _system_difference(recorded: Mapping[str, Any], request: ModelRequest) -> str | None:
+def _system_difference(recorded: Mapping[str, object], request: ModelRequest) -> str | None:
     system = recorded.get("system")
     if system is not None and system != sha256(request.system_prompt)[:SHORT]:
         return "system prompt differs"
     return None
 
 
-def _role(message: Any) -> str:
+def _role(message: object) -> str:
     return str(message.get("role", "?")) if isinstance(message, Mapping) else "?"
 
 
-def _messages_difference(recorded: Mapping[str, Any], request: ModelRequest) -> str | None:
+def _messages_difference(recorded: Mapping[str, object], request: ModelRequest) -> str | None:
     digests = recorded.get("messages")
     if not isinstance(digests, list):
         return None
@@ -150,7 +149,7 @@ def _messages_difference(recorded: Mapping[str, Any], request: ModelRequest) -> 
     return None
 
 
-def _tools_difference(recorded: Mapping[str, Any], request: ModelRequest) -> str | None:
+def _tools_difference(recorded: Mapping[str, object], request: ModelRequest) -> str | None:
     tools = recorded.get("tools")
     if not isinstance(tools, Mapping):
         return None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pytest_connic.models.base import ModelRequest
 from pytest_connic.models.digest import first_difference, message_digest
@@ -28,7 +27,7 @@ VOLATILE = (
 _SHOWN = 60
 
 
-def explain(recorded: Mapping[str, Any], request: ModelRequest, rules: Sequence[MatchRule] = ()) -> str | None:
+def explain(recorded: Mapping[str, object], request: ModelRequest, rules: Sequence[MatchRule] = ()) -> str | None:
     """Where ``request`` (normalised by ``rules``) departs from the ``recorded`` fingerprint, with
     the rule that would ignore it; None when it matches."""
     normal = normalise(request, rules)
@@ -41,7 +40,7 @@ def explain(recorded: Mapping[str, Any], request: ModelRequest, rules: Sequence[
     return difference + _hint(index, request, normal)
 
 
-def _first_differing_message(recorded: Mapping[str, Any], request: ModelRequest) -> int | None:
+def _first_differing_message(recorded: Mapping[str, object], request: ModelRequest) -> int | None:
     digests = recorded.get("messages")
     if not isinstance(digests, list) or recorded.get("system") not in (None, _system(request)):
         return None
@@ -83,7 +82,7 @@ def _hint(index: int, raw: ModelRequest, normal: ModelRequest) -> str:
             "cassette (docs/models.md, \"Matching rules\")")
 
 
-def _text_of(value: Any) -> str:
+def _text_of(value: object) -> str:
     """Every string of a message, joined (content, content parts, tool-call arguments)."""
     if isinstance(value, str):
         return value

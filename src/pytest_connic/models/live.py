@@ -21,9 +21,9 @@ import email.utils
 import functools
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from pytest_connic.models.base import ModelRequest, ModelResponse, ProviderError, ToolCallRequest, ToolSpec
 from pytest_connic.secrets import Masker
@@ -46,7 +46,7 @@ _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 
 @functools.lru_cache(maxsize=1)
-def import_litellm() -> Any:
+def import_litellm() -> LiteLLMModule:
     """Import LiteLLM quietly and offline, once; ProviderError when the extra is missing."""
     for name, value in OFFLINE_ENV.items():
         os.environ.setdefault(name, value)
@@ -66,6 +66,55 @@ def import_litellm() -> Any:
     return litellm
 
 
+class LiteLLMModule(Protocol):
+    """What the plugin uses of the ``litellm`` module."""
+
+    def acompletion(self, **kwargs: object) -> Awaitable[LiteLLMResponse]: ...
+
+    def completion_cost(self, *, completion_response: object) -> float | None: ...
+
+
+class LiteLLMFunction(Protocol):
+    """The function of a tool call in a LiteLLM response (OpenAI's shape)."""
+
+    name: str
+    arguments: str | None
+
+
+class LiteLLMToolCall(Protocol):
+    """A tool call in a LiteLLM response."""
+
+    id: str | None
+    function: LiteLLMFunction
+
+
+class LiteLLMMessage(Protocol):
+    """The message of a LiteLLM response's choice (``tool_calls`` is read with ``getattr``: not
+    every provider's message has it)."""
+
+    content: str | None
+
+
+class LiteLLMChoice(Protocol):
+    """One choice of a LiteLLM response."""
+
+    message: LiteLLMMessage
+
+
+class LiteLLMResponse(Protocol):
+    """What the plugin reads of a LiteLLM ``ModelResponse`` (``usage`` and ``_hidden_params`` are
+    read with ``getattr``)."""
+
+    choices: Sequence[LiteLLMChoice]
+
+
+def _scalar(options: Mapping[str, object], name: str, default: float) -> int | float | str:
+    value = options.get(name, default)
+    if isinstance(value, (int, float, str)):
+        return value
+    raise TypeError(f"retry_options.{name}: expected a number, found {value!r}")
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """The agent's ``retry_options`` for model calls."""
@@ -76,19 +125,19 @@ class RetryPolicy:
     max_delay: float = 30.0
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None, timeout_s: float | None) -> RetryPolicy:
+    def from_options(cls, options: Mapping[str, object] | None, timeout_s: float | None) -> RetryPolicy:
         """From ``retry_options`` (Connic's bounds), the attempt bounded by the run's remaining time."""
         # unset (None) options take Connic's defaults
         opts = {k: v for k, v in (options or {}).items() if v is not None}
-        attempts = max(1, min(10, int(opts.get("attempts", cls.attempts))))
-        timeout = float(opts.get("attempt_timeout", cls.attempt_timeout))
+        attempts = max(1, min(10, int(_scalar(opts, "attempts", cls.attempts))))
+        timeout = float(_scalar(opts, "attempt_timeout", cls.attempt_timeout))
         if timeout_s is not None:
             timeout = min(timeout, max(timeout_s, 0.001))
         return cls(
             attempts=attempts,
             attempt_timeout=timeout,
-            initial_delay=max(0.0, float(opts.get("initial_delay", cls.initial_delay))),
-            max_delay=max(0.0, float(opts.get("max_delay", cls.max_delay))),
+            initial_delay=max(0.0, float(_scalar(opts, "initial_delay", cls.initial_delay))),
+            max_delay=max(0.0, float(_scalar(opts, "max_delay", cls.max_delay))),
         )
 
     def delay(self, retry: int, cap: float | None = None) -> float:
@@ -115,7 +164,7 @@ class LiteLLMModel:
         api_base: str | None = None,
         api_key: str | None = None,
         max_retry_delay: float | None = None,
-        extra: Mapping[str, Any] | None = None,
+        extra: Mapping[str, object] | None = None,
     ) -> None:
         self.model = model
         self.aliases = dict(aliases or {})
@@ -186,8 +235,8 @@ class LiteLLMModel:
         tries = attempt + 1
         raise ProviderError(self.masker.text(f"{model}: {describe(failure)} (after {tries} attempt(s))"))
 
-    def _kwargs(self, model: str, request: ModelRequest, policy: RetryPolicy) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
+    def _kwargs(self, model: str, request: ModelRequest, policy: RetryPolicy) -> dict[str, object]:
+        kwargs: dict[str, object] = {
             "model": model,
             "messages": to_messages(request),
             "temperature": request.temperature,
@@ -281,14 +330,14 @@ def describe(exc: BaseException) -> str:
 # -- request and response shapes ---------------------------------------------
 
 
-def to_tool(tool: ToolSpec) -> dict[str, Any]:
+def to_tool(tool: ToolSpec) -> dict[str, object]:
     """A tool in the OpenAI ``tools`` shape."""
     parameters = tool.parameters or {"type": "object", "properties": {}}
     function = {"name": tool.name, "description": tool.description, "parameters": parameters}
     return {"type": "function", "function": function}
 
 
-def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
+def to_messages(request: ModelRequest) -> list[dict[str, object]]:
     """The request's messages as LiteLLM takes them, the system prompt first."""
     messages = [_message(m) for m in request.messages]
     if request.system_prompt and not (messages and messages[0].get("role") == "system"):
@@ -296,40 +345,44 @@ def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def _message(message: Mapping[str, Any]) -> dict[str, Any]:
+def _message(message: Mapping[str, object]) -> dict[str, object]:
     out = dict(message)
     content = out.get("content")
     if isinstance(content, list):
         out["content"] = [_part(p) for p in content]
     elif out.get("role") == "tool" and content is not None and not isinstance(content, str):
         out["content"] = json.dumps(content, default=str)
-    if out.get("tool_calls"):
-        out["tool_calls"] = [_tool_call(c) for c in out["tool_calls"]]
+    calls = out.get("tool_calls")
+    if calls and isinstance(calls, (list, tuple)):
+        out["tool_calls"] = [_tool_call(c) for c in calls]
     return out
 
 
-def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
-    function = dict(call.get("function") or {"name": call.get("name"), "arguments": call.get("arguments")})
+def _tool_call(call: object) -> dict[str, object]:
+    if not isinstance(call, Mapping):
+        raise TypeError(f"a message's tool call must be a mapping, got {type(call).__name__}")
+    given = call.get("function")
+    function = dict(given) if isinstance(given, Mapping) and given else {"name": call.get("name"), "arguments": call.get("arguments")}
     arguments = function.get("arguments")
     if not isinstance(arguments, str):
         function["arguments"] = json.dumps(arguments if arguments is not None else {})
     return {"id": call.get("id"), "type": "function", "function": function}
 
 
-def _part(part: Any) -> Any:
+def _part(part: object) -> object:
     if not isinstance(part, Mapping) or part.get("type") != "file":
         return part
     mime = part.get("mime_type") or "application/octet-stream"
     url = part.get("uri") or f"data:{mime};base64,{part.get('data', '')}"  # a ToolFile may give a uri
     if mime in _IMAGE_TYPES:
         return {"type": "image_url", "image_url": {"url": url}}
-    file: dict[str, Any] = {"file_data": url}
+    file: dict[str, object] = {"file_data": url}
     if part.get("name"):
         file["filename"] = part["name"]
     return {"type": "file", "file": file}
 
 
-def to_response(raw: Any, model: str, litellm: Any) -> ModelResponse:
+def to_response(raw: LiteLLMResponse, model: str, litellm: LiteLLMModule) -> ModelResponse:
     """A LiteLLM response as a ``ModelResponse`` (``model``: the agent-level string that answered)."""
     message = raw.choices[0].message
     calls = [_parse_call(c, n) for n, c in enumerate(getattr(message, "tool_calls", None) or [])]
@@ -347,10 +400,10 @@ def to_response(raw: Any, model: str, litellm: Any) -> ModelResponse:
     )
 
 
-def _parse_call(call: Any, n: int) -> ToolCallRequest:
+def _parse_call(call: LiteLLMToolCall, n: int) -> ToolCallRequest:
     function = call.function
     raw_arguments = function.arguments or "{}"
-    arguments: dict[str, Any] | str
+    arguments: dict[str, object] | str
     try:
         parsed = json.loads(raw_arguments) if isinstance(raw_arguments, str) else raw_arguments
         arguments = parsed if isinstance(parsed, dict) else raw_arguments
@@ -359,7 +412,7 @@ def _parse_call(call: Any, n: int) -> ToolCallRequest:
     return ToolCallRequest(id=call.id or f"call_{n + 1}", name=function.name, arguments=arguments)
 
 
-def cost_of(raw: Any, litellm: Any) -> float:
+def cost_of(raw: object, litellm: LiteLLMModule) -> float:
     """The call's USD cost from LiteLLM's cost data; 0.0 when unknown (never raises)."""
     try:
         return float(litellm.completion_cost(completion_response=raw) or 0.0)

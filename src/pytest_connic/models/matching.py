@@ -24,9 +24,8 @@ import copy
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.models.base import ModelRequest, ToolSpec
@@ -36,6 +35,11 @@ _ROOTS = ("model", "system", "messages", "tools")
 _SEGMENT = re.compile(r"\.([A-Za-z0-9_\-]+|\*)|\[(-?\d+|\*|[A-Za-z0-9_\-]+=[^\]]*|'[^']*'|\"[^\"]*\")\]")
 _NAME = re.compile(r"[A-Za-z0-9_\-]+")
 #: what a rule's ``ignore`` leaves in place of the value
+#: what a path segment holds: a key (``key``), nothing (``each``), an index (``index``), or a
+#: ``(key, value)`` pair (``where``)
+SegmentArg = str | int | tuple[str, str] | None
+Segment = tuple[str, SegmentArg]
+
 IGNORED = "<ignored>"
 REPLACED = "<replaced>"
 
@@ -50,13 +54,13 @@ class MatchRule:
     """One rule: ``ignore`` a path, or ``replace`` a pattern (within ``scope``) by ``placeholder``."""
 
     kind: str  #: ignore | replace
-    path: tuple[tuple[str, Any], ...] | None  #: ignore: its path; replace: its ``in`` (None: all text)
+    path: tuple[Segment, ...] | None  #: ignore: its path; replace: its ``in`` (None: all text)
     pattern: re.Pattern[str] | None
     placeholder: str
-    data: Mapping[str, Any]  #: the rule as written (a cassette keeps it when it is re-recorded)
+    data: Mapping[str, object]  #: the rule as written (a cassette keeps it when it is re-recorded)
 
 
-def parse_rule(data: Any, where: str = "rule") -> MatchRule:
+def parse_rule(data: object, where: str = "rule") -> MatchRule:
     """A rule from its mapping; ``MatchRuleError("<where>.<key>: ...")`` when it cannot be used."""
     if not isinstance(data, Mapping):
         raise MatchRuleError(f"{where}: expected a mapping with 'replace' (and 'with', 'in') or 'ignore', "
@@ -80,18 +84,18 @@ def parse_rule(data: Any, where: str = "rule") -> MatchRule:
     return MatchRule("replace", scope, compiled, placeholder, dict(data))
 
 
-def _text(value: Any, where: str) -> str:
+def _text(value: object, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise MatchRuleError(f"{where}: expected a string, found {type(value).__name__} {value!r}")
     return value
 
 
-def parse_path(text: str, where: str = "path") -> tuple[tuple[str, Any], ...]:
+def parse_path(text: str, where: str = "path") -> tuple[Segment, ...]:
     """``messages[*].content`` as segments ``(("key", "messages"), ("each", None), ("key", "content"))``."""
     root = _NAME.match(text)
     if root is None or root.group() not in _ROOTS:
         raise MatchRuleError(f"{where}: invalid path {text!r}: a path starts with one of {', '.join(_ROOTS)}")
-    segments: list[tuple[str, Any]] = [("key", root.group())]
+    segments: list[Segment] = [("key", root.group())]
     at = root.end()
     while at < len(text):
         found = _SEGMENT.match(text, at)
@@ -103,7 +107,7 @@ def parse_path(text: str, where: str = "path") -> tuple[tuple[str, Any], ...]:
     return tuple(segments)
 
 
-def _segment(name: str | None, bracket: str | None) -> tuple[str, Any]:
+def _segment(name: str | None, bracket: str | None) -> Segment:
     if name is not None:
         return ("each", None) if name == "*" else ("key", name)
     assert bracket is not None
@@ -138,7 +142,7 @@ def parse_ini_lines(lines: Sequence[str]) -> tuple[MatchRule, ...]:
 # -- applying rules ----------------------------------------------------------
 
 
-def as_data(request: ModelRequest) -> dict[str, Any]:
+def as_data(request: ModelRequest) -> dict[str, object]:
     """The parts of a request that rules and digests see, as data (a deep copy)."""
     return copy.deepcopy({"model": request.model, "system": request.system_prompt,
                           "messages": request.messages,
@@ -154,19 +158,38 @@ def normalise(request: ModelRequest, rules: Sequence[MatchRule]) -> ModelRequest
     for rule in rules:
         if rule.kind == "ignore":
             assert rule.path is not None
-            data = _edit(data, rule.path, lambda _value, r=rule: r.placeholder)  # type: ignore[misc]
+            _edit(data, rule.path, lambda _value, r=rule: r.placeholder)  # type: ignore[misc]
         elif rule.path is None:
             for part in ("system", "messages"):
                 data[part] = _substitute(data[part], rule)
         else:
-            data = _edit(data, rule.path, lambda value, r=rule: _substitute(value, r))  # type: ignore[misc]
-    tools = [ToolSpec(str(t.get("name")), str(t.get("description")), cast("dict[str, Any]", t.get("parameters")))
-             if isinstance(t, Mapping) else ToolSpec(str(t), "", {}) for t in data["tools"]]
+            _edit(data, rule.path, lambda value, r=rule: _substitute(value, r))  # type: ignore[misc]
+    tools = [ToolSpec(str(t.get("name")), str(t.get("description")), _parameters(t.get("parameters")))
+             if isinstance(t, Mapping) else ToolSpec(str(t), "", {}) for t in _items(data["tools"])]
     return dataclasses.replace(request, model=str(data["model"]), system_prompt=str(data["system"]),
-                               messages=list(data["messages"]), tools=tools)
+                               messages=[_message(m) for m in _items(data["messages"])], tools=tools)
 
 
-def _substitute(value: Any, rule: MatchRule) -> Any:
+def _items(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _parameters(value: object) -> dict[str, object] | str | None:
+    """A tool's parameters after the rules: its JSON schema (None: it has none), or the
+    placeholder of a rule that replaced the schema whole."""
+    if value is None:
+        return None
+    return {str(k): v for k, v in value.items()} if isinstance(value, Mapping) else str(value)
+
+
+def _message(value: object) -> dict[str, object]:
+    if not isinstance(value, Mapping):
+        raise MatchRuleError(f"a matching rule replaced a whole message by {value!r}; "
+                             "ignore or replace a part of it (messages[*].content)")
+    return {str(k): v for k, v in value.items()}
+
+
+def _substitute(value: object, rule: MatchRule) -> object:
     """Every string in ``value`` (at any depth) with the rule's pattern replaced."""
     assert rule.pattern is not None
     if isinstance(value, str):
@@ -178,7 +201,7 @@ def _substitute(value: Any, rule: MatchRule) -> Any:
     return value
 
 
-def _edit(value: Any, path: Sequence[tuple[str, Any]], change: Callable[[Any], Any]) -> Any:
+def _edit(value: object, path: Sequence[Segment], change: Callable[[object], object]) -> object:
     """``value`` with ``change`` applied to what ``path`` reaches (nothing when it reaches nothing)."""
     if not path:
         return change(value)
@@ -191,23 +214,22 @@ def _edit(value: Any, path: Sequence[tuple[str, Any]], change: Callable[[Any], A
             return value
         return json.dumps(_edit(parsed, path, change), ensure_ascii=False, sort_keys=True)
     (kind, arg), rest = path[0], path[1:]
-    for key in _keys(value, kind, arg):
-        value[key] = _edit(value[key], rest, change)
+    if isinstance(value, MutableMapping):
+        keys = [arg] if kind == "key" and arg in value else list(value) if kind == "each" else []
+        for key in keys:
+            value[key] = _edit(value[key], rest, change)
+    elif isinstance(value, list):
+        for index in _indexes(value, kind, arg):
+            value[index] = _edit(value[index], rest, change)
     return value
 
 
-def _keys(value: Any, kind: str, arg: Any) -> Iterator[Any]:
-    if isinstance(value, Mapping):
-        if kind == "key" and arg in value:
-            yield arg
-        elif kind == "each":
-            yield from list(value)
-    elif isinstance(value, list):
-        if kind == "index" and -len(value) <= arg < len(value):
-            yield arg % len(value)
-        elif kind == "each":
-            yield from range(len(value))
-        elif kind == "where":
-            key, wanted = arg
-            yield from (i for i, item in enumerate(value)
-                        if isinstance(item, Mapping) and str(item.get(key)) == wanted)
+def _indexes(value: list[object], kind: str, arg: SegmentArg) -> Iterator[int]:
+    if kind == "index" and isinstance(arg, int) and -len(value) <= arg < len(value):
+        yield arg % len(value)
+    elif kind == "each":
+        yield from range(len(value))
+    elif kind == "where" and isinstance(arg, tuple):
+        key, wanted = arg
+        yield from (i for i, item in enumerate(value)
+                    if isinstance(item, Mapping) and str(item.get(key)) == wanted)

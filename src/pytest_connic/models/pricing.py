@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_connic.records.run import RunRecord
@@ -41,7 +41,7 @@ def parse_price(text: str) -> tuple[float, float] | None:
 
 
 @functools.lru_cache(maxsize=1)
-def litellm_map() -> Mapping[str, Any]:
+def litellm_map() -> Mapping[str, object]:
     """LiteLLM's bundled price map (empty without LiteLLM or when it cannot be read)."""
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:

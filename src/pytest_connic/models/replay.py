@@ -20,7 +20,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import yaml
 
@@ -55,7 +55,7 @@ from pytest_connic.models.digest import request_fingerprint
 from pytest_connic.models.divergence import explain
 from pytest_connic.models.matching import MatchRule, normalise
 from pytest_connic.models.sessions import replayed_start, session_difference, started_with, stored_start
-from pytest_connic.models.world import RunWorld
+from pytest_connic.models.world import RunWorld, World
 from pytest_connic.secrets import Masker, secret_values_from_env
 
 MODES = ("none", "once", "new_runs", "all", "digests", "live")
@@ -63,7 +63,7 @@ MODES = ("none", "once", "new_runs", "all", "digests", "live")
 REPLAY_ONLY = ("none", "digests")
 LiveFactory = Callable[[str], Model]
 #: the key of one invocation's turns in a cassette run: ("turns",) or ("children", agent, k)
-TapeKey = tuple[Any, ...]
+TapeKey = tuple[str] | tuple[str, str, int]
 
 
 class UnrecordedNotes(Protocol):
@@ -115,7 +115,7 @@ class CaseModels:
         self.warn = warn
         #: ``digests`` mode: the fresh digests of replayed turns whose ``request`` was missing or
         #: stale, by ``id(turn)`` (the turns live as long as the cassette)
-        self.refreshed: dict[int, dict[str, Any]] = {}
+        self.refreshed: dict[int, dict[str, object]] = {}
         self.unrecorded_notes = unrecorded
         #: why this session's recording wrote no cassette (set by ``save``): an error of the case
         self.unrecorded: str | None = None
@@ -365,7 +365,7 @@ class RunModelsImpl:
             return None
         return self._new_world(copy.deepcopy(world), now, recording=plan.kind == "record")
 
-    def _new_world(self, world: Any, now: float, *, recording: bool) -> RunWorld:
+    def _new_world(self, world: World | None, now: float, *, recording: bool) -> RunWorld:
         self._world = RunWorld(world, recording=recording, now=now)
         return self._world
 
@@ -385,8 +385,8 @@ class RunModelsImpl:
             key = ("children", agent_name, k)
         return InvocationModel(self, agent_name, key)
 
-    async def external(self, kind: str, name: str, arguments: Any,
-                       call: Callable[[], Awaitable[Any]]) -> Any:
+    async def external(self, kind: str, name: str, arguments: object,
+                       call: Callable[[], Awaitable[object]]) -> object:
         """See ``base.RunModels.external``."""
         if self.case.mode == "live":
             return await call()
@@ -413,8 +413,8 @@ class RunModelsImpl:
         """See ``base.RunModels.calls_live``."""
         return self.case.mode == "live" or self.plan().kind == "record"
 
-    async def _record_call(self, kind: str, name: str, arguments: Any,
-                           call: Callable[[], Awaitable[Any]]) -> Any:
+    async def _record_call(self, kind: str, name: str, arguments: object,
+                           call: Callable[[], Awaitable[object]]) -> object:
         try:
             result = await call()
         except CallFailed as exc:
@@ -438,7 +438,7 @@ class RunModelsImpl:
         else:
             self.why_broken = f"{what}: {type(exc).__name__}: {self.case.masker.text(str(exc))}"
 
-    def _unrecorded(self, kind: str, name: str, arguments: Any, plan: _Plan) -> str:
+    def _unrecorded(self, kind: str, name: str, arguments: object, plan: _Plan) -> str:
         assert plan.run is not None
         same = [c for c in plan.run.calls if c.kind == kind and c.name == name]
         shown = _canonical(arguments)
@@ -455,7 +455,7 @@ class RunModelsImpl:
             f"answer by hand under runs[{plan.position}].calls, docs/models.md \"Calls\")"
         )
 
-    def session_begins(self, agent: str, key: str | None, history: list[dict[str, Any]], cases: list[str],
+    def session_begins(self, agent: str, key: str | None, history: list[dict[str, object]], cases: list[str],
                        *, fresh: bool) -> SessionStart | None:
         """The run's session starts with ``history`` (made by ``cases``): returns the history to start
         from instead (the cassette's ``session`` section), or None. Only the first session of a run
@@ -520,7 +520,7 @@ class RunModelsImpl:
         plan = self.plan()
         assert plan.run is not None
         run, pos = plan.run, plan.position
-        if key == ("turns",):
+        if len(key) == 1:
             if run.turns is None:
                 raise CassetteError(
                     f"{self.case.shown_path}: runs[{pos}]: the case's agent {agent_name!r} asked for a model "
@@ -638,7 +638,7 @@ class InvocationModel:
         return response
 
 
-def _canonical(value: Any) -> str:
+def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 

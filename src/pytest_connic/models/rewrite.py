@@ -11,14 +11,17 @@ comment placement inside a replaced ``request``.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import TYPE_CHECKING
 
 from pytest_connic.models.base import CassetteError
 from pytest_connic.models.cassette import Cassette, Turn
 
+if TYPE_CHECKING:
+    from ruamel.yaml.comments import CommentedMap
 
-def refresh_digests(text: str, cassette: Cassette, refreshed: Mapping[int, dict[str, Any]], shown: str) -> str:
+
+def refresh_digests(text: str, cassette: Cassette, refreshed: Mapping[int, Mapping[str, object]], shown: str) -> str:
     """``text`` (the cassette ``cassette`` was read from) with ``request`` set to ``refreshed[id(turn)]``
     for every turn that has an entry there."""
     from ruamel.yaml import YAML  # a dependency of digests mode only: the import costs ~50 ms
@@ -31,38 +34,56 @@ def refresh_digests(text: str, cassette: Cassette, refreshed: Mapping[int, dict[
     for turn, node in _pairs(cassette, data, shown):
         fingerprint = refreshed.get(id(turn))
         if fingerprint is not None:
+            if not isinstance(node, MutableMapping):
+                raise CassetteError(f"{shown}: the cassette changed while it was replayed; its digests were not "
+                                    f"written (a turn is {type(node).__name__}, not a mapping)")
             node["request"] = _block(fingerprint)
     out = io.StringIO()
     yaml.dump(data, out)
     return out.getvalue()
 
 
-def _block(fingerprint: dict[str, Any]) -> Any:
+def _block(fingerprint: Mapping[str, object]) -> CommentedMap:
     """The fingerprint as ruamel data: block style, its lists of digests in flow style (one line)."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     out = CommentedMap()
     for key, value in fingerprint.items():
         if isinstance(value, list):
-            value = CommentedSeq(value)
-            value.fa.set_flow_style()
+            seq = CommentedSeq(value)
+            seq.fa.set_flow_style()
+            out[key] = seq
         elif isinstance(value, dict):
-            value = CommentedMap(value)
-            value.fa.set_flow_style()
-        out[key] = value
+            block = CommentedMap(value)
+            block.fa.set_flow_style()
+            out[key] = block
+        else:
+            out[key] = value
     return out
 
 
-def _pairs(cassette: Cassette, data: Any, shown: str) -> Iterator[tuple[Turn, Any]]:
+def _pairs(cassette: Cassette, data: object, shown: str) -> Iterator[tuple[Turn, object]]:
     """Each turn of ``cassette`` with the mapping it was read from in ``data`` (same structure)."""
     try:
-        for run, raw in zip(cassette.runs, data["runs"]):
+        for run, raw in zip(cassette.runs, _items(_at(data, "runs"))):
             raw = raw or {}
             if run.turns is not None:
-                yield from zip(run.turns.turns, raw["turns"])
+                yield from zip(run.turns.turns, _items(_at(raw, "turns")))
             for agent, tapes in run.children.items():
-                for tape, entry in zip(tapes, raw["children"][agent]):
-                    yield from zip(tape.turns, entry["turns"])
+                for tape, entry in zip(tapes, _items(_at(_at(raw, "children"), agent))):
+                    yield from zip(tape.turns, _items(_at(entry, "turns")))
     except (KeyError, TypeError, IndexError) as exc:  # the file changed while the case ran
         raise CassetteError(f"{shown}: the cassette changed while it was replayed; its digests were not "
                             f"written ({type(exc).__name__}: {exc})") from None
+
+
+def _at(value: object, key: str) -> object:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"'{type(value).__name__}' object is not subscriptable")
+    return value[key]
+
+
+def _items(value: object) -> Iterable[object]:
+    if not isinstance(value, Iterable):
+        raise TypeError(f"'{type(value).__name__}' object is not iterable")
+    return value

@@ -7,8 +7,7 @@ case does not depend on the cases before it; recording writes it; a divergence i
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from pytest_connic.models.base import CassetteError, ModelRequest
 from pytest_connic.models.cassette import Cassette, CassetteRun, SessionStart
@@ -26,11 +25,11 @@ def replayed_start(run: CassetteRun | None, agent: str, key: str | None) -> Sess
     return start if start is not None and matches(start, agent, key) else None
 
 
-def stored_start(load: Any, index: int, agent: str, key: str | None) -> SessionStart | None:
+def stored_start(load: Callable[[], Cassette | None], index: int, agent: str, key: str | None) -> SessionStart | None:
     """While re-recording a case alone: the section its cassette on disk holds for run ``index``
     (``load()`` reads it; None when there is none or it cannot be read)."""
     try:
-        cassette: Cassette | None = load()
+        cassette = load()
     except CassetteError:
         return None
     if cassette is None or index >= len(cassette.runs):
@@ -38,12 +37,12 @@ def stored_start(load: Any, index: int, agent: str, key: str | None) -> SessionS
     return replayed_start(cassette.runs[index], agent, key)
 
 
-def started_with(agent: str, key: str | None, history: list[dict[str, Any]], cases: list[str]) -> SessionStart:
+def started_with(agent: str, key: str | None, history: list[dict[str, object]], cases: list[str]) -> SessionStart:
     """The history a run started with, as the section to write (a copy: the store moves on)."""
     return SessionStart(agent, key, copy.deepcopy(history), list(cases))
 
 
-def session_difference(recorded: Mapping[str, Any], request: ModelRequest, start: SessionStart,
+def session_difference(recorded: Mapping[str, object], request: ModelRequest, start: SessionStart,
                        from_cassette: bool) -> str | None:
     """"session history differs ..." when ``request`` departs from the ``recorded`` fingerprint in
     the session history the run started with (None: the difference is elsewhere). The run's own

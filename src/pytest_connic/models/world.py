@@ -22,12 +22,13 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeGuard, TypeVar
 
 WORLD_KEYS = ("started_at", "run_ids", "ids", "elapsed", "seed")
 #: a function raising the cassette's located error: ``fail(key under world, message)``
 Fail = Callable[[str | None, str], Exception]
 _SEEDS = random.SystemRandom()  # a recording's seed never consumes the user's own random stream
+_V = TypeVar("_V")
 
 
 @dataclass
@@ -41,7 +42,7 @@ class World:
     seed: int | None = None
 
 
-def world_from_data(raw: Mapping[str, Any], fail: Fail) -> World:
+def world_from_data(raw: Mapping[str, object], fail: Fail) -> World:
     """A validated ``World`` from the section's mapping (its keys already checked)."""
     world = World()
     started = raw.get("started_at")
@@ -59,11 +60,14 @@ def world_from_data(raw: Mapping[str, Any], fail: Fail) -> World:
         values = raw.get(name) or []
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise fail(name, f"expected a list of strings, found {values!r}")
-        setattr(world, name, list(values))
+        setattr(world, name, [str(v) for v in values])
     elapsed = raw.get("elapsed") or []
-    if not isinstance(elapsed, list) or not all(_seconds(v) for v in elapsed):
+    if not isinstance(elapsed, list):
         raise fail("elapsed", f"expected a list of seconds (numbers >= 0), found {elapsed!r}")
-    world.elapsed = [float(v) for v in elapsed]
+    seconds = [v for v in elapsed if _seconds(v)]
+    if len(seconds) != len(elapsed):
+        raise fail("elapsed", f"expected a list of seconds (numbers >= 0), found {elapsed!r}")
+    world.elapsed = [float(v) for v in seconds]
     seed = raw.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise fail("seed", f"expected an integer >= 0, found {seed!r}")
@@ -71,13 +75,13 @@ def world_from_data(raw: Mapping[str, Any], fail: Fail) -> World:
     return world
 
 
-def _seconds(value: Any) -> bool:
+def _seconds(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
 
 
-def world_to_data(world: World) -> dict[str, Any]:
+def world_to_data(world: World) -> dict[str, object]:
     """The section as plain data (keys in the documented order, empty ones left out)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if world.started_at is not None:
         out["started_at"] = world.started_at.isoformat()
     for name in ("run_ids", "ids"):
@@ -108,11 +112,11 @@ class RunWorld:
         #: the elapsed time the latest call of user code read (``wall_now``)
         self._last = 0.0
 
-    def _next(self, name: str, make: Callable[[], Any]) -> Any:
+    def _next(self, name: str, make: Callable[[], _V]) -> _V:
         """The next recorded value of ``name`` (replay; made fresh past the recorded ones), or a
         fresh one that is recorded."""
         with self._lock:
-            values = getattr(self.world, name)
+            values: list[_V] = getattr(self.world, name)
             if self.recording:
                 values.append(make())
                 return values[-1]

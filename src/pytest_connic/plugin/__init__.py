@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -97,7 +97,7 @@ def _activate(config: pytest.Config) -> ConnicSession:
     return activate(config)
 
 
-def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> object:
     root = suite_root(file_path)
     if root is None:
         return None
@@ -108,7 +108,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
 
 
 @pytest.fixture
-def connic(request: pytest.FixtureRequest) -> Any:
+def connic(request: pytest.FixtureRequest) -> object:
     """Drive the Connic runtime from Python tests: ``connic.run(agent, payload, ...)``.
 
     Returns run records (status, output, error, tool calls, trace) to assert on.

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_connic.ab.options import ABOptions, ABOptionsError
+from pytest_connic.jsonsafe import JsonObject
 from pytest_connic.plugin.xdist import is_worker
 
 if TYPE_CHECKING:
@@ -33,9 +34,9 @@ class ABSession:
 
     def __init__(self, options: ABOptions) -> None:
         self.options = options
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[dict[str, object]] = []
         self._selection: dict[Path, dict[str, list[str]]] = {}
-        self._section: dict[str, Any] | None = None
+        self._section: dict[str, object] | None = None
 
     def selection(self, state: ConnicSession, root: Path) -> dict[str, list[str]]:
         """``{base agent: [variants]}`` selected in the project at ``root``."""
@@ -45,7 +46,7 @@ class ABSession:
             self._selection[root] = select(state.project_index(root).agents, self.options.variant)
         return self._selection[root]
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> dict[str, object]:
         """The analysed ``ab`` section (computed once, after every entry arrived)."""
         if self._section is None:
             from pytest_connic.ab.analysis import build_section
@@ -138,7 +139,7 @@ def check_selection(config: pytest.Config, state: ConnicSession, roots: set[Path
     raise pytest.UsageError(no_match_message(ab.options.variant, known, state.settings.source("ab")))
 
 
-def add_section(config: pytest.Config, report: dict[str, Any]) -> None:
+def add_section(config: pytest.Config, report: JsonObject) -> None:
     """Add the ``ab`` key to a JSON report (nothing without ``--connic-ab``)."""
     ab = config.stash.get(AB_KEY, None)
     if ab is not None:
@@ -201,7 +202,7 @@ class ABPlugin:
             self.config.workeroutput[WORKER_KEY] = json.dumps(entries)  # type: ignore[attr-defined]
 
     @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if is_worker(self.config) or self.config.option.collectonly:
             return
         from pytest_connic.jsonsafe import masked
@@ -222,7 +223,7 @@ class ABXdist:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+    def pytest_testnodedown(self, node: object, error: object) -> None:
         raw = (getattr(node, "workeroutput", None) or {}).get(WORKER_KEY)
         if raw:
             self.config.stash[AB_KEY].entries.extend(json.loads(raw))

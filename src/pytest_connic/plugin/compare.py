@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
 
 #: the ``comparison`` section of this session (JSON-ready), once computed
-COMPARISON_KEY = pytest.StashKey[dict[str, Any]]()
+COMPARISON_KEY = pytest.StashKey[dict[str, object]]()
 
 
 def resolve_reference(config: pytest.Config, ref: str, history: Path | None) -> Side:
@@ -31,7 +31,7 @@ def resolve_reference(config: pytest.Config, ref: str, history: Path | None) -> 
         raise pytest.UsageError(f"invalid value {ref!r} from --connic-compare: {exc}") from None
 
 
-def compare_session(config: pytest.Config, reference: Side, rows: dict[str, CaseRow]) -> dict[str, Any]:
+def compare_session(config: pytest.Config, reference: Side, rows: dict[str, CaseRow]) -> dict[str, object]:
     from pytest_connic.compare.cases import compare
     from pytest_connic.compare.sides import from_rows
 
@@ -40,7 +40,7 @@ def compare_session(config: pytest.Config, reference: Side, rows: dict[str, Case
     return section
 
 
-def terminal_summary(config: pytest.Config, reporter: Any) -> None:
+def terminal_summary(config: pytest.Config, reporter: pytest.TerminalReporter) -> None:
     """The comparison's lines, fitted to pytest's terminal width, coloured as pytest colours."""
     section = config.stash.get(COMPARISON_KEY, None)
     if section is None:

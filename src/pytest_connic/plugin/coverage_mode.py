@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -83,7 +83,7 @@ def called_tools(outcomes: list[CaseOutcome]) -> dict[str, list[str]]:
     return {agent: sorted(refs) for agent, refs in called.items()}
 
 
-def build_report(state: ConnicSession, root: Path) -> dict[str, Any]:
+def build_report(state: ConnicSession, root: Path) -> dict[str, object]:
     from pytest_connic.coverage import add_runtime_coverage, asserted_from_suites, compute_coverage
 
     report = compute_coverage(root, api=state.api_registry(root))
@@ -116,7 +116,7 @@ def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None
         for root, report in reports.items()
     ]
     if settings.coverage_json and reports:
-        data: Any = next(iter(reports.values())) if len(reports) == 1 else {
+        data: object = next(iter(reports.values())) if len(reports) == 1 else {
             "projects": {str(root): report for root, report in reports.items()}}
         write_report(state, "coverage report (--connic-coverage-json)", settings.coverage_json,
                      lambda path: write_text_file(path, json.dumps(data, indent=2) + "\n"))
@@ -130,12 +130,16 @@ def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None
     return code if code and session.exitstatus == 0 else None
 
 
-def _gate(state: ConnicSession, reports: list[dict[str, Any]]) -> int:
+def _percent(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _gate(state: ConnicSession, reports: list[dict[str, object]]) -> int:
     """``--connic-coverage-fail-under``: 1 and a message when a project's ``overall`` is below."""
     gate = state.settings.coverage_fail_under
     if gate is None or not reports:
         return 0
-    overall = [float(r.get("overall") or 0.0) for r in reports]
+    overall = [_percent(r.get("overall")) for r in reports]
     shown = ", ".join(f"{value:.1f}%" for value in overall)
     if any(value < gate for value in overall):
         state.coverage_gate_message = f"FAIL Required coverage of {gate:g}% not reached: overall {shown}"
@@ -157,7 +161,7 @@ def _coverage_mode_exit(session: pytest.Session, code: int, suite_collection_err
     return max(code, 1 if others_failed else 0)
 
 
-def coverage_summary(state: ConnicSession, reporter: Any) -> None:
+def coverage_summary(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
     """Print the coverage report(s) in the terminal summary."""
     for header, table, extra in state.coverage_texts:
         reporter.write_sep("=", header.lower())

@@ -17,7 +17,6 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 #: the settings (``Settings`` attribute names) that change what a replayed case does
 VERDICT_SETTINGS = ("record_mode", "live", "cassette_dir", "model_alias", "api_spec", "api_url", "mcp_url",
@@ -27,7 +26,7 @@ SETTINGS_PART = "plugin settings"
 _QUOTED = re.compile(r"""["']([A-Za-z0-9_.-]{1,100})["']""")
 
 
-def _strings(data: Any) -> Iterator[str]:
+def _strings(data: object) -> Iterator[str]:
     """Every string (keys too) in a YAML value."""
     if isinstance(data, str):
         yield data
@@ -48,9 +47,9 @@ def combined(parts: dict[str, str]) -> str:
 class CaseParts:
     """Per-part digests of a session's cases, each file hashed once (see the module docstring)."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: object) -> None:
         self._files: dict[Path, str | None] = {}
-        self._yaml: dict[Path, Any] = {}
+        self._yaml: dict[Path, object] = {}
         self._agents: dict[Path, dict[str, list[Path]]] = {}
         self._reach: dict[tuple[Path, str], frozenset[Path]] = {}
         values = {name: getattr(settings, name, None) for name in VERDICT_SETTINGS}
@@ -65,7 +64,7 @@ class CaseParts:
                 self._files[path] = None
         return self._files[path]
 
-    def _data(self, path: Path) -> Any:
+    def _data(self, path: Path) -> object:
         if path not in self._yaml:
             import yaml
 
@@ -92,7 +91,7 @@ class CaseParts:
         if not isinstance(data, dict):
             return set()
         tests_ = data.get("tests")
-        cases: list[Any] = tests_ if isinstance(tests_, list) else []
+        cases: list[object] = tests_ if isinstance(tests_, list) else []
         entry = next((c for c in cases if isinstance(c, dict) and c.get("name") == case_name), {})
         tests = root / "tests"
         found: set[Path] = set()

@@ -22,7 +22,7 @@ from pytest_connic.records.run import CaseOutcome, RunRecord
 
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime
-    from pytest_connic.models.base import Model, RunModels
+    from pytest_connic.models.base import Model, RunModels, RunModelSource
     from pytest_connic.plugin.session import ConnicSession
 
 #: the cassette folder of Python tests (under the cassette directory) unless ``cassette=`` says otherwise
@@ -44,8 +44,8 @@ class _GivenRunModels:
     def model_for(self, agent_name: str, *, root: bool) -> Model:
         return self.model
 
-    async def external(self, kind: str, name: str, arguments: Any,
-                       call: Callable[[], Awaitable[Any]]) -> Any:
+    async def external(self, kind: str, name: str, arguments: object,
+                       call: Callable[[], Awaitable[object]]) -> object:
         """No cassette: MCP servers, ``api:`` tools and hosted services are called for real."""
         return await call()
 
@@ -64,11 +64,12 @@ class _GivenModels:
         return _GivenRunModels(self.model)
 
 
-def _as_model(model: Any) -> Model:
+def _as_model(model: object) -> Model:
+    from pytest_connic.models.base import Model
     from pytest_connic.runtime.services import _FunctionModel
 
-    if callable(getattr(model, "complete", None)):
-        return model  # type: ignore[no-any-return]
+    if callable(getattr(model, "complete", None)) and isinstance(model, Model):
+        return model
     if callable(model):
         return _FunctionModel(model)
     _fail(
@@ -77,7 +78,7 @@ def _as_model(model: Any) -> Model:
     )
 
 
-def _payload_text(payload: Any) -> str:
+def _payload_text(payload: object) -> str:
     if isinstance(payload, str):
         return payload
     try:
@@ -236,7 +237,7 @@ class ConnicRunner:
         errors = "".join(f"\n  {e}" for e in runtime.project.load_errors)
         _fail(f"connic.run: unknown agent '{agent}'{hint} (agents: {', '.join(known) or 'none'}){errors}")
 
-    def _models(self, runtime: ProjectRuntime, model: object | None, cassette: str | None, name: str) -> Any:
+    def _models(self, runtime: ProjectRuntime, model: object | None, cassette: str | None, name: str) -> RunModelSource:
         if model is not None:
             return _GivenModels(_as_model(model))
         from pytest_connic.execution.models import case_cassette, models_at

@@ -9,7 +9,7 @@ import os
 import warnings
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pytest_connic.compare.sides import Side
     from pytest_connic.history.store import CaseRow, SessionRow
     from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.plugin.xdist import WorkerNode
     from pytest_connic.records.run import CaseOutcome
     from pytest_connic.secrets import Masker
 
@@ -75,7 +76,7 @@ class ConnicHistory:
         self._path: str | None = None
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_configure_node(self, node: WorkerNode) -> None:
         """xdist: every worker charges the controller's ledger."""
         budget = budget_for(self.config)
         if budget is not None:
@@ -221,7 +222,7 @@ class ConnicHistory:
             session.exitstatus = pytest.ExitCode.OK
 
     @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         from pytest_connic.plugin.session import SESSION_KEY
 
         state = self.config.stash.get(SESSION_KEY, None)
@@ -238,7 +239,7 @@ class ConnicHistory:
             lines.append(f"  flaky cases {effect} (--connic-flaky={state.settings.flaky})")
         budget = state.budget_section
         if budget is not None:
-            left = budget["left_out"]
+            left = [str(nodeid) for nodeid in budget["left_out"]] if isinstance(budget["left_out"], list) else []
             lines.append(f"  {budget['text']}" + (f"; left out {len(left)} case(s): {', '.join(left)}" if left else ""))
         for line in lines:
             terminalreporter.write_line(line)

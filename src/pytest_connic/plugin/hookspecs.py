@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_connic_make_model(config: pytest.Config, agent: Any, model: str, case: Any, run_index: int) -> Any:
+def pytest_connic_make_model(config: pytest.Config, agent: object, model: str, case: object, run_index: int) -> object:
     """Supply the model for one agent invocation.
 
     Return any object with ``async complete(request: ModelRequest) -> ModelResponse``
@@ -21,8 +19,8 @@ def pytest_connic_make_model(config: pytest.Config, agent: Any, model: str, case
 
 @pytest.hookspec(firstresult=True)
 def pytest_connic_guardrail(
-    config: pytest.Config, rule: Any, direction: str, content: str, context: dict[str, Any]
-) -> Any:
+    config: pytest.Config, rule: object, direction: str, content: str, context: dict[str, object]
+) -> object:
     """Judge a model-based built-in guardrail (Connic evaluates it with a hosted model).
 
     ``rule`` is the SDK's ``GuardrailRule`` (``type`` is one of prompt_injection,
@@ -38,8 +36,8 @@ def pytest_connic_guardrail(
 
 @pytest.hookspec(firstresult=True)
 def pytest_connic_predefined_tool(
-    config: pytest.Config, name: str, params: dict[str, Any], context: dict[str, Any]
-) -> Any:
+    config: pytest.Config, name: str, params: dict[str, object], context: dict[str, object]
+) -> object:
     """Supply the implementation of a Connic predefined tool for one call.
 
     Called for every predefined tool call before the local implementation, also when

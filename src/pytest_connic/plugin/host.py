@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -49,19 +48,19 @@ class PytestHost:
         finally:
             self._case = None
 
-    def make_model(self, agent: Any, model: str, case: dict[str, Any] | None, run_index: int) -> object | None:
+    def make_model(self, agent: object, model: str, case: Mapping[str, object] | None, run_index: int) -> object | None:
         result: object | None = self.config.hook.pytest_connic_make_model(
             config=self.config, agent=agent, model=model, case=case, run_index=run_index
         )
         return result
 
-    def guardrail(self, rule: Any, direction: str, content: str, context: dict[str, Any]) -> object | None:
+    def guardrail(self, rule: object, direction: str, content: str, context: dict[str, object]) -> object | None:
         result: object | None = self.config.hook.pytest_connic_guardrail(
             config=self.config, rule=rule, direction=direction, content=content, context=context
         )
         return result
 
-    def predefined_tool(self, name: str, params: dict[str, Any], context: dict[str, Any]) -> object | None:
+    def predefined_tool(self, name: str, params: dict[str, object], context: dict[str, object]) -> object | None:
         result: object | None = self.config.hook.pytest_connic_predefined_tool(
             config=self.config, name=name, params=params, context=context
         )

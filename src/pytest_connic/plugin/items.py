@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,9 @@ from pytest_connic.project.layout import DiscoveryError
 from pytest_connic.warnings import CassetteDivergenceWarning, ConnicWarning
 
 if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, TracebackStyle
+
+    from pytest_connic.project.index import ProjectIndex
     from pytest_connic.project.load import LoadWarning
     from pytest_connic.project.loaded import LoadedProject
     from pytest_connic.records.run import CaseOutcome
@@ -120,7 +123,7 @@ class SuiteFile(pytest.File):
             items.append(item)
         return items
 
-    def _check_statically(self, state: ConnicSession, suite: Suite, index: Any) -> None:
+    def _check_statically(self, state: ConnicSession, suite: Suite, index: ProjectIndex) -> None:
         """Mistakes caught before the run (suite/static.py): a case's error fails it in setup;
         the located warnings are shown once, and with ``-W error`` fail this file's collection."""
         from pytest_connic.suite.static import check_suite
@@ -158,7 +161,7 @@ def case_name(name: str) -> str:
     return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), name)
 
 
-def _session_group(config: pytest.Config, state: ConnicSession, agents: Any, agent_name: str) -> str | None:
+def _session_group(config: pytest.Config, state: ConnicSession, agents: Mapping[str, object], agent_name: str) -> str | None:
     """The ``xdist_group`` of the cases of an agent with a session, so that ``--dist loadgroup``
     keeps them on one worker's session store (runtime/sessions.py, docs/running.md "Sessions").
     Only where history flows from case to case as on Connic: ``--connic-live``, a recording
@@ -317,7 +320,7 @@ class CaseItem(pytest.Item):
         assert self.outcome is not None
         return self.outcome
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, (CaseFailed, CaseErrored)):
             from pytest_connic.plugin.longrepr import case_longrepr
             from pytest_connic.plugin.usertrace import TraceOptions

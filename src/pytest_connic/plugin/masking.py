@@ -17,8 +17,9 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Generator
-from typing import Any
+from pathlib import Path
 
+import pluggy
 import pytest
 
 from pytest_connic.plugin.session import state
@@ -34,10 +35,10 @@ class ConnicMasking:
         self.config = config
         self.masker: Masker = state(config).masker
         self.masker.report_limit = state(config).settings.report_value_limit
-        self._env_roots: set[Any] = set()
+        self._env_roots: set[Path] = set()
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
         outcome = yield
         report = outcome.get_result()
         self.mask_report(report)
@@ -64,7 +65,7 @@ class ConnicMasking:
             return
         record, masker = reporter.record_testreport, self.masker
 
-        def record_masked(testreport: Any) -> None:
+        def record_masked(testreport: pytest.TestReport | pytest.CollectReport) -> None:
             record(testreport)
             for key in ("name", "classname", "file"):
                 if isinstance(reporter.attrs.get(key), str):
@@ -74,7 +75,7 @@ class ConnicMasking:
         reporter._connic_masked = True  # type: ignore[attr-defined]
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, None]:
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, pluggy.Result[pytest.CollectReport], None]:
         root = getattr(collector, "project_root", None)  # a suite file: its project's env file
         if root is not None and root not in self._env_roots:
             self._env_roots.add(root)
@@ -82,7 +83,7 @@ class ConnicMasking:
         outcome = yield
         self.mask_report(outcome.get_result())
 
-    def _learn_env_file(self, root: Any) -> None:
+    def _learn_env_file(self, root: Path) -> None:
         """``--connic-env``: the file's values are masked from collection on, also in a process
         (an xdist worker) that runs none of the project's cases and so never loads it."""
         name = state(self.config).settings.env
@@ -112,7 +113,7 @@ class ConnicMasking:
             warning_message.line = self.masker.text(line)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, Any, None]:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> Generator[None, object, None]:
         if self.masker.active:
             for report in terminalreporter.stats.get("warnings", []):
                 if isinstance(getattr(report, "message", None), str):
@@ -143,7 +144,7 @@ class ConnicMasking:
                 report.longrepr = self.masker.text(text)
 
 
-def _mask_in_place(value: Any, masker: Masker, seen: set[int], depth: int) -> Any:
+def _mask_in_place(value: object, masker: Masker, seen: set[int], depth: int) -> object:
     """``value`` with every string masked: lists are changed in place, dataclass objects get
     their fields set (pytest's ``Repr*`` objects); returns the masked value."""
     if isinstance(value, str):
@@ -156,7 +157,8 @@ def _mask_in_place(value: Any, masker: Masker, seen: set[int], depth: int) -> An
         return value
     if isinstance(value, tuple):
         items = [_mask_in_place(v, masker, seen, depth + 1) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        make = getattr(type(value), "_make", None) if hasattr(value, "_fields") else None
+        return make(items) if make is not None else tuple(items)  # a named tuple stays one
     if isinstance(value, dict):
         for key in list(value):
             value[key] = _mask_in_place(value[key], masker, seen, depth + 1)

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_connic.plugin.session import state as state_of
+
+if TYPE_CHECKING:
+    from _pytest._io import TerminalWriter
+
+    from pytest_connic.records.run import CaseOutcome
 
 
 def _is_invalid_case(suite_path: str, error: str) -> bool:
@@ -31,7 +36,7 @@ class _SetupFailure:
     def __str__(self) -> str:
         return self.text
 
-    def toterminal(self, out: Any) -> None:
+    def toterminal(self, out: TerminalWriter) -> None:
         out.line(self.text)
 
 
@@ -88,7 +93,7 @@ class ConnicMerge:
             self._report(outcome)
         return True
 
-    def _report(self, outcome: Any) -> None:
+    def _report(self, outcome: CaseOutcome) -> None:
         """The reports of one case, as its shard's pytest made them."""
         from pytest_connic.plugin.longrepr import case_longrepr
         from pytest_connic.plugin.verdicts import ERROR_ATTR

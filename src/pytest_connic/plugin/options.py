@@ -4,11 +4,14 @@ error names its source."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_connic.models.matching import MatchRule
 
 RECORD_MODES = ("none", "once", "new_runs", "all", "digests")
 AB_MODES = ("exploratory", "confidence")
@@ -175,14 +178,14 @@ def _ini_type(kind: str) -> Any:
     return scalar | str if scalar is not None and _TYPE_EXPRESSIONS else "string"
 
 
-def _positive_int(s: Setting, value: Any) -> int:
+def _positive_int(s: Setting, value: str | float) -> int:
     result = int(value)
     if result < 1:
         raise ValueError("must be at least 1")
     return result
 
 
-def _seconds(s: Setting, value: Any) -> float | None:
+def _seconds(s: Setting, value: str | float) -> float | None:
     """0 or more, or off (None)."""
     if str(value).strip().lower() == "off":
         return None
@@ -192,21 +195,21 @@ def _seconds(s: Setting, value: Any) -> float | None:
     return seconds
 
 
-def _percentage(s: Setting, value: Any) -> float:
+def _percentage(s: Setting, value: str | float) -> float:
     fvalue = float(value)
     if not 0 <= fvalue <= 100:
         raise ValueError("must be a percentage from 0 to 100")
     return fvalue
 
 
-def _positive_number(s: Setting, value: Any) -> float:
+def _positive_number(s: Setting, value: str | float) -> float:
     number = float(value)
     if not number > 0 or number == float("inf"):
         raise ValueError("must be a positive number")
     return number
 
 
-def _boolean(s: Setting, value: Any) -> bool:
+def _boolean(s: Setting, value: str | float) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -217,13 +220,13 @@ def _boolean(s: Setting, value: Any) -> bool:
     raise ValueError("expected true or false")
 
 
-def _choice(s: Setting, value: Any) -> Any:
+def _choice(s: Setting, value: str) -> str:
     if value not in s.choices:
         raise ValueError(f"expected one of {', '.join(s.choices)}")
     return value
 
 
-def _names(s: Setting, value: Any) -> tuple[str, ...]:
+def _names(s: Setting, value: Iterable[object]) -> tuple[str, ...]:
     return tuple(str(v).strip() for v in value if str(v).strip())
 
 
@@ -324,7 +327,7 @@ class Settings:
         return bool(self.json or self.html or self.traces or self.coverage or self.coverage_json or self.ab
                     or self.coverage_fail_under is not None or self.merge)
 
-    def matching_rules(self) -> tuple[Any, ...]:
+    def matching_rules(self) -> tuple[MatchRule, ...]:
         """``connic_match_rules`` as ``MatchRule``s; a rule that cannot be used is a usage error
         naming the ini key and the line."""
         from pytest_connic.models.matching import MatchRuleError, parse_ini_lines

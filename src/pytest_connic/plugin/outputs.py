@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_connic.jsonsafe import JsonObject, to_jsonable
 from pytest_connic.plugin.terminal_fit import console_encoding, table_width
 
 if TYPE_CHECKING:
+    import types
     from collections.abc import Callable
 
     import pytest
@@ -55,7 +57,7 @@ def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -
                lambda path: write_traces(path, state.outcomes, masker=state.masker))
 
 
-def _json_report(state: ConnicSession) -> dict[str, Any]:
+def _json_report(state: ConnicSession) -> JsonObject:
     """The JSON report's data, which the HTML report renders too."""
     from pytest_connic.reports.json_report import add_warnings, build_json_report
     from pytest_connic.reports.stats import session_status
@@ -68,13 +70,13 @@ def _json_report(state: ConnicSession) -> dict[str, Any]:
                                environment_id=settings.env)
     add_warnings(report, case_warnings(state.config), masker=state.masker)
     if state.history is not None:
-        report["history"] = state.history.section()
+        report["history"] = to_jsonable(state.history.section())
     if state.budget_section is not None:
-        report["budget"] = state.budget_section
+        report["budget"] = to_jsonable(state.budget_section)
     from pytest_connic.plugin.compare import COMPARISON_KEY
 
     if COMPARISON_KEY in state.config.stash:  # --connic-compare
-        report["comparison"] = state.config.stash[COMPARISON_KEY]
+        report["comparison"] = to_jsonable(state.config.stash[COMPARISON_KEY])
     if settings.ab:
         from pytest_connic.plugin.ab import add_section
 
@@ -100,7 +102,7 @@ def output_failure_lines(state: ConnicSession) -> list[str]:
     return [f"connic: {line}" for line in state.output_failures]
 
 
-def terminal_summary(state: ConnicSession, reporter: Any) -> None:
+def terminal_summary(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
     """Connic's results table, failure details and ``N/M cases passed.``; then a line for each
     report file that could not be written."""
     try:
@@ -110,7 +112,7 @@ def terminal_summary(state: ConnicSession, reporter: Any) -> None:
             reporter.write_line(line, red=True)
 
 
-def _results(state: ConnicSession, reporter: Any) -> None:
+def _results(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
     if not state.outcomes:
         return
     from pytest_connic.reports.terminal import failure_lines, results_table, summary_line
@@ -156,7 +158,7 @@ def case_warnings(config: pytest.Config) -> dict[str, list[str]]:
     return found
 
 
-def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[str, Any]:
+def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[str, object]:
     """The HTML report's header: the project(s), the command, the time, the git commit, the
     versions and pytest's own outcome (its summary line and exit code), masked."""
     import datetime
@@ -168,7 +170,7 @@ def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[s
 
     config = state.config
     roots = sorted(state.coverage_roots) or [Path(config.rootpath)]
-    context: dict[str, Any] = {
+    context: dict[str, object] = {
         "project": ", ".join(f"{root.name} ({root})" for root in roots),
         "command": shlex.join(["pytest", *config.invocation_params.args]),
         "time": datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds"),
@@ -190,7 +192,7 @@ def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[s
     return {k: state.masker.text(v) if isinstance(v, str) else v for k, v in context.items()}
 
 
-def _version(name: str, metadata: Any) -> str:
+def _version(name: str, metadata: types.ModuleType) -> str:
     try:
         return str(metadata.version(name))
     except Exception:  # noqa: BLE001 - not installed as a distribution (a source checkout)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
@@ -67,7 +66,7 @@ class ConnicProgress:
         cases_total = self.cases_total or (len(state.collected) or None)
         if cases_total is not None and len(state.outcomes) >= cases_total:
             return  # the last case: the summary follows
-        reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
+        reporter: pytest.TerminalReporter | None = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return
         self.last = now

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -73,7 +73,7 @@ class ConnicReporting:
                     reporter.write("\n")
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> object:
         """A case whose runs could not happen (an infrastructure error, user code's
         ``BaseException``) or whose xdist worker crashed is an *error*, in pytest's counts as in
         JUnit and Connic's reports, though it failed in the call phase."""
@@ -94,7 +94,7 @@ class ConnicReporting:
             reporter.write("\n" + run_progress_line(outcome, record, state_of(self.config).masker), flush=True)
 
     @contextlib.contextmanager
-    def _terminal(self) -> Generator[Any, None, None]:
+    def _terminal(self) -> Generator[pytest.TerminalReporter | None, None, None]:
         """The terminal reporter with output capturing suspended (as pytest's live logging does)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         capman = self.config.pluginmanager.get_plugin("capturemanager")
@@ -116,7 +116,8 @@ class ConnicReporting:
 
         state = state_of(self.config)
         if state.stop.is_set() or self.interrupted:
-            items: list[tuple[str, Any, Any]] = [(i.nodeid, i.location, i) for i in session.items]
+            items: list[tuple[str, tuple[str, int | None, str], pytest.Item | None]] = [
+                (i.nodeid, i.location, i) for i in session.items]
             items += [(nodeid, location, None) for nodeid, location in state.collected.items()]
             mark_unfinished(self.config, state, items)
         write_outputs(state, session)
@@ -131,7 +132,7 @@ class ConnicReporting:
         session.exitstatus = state.exit_code(session.exitstatus)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
         """The coverage report; then Connic's results table, failure details and ``N/M cases passed.``"""
         from pytest_connic.plugin.coverage_mode import coverage_summary
         from pytest_connic.plugin.outputs import terminal_summary
@@ -154,13 +155,13 @@ class _GateFailure:
     count_towards_summary = True
 
 
-def gate_in_last_line(reporter: Any) -> None:
+def gate_in_last_line(reporter: pytest.TerminalReporter) -> None:
     """A coverage gate that fails the session is in pytest's last line (``4 passed, 1 coverage gate
     failed``), in red: the last line never reads like a green run."""
     reporter.stats.setdefault(COVERAGE_GATE_FAILED, []).append(_GateFailure())
     determine = getattr(reporter, "_determine_main_color", None)
     if callable(determine) and hasattr(reporter, "_main_color"):
-        reporter._determine_main_color = lambda unknown: "red"
+        setattr(reporter, "_determine_main_color", lambda unknown: "red")  # noqa: B010 - a private method
         reporter._main_color = None  # recomputed for the last line
 
 
@@ -184,7 +185,8 @@ def junit_as_error(config: pytest.Config, report: pytest.TestReport) -> None:
             xml.stats["error"] += 1
 
 
-def mark_unfinished(config: pytest.Config, state: ConnicSession, items: list[tuple[str, Any, Any]]) -> None:
+def mark_unfinished(config: pytest.Config, state: ConnicSession,
+                    items: list[tuple[str, tuple[str, int | None, str], pytest.Item | None]]) -> None:
     """The session was interrupted: every case without reports gets an interrupted outcome and a
     skipped report (so it is in the terminal, JUnit, JSON, HTML and traces). ``items``:
     ``(nodeid, location, item or None)``; only Connic cases (``tests/*.yaml::name``) count."""

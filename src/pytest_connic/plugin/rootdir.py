@@ -19,7 +19,6 @@ import inspect
 import os
 import shlex
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -55,8 +54,11 @@ def _setup(config: pytest.Config, args: list[str]) -> tuple[Path, Path | None]:
     known = {"inifile": ns.inifilename, "override_ini": getattr(ns, "override_ini", None), "args": ns.file_or_dir,
              "rootdir_cmd_arg": ns.rootdir or None, "invocation_dir": config.invocation_params.dir}
     accepted = inspect.signature(determine_setup).parameters
-    found: Any = determine_setup(**{k: v for k, v in known.items() if k in accepted})
-    return Path(found[0]), found[1]
+    # (rootdir, inipath, inicfg), and the ini's args since pytest 8
+    found: tuple[object, ...] = determine_setup(**{k: v for k, v in known.items() if k in accepted})
+    root, ini = found[0], found[1]
+    assert isinstance(root, Path) and (ini is None or isinstance(ini, Path))
+    return root, ini
 
 
 def keep_rootdir(config: pytest.Config) -> None:

@@ -7,7 +7,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -70,7 +70,7 @@ class ConnicSession:
         self.history_warning: str | None = None
         #: report files that could not be written, one located line each (``plugin/outputs.py``)
         self.output_failures: list[str] = []
-        self.budget_section: dict[str, Any] | None = None
+        self.budget_section: dict[str, object] | None = None
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}
         #: projects whose import hung in this process: the message every later case gets
@@ -84,7 +84,7 @@ class ConnicSession:
         """Cases whose last attempt hit an infrastructure error (the session exits 2)."""
         return sum(1 for o in self.outcomes if o.infrastructure_error is not None and o.status == "error")
 
-    def exit_code(self, status: Any) -> Any:
+    def exit_code(self, status: int | pytest.ExitCode) -> int | pytest.ExitCode:
         """pytest's exit ``status``, raised to 2 when an infrastructure error (a provider down or
         refusing) kept cases from running."""
         return 2 if self.infrastructure_errors and status in (0, 1) else status
@@ -291,7 +291,7 @@ def state(config: pytest.Config) -> ConnicSession:
     return config.stash[SESSION_KEY]
 
 
-def _valid_aliases(settings: Any) -> dict[str, str]:
+def _valid_aliases(settings: Settings) -> dict[str, str]:
     """The model aliases for pricing; a bad one is reported where a live model needs it."""
     try:
         aliases: dict[str, str] = settings.model_aliases()

@@ -4,8 +4,6 @@ ASCII its symbols become on a console that cannot print them (:func:`ascii_symbo
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 
@@ -20,7 +18,7 @@ def table_width(config: pytest.Config) -> int | None:
     return width
 
 
-def console_encoding(reporter: Any) -> str | None:
+def console_encoding(reporter: object) -> str | None:
     """The encoding of the terminal pytest writes to (None: unknown), so that a console without
     box characters (``PYTHONIOENCODING=cp1252``) gets an ASCII table rather than escapes."""
     writer = getattr(reporter, "_tw", None)  # pytest has no public name for its output file

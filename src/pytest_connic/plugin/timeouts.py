@@ -11,7 +11,8 @@ import threading
 import traceback
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Protocol
 
 import pytest
 
@@ -95,11 +96,27 @@ def user_stacks(root: Path) -> list[tuple[str, str]]:
     return found
 
 
-def write_user_stacks(terminal: Any, root: Path) -> None:
+def write_user_stacks(terminal: _Writer, root: Path) -> None:
     """The user's stacks, in pytest-timeout's shape (``~~ Stack of ... ~~``)."""
     for name, stack in user_stacks(root):
         terminal.sep("~", title=f"Stack of user code ({name})")
         terminal.write(stack)
+
+
+class _Writer(Protocol):
+    """pytest's terminal writer, as far as the stacks use it."""
+
+    def sep(self, sepchar: str, title: str | None = None) -> None: ...
+
+    def write(self, msg: str) -> None: ...
+
+
+class TimeoutSettings(Protocol):
+    """pytest-timeout's ``Settings`` (the package ships no types)."""
+
+    timeout: float
+    method: str
+    disable_debugger_detection: bool
 
 
 class CaseTimers:
@@ -111,23 +128,23 @@ class CaseTimers:
     pytest-timeout ends it."""
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> Generator[None, Any, Any]:
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings: TimeoutSettings) -> Generator[None, object, object]:
         """When pytest-timeout's own implementation set the timer of a case (not a conftest's or
         another plugin's), it is replaced by this one, with the same method and timeout."""
         result = yield
-        cancel: Any = getattr(item, "cancel_timeout", None)
-        if isinstance(item, CaseItem) and result and getattr(cancel, "__module__", None) == "pytest_timeout":
+        cancel: object = getattr(item, "cancel_timeout", None)
+        if isinstance(item, CaseItem) and result and callable(cancel) and getattr(cancel, "__module__", None) == "pytest_timeout":
             cancel()
             self._set_timer(item, settings)
         return result
 
-    def _set_timer(self, item: CaseItem, settings: Any) -> None:
+    def _set_timer(self, item: CaseItem, settings: TimeoutSettings) -> None:
         import pytest_timeout
 
         # pytest-timeout's own failure message (2.4 and later; "Timeout >Ns" before)
         message = getattr(pytest_timeout, "PYTEST_FAILURE_MESSAGE", "Timeout >%ss") % settings.timeout
         if settings.method == "signal" and threading.current_thread() is threading.main_thread():
-            def handler(signum: int, frame: Any) -> None:
+            def handler(signum: int, frame: FrameType | None) -> None:
                 __tracebackhide__ = True
                 if _debugging(settings):
                     return
@@ -152,14 +169,14 @@ class CaseTimers:
         item.cancel_timeout = cancel  # type: ignore[attr-defined]  # pytest-timeout's cancel hook calls it
 
 
-def _debugging(settings: Any) -> bool:
+def _debugging(settings: TimeoutSettings) -> bool:
     """pytest-timeout's own check: a debugger is active (the timeout then does not fire)."""
     from pytest_timeout import is_debugging
 
     return not settings.disable_debugger_detection and bool(is_debugging())
 
 
-def _timer_expired(item: CaseItem, settings: Any, message: str) -> None:
+def _timer_expired(item: CaseItem, settings: TimeoutSettings, message: str) -> None:
     """The ``thread`` method: what pytest-timeout writes (the captured output), then the case's
     located line and the user's stacks instead of every thread's; the process ends as pytest-timeout
     ends it (``os._exit(1)``)."""

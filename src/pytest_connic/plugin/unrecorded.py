@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+
+import pytest
 
 #: the cache folder of the notes (one key per cassette, so xdist workers never write the same key)
 PREFIX = "connic/unrecorded/"
@@ -13,7 +14,7 @@ PREFIX = "connic/unrecorded/"
 class CacheNotes:
     """``UnrecordedNotes`` over pytest's cache (``config.cache``)."""
 
-    def __init__(self, cache: Any) -> None:
+    def __init__(self, cache: pytest.Cache) -> None:
         self.cache = cache
 
     @staticmethod
@@ -35,7 +36,7 @@ class CacheNotes:
             self.cache.set(self._key(path), None)
 
 
-def notes_for(config: Any) -> CacheNotes | None:
+def notes_for(config: pytest.Config) -> CacheNotes | None:
     """The session's notes; None with ``-p no:cacheprovider``."""
     cache = getattr(config, "cache", None)
     return CacheNotes(cache) if cache is not None else None

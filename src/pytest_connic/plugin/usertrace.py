@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _pytest._code.code import ReprEntry, ReprEntryNative, ReprFileLocation, ReprLocals, ReprTraceback
 
 from pytest_connic.usertb import TracebackData, case_traceback, traceback_text, user_frames
+
+if TYPE_CHECKING:
+    import pytest
 
 Element = tuple[ReprTraceback, ReprFileLocation, str | None]
 __all__ = ["Element", "TraceOptions", "case_traceback", "traceback_elements"]
@@ -31,7 +34,7 @@ class TraceOptions:
     full: bool = False  #: --full-trace
 
     @classmethod
-    def of(cls, config: Any) -> TraceOptions:
+    def of(cls, config: pytest.Config) -> TraceOptions:
         full = bool(config.getoption("fulltrace", False))
         style = "long" if full else str(config.getoption("tbstyle", "auto") or "auto")
         return cls(style, bool(config.getoption("showlocals", False)), full)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
@@ -19,6 +19,7 @@ from pytest_connic.plugin.verdicts import is_case_id, report_verdict
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
+    from pytest_connic.records.run import CaseOutcome
 
 WORKER_KEY = "connic_outcomes"
 ROOTS_KEY = "connic_roots"
@@ -86,7 +87,14 @@ class ConnicWorker:
         output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
 
 
-def placeholder_outcome(state: Any, nodeid: str, case_name: str, **fields: Any) -> Any:
+class WorkerNode(Protocol):
+    """An xdist worker as the controller's hooks see it (xdist's ``WorkerController``; xdist ships
+    no types)."""
+
+    workerinput: dict[str, object]
+
+
+def placeholder_outcome(state: ConnicSession, nodeid: str, case_name: str, **fields: str | None) -> CaseOutcome:
     """The outcome of a case the controller knows only by its node id (its worker crashed, or the
     session stopped before it reported): its agent is a sibling case's, else the file name's
     (Connic's default)."""
@@ -98,7 +106,7 @@ def placeholder_outcome(state: Any, nodeid: str, case_name: str, **fields: Any) 
     return new_outcome(nodeid, suite, 0, agent, case_name, runs=0, success_threshold=100, **fields)
 
 
-def worker_id(node: Any) -> str | None:
+def worker_id(node: object) -> str | None:
     """The id of an xdist worker node on the controller (``gw0``), None when unknown."""
     gateway = getattr(node, "gateway", None)
     if gateway is not None and isinstance(getattr(gateway, "id", None), str):
@@ -131,7 +139,7 @@ class ConnicXdist:
         #: ``--dist each``: a case's outcome from each worker is a row of its own (:func:`each_row`)
         self.each = config.getoption("dist", None) == "each"
 
-    def _row(self, outcome: Any, node: Any) -> Any:
+    def _row(self, outcome: CaseOutcome, node: object) -> CaseOutcome:
         """``outcome`` as the row of the worker ``node`` under ``--dist each`` (unchanged otherwise)."""
         worker = worker_id(node) if self.each else None
         if worker:
@@ -139,7 +147,7 @@ class ConnicXdist:
             outcome.case_name = f"{outcome.case_name} [{worker}]"
         return outcome
 
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         """The controller learns the cases from the workers' collections: a real SIGINT or SIGTERM
         (``plugin/interrupts.py``: here both become pytest's own interruption) then ends the session
         with every case in every report, those without a result interrupted."""
@@ -161,7 +169,7 @@ class ConnicXdist:
         if state is not None:
             state.interrupts.restore()
 
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+    def pytest_testnodedown(self, node: object, error: object) -> None:
         output = getattr(node, "workeroutput", None) or {}
         if not any(key in output for key in (WORKER_KEY, ROOTS_KEY)):
             return  # the worker saw no Connic case
@@ -178,7 +186,7 @@ class ConnicXdist:
         state.coverage_roots.update(Path(p) for p in output.get(ROOTS_KEY) or ())
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: object) -> None:
         """A worker died while running ``crashitem`` (``os._exit`` in a tool, a segfault): the case
         still appears in every report, failed with xdist's message."""
         node = getattr(report, "node", None)

@@ -86,7 +86,7 @@ def _walk(model: type[BaseModel], data: dict[Any, Any], path: KeyPath, found: li
                     _walk(target, item, (*path, key, index), found)
 
 
-def unknown_keys(data: Any) -> list[tuple[KeyPath, str | None]]:
+def unknown_keys(data: object) -> list[tuple[KeyPath, str | None]]:
     """The unknown keys of an agent (or ``_defaults.yaml``) mapping, each with its closest known key."""
     found: list[tuple[KeyPath, str | None]] = []
     if isinstance(data, dict):

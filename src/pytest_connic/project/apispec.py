@@ -17,7 +17,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.files import IrregularFileError, read_bounded
@@ -67,12 +66,12 @@ class ApiOperation:
     method: str
     path: str
     description: str
-    parameters: dict[str, Any]
+    parameters: dict[str, object]
     params: tuple[ApiParam, ...] = ()
     has_body: bool = False
     line: int = 1
 
-    def sdk_definition(self) -> dict[str, Any]:
+    def sdk_definition(self) -> dict[str, object]:
         """What the SDK's ``_make_api_spec_tool`` reads from a registry entry."""
         return {"description": self.description, "method": self.method.upper(), "path": self.path,
                 "parameters": self.parameters}
@@ -105,7 +104,7 @@ class ApiRegistry:
     #: the specs that were named but cannot be used (their problem is in ``errors``)
     failed: set[str] = field(default_factory=set)
 
-    def sdk_registry(self) -> dict[str, dict[str, dict[str, Any]]]:
+    def sdk_registry(self) -> dict[str, dict[str, dict[str, object]]]:
         """The ``api_spec_tools`` argument of the SDK's ``ProjectLoader``: spec -> tool -> definition."""
         return {name: {tool: op.sdk_definition() for tool, op in spec.operations.items()}
                 for name, spec in self.specs.items()}
@@ -185,7 +184,7 @@ def read_spec(name: str, path: Path, rel: str, registry: ApiRegistry) -> ApiSpec
     return ApiSpec(name, path, operations, _server(data), _api_key_header(data))
 
 
-def _validate(name: str, data: dict[str, Any], positions: YamlPositions, rel: str, path: Path,
+def _validate(name: str, data: dict[str, object], positions: YamlPositions, rel: str, path: Path,
               registry: ApiRegistry) -> None:
     try:
         from openapi_spec_validator import validate
@@ -205,7 +204,7 @@ def _validate(name: str, data: dict[str, Any], positions: YamlPositions, rel: st
         raise SpecError(f"{rel}:{line}: the OpenAPI spec '{name}' does not validate{at}: {message}") from None
 
 
-def _server(data: dict[str, Any]) -> str | None:
+def _server(data: dict[str, object]) -> str | None:
     servers = data.get("servers")
     if not isinstance(servers, list) or not servers or not isinstance(servers[0], dict):
         return None
@@ -216,8 +215,9 @@ def _server(data: dict[str, Any]) -> str | None:
     return url or None
 
 
-def _api_key_header(data: dict[str, Any]) -> str | None:
-    schemes = (data.get("components") or {}).get("securitySchemes") or {}
+def _api_key_header(data: dict[str, object]) -> str | None:
+    components = data.get("components") or {}
+    schemes = (components.get("securitySchemes") if isinstance(components, dict) else None) or {}
     for scheme in schemes.values() if isinstance(schemes, dict) else ():
         if isinstance(scheme, dict) and scheme.get("type") == "apiKey" and scheme.get("in") == "header":
             return str(scheme.get("name") or "") or None
@@ -261,7 +261,7 @@ def tool_name(method: str, path: str, operation_id: str | None) -> str:
     return "_".join([*parts, method])
 
 
-def _operations(name: str, data: dict[str, Any], positions: YamlPositions, rel: str) -> dict[str, ApiOperation]:
+def _operations(name: str, data: dict[str, object], positions: YamlPositions, rel: str) -> dict[str, ApiOperation]:
     out: dict[str, ApiOperation] = {}
     paths = data.get("paths") or {}
     for path, item in paths.items() if isinstance(paths, dict) else ():
@@ -284,32 +284,33 @@ def _operations(name: str, data: dict[str, Any], positions: YamlPositions, rel: 
     return out
 
 
-def _operation(spec: str, tool: str, method: str, path: str, operation: dict[str, Any], shared: list[Any],
-               data: dict[str, Any], line: int) -> ApiOperation:
-    listed = [_deref(p, data) for p in [*shared, *(operation.get("parameters") or [])]]
+def _operation(spec: str, tool: str, method: str, path: str, operation: dict[str, object], shared: list[object],
+               data: dict[str, object], line: int) -> ApiOperation:
+    own = operation.get("parameters") or []
+    listed = [_deref(p, data) for p in [*shared, *(own if isinstance(own, list) else [])]]
     properties, required, params = _parameters(listed, data)
     body = _deref(operation.get("requestBody"), data)
     has_body = isinstance(body, dict)
-    if has_body:
+    if isinstance(body, dict):
         properties["body"] = _body_schema(body, data)
         if body.get("required"):
             required.append("body")
     description = str(operation.get("summary") or operation.get("description") or f"{method.upper()} {path}")
-    parameters = {"type": "object", "properties": properties, "required": required}
+    parameters: dict[str, object] = {"type": "object", "properties": properties, "required": required}
     return ApiOperation(spec, tool, method, path, description, parameters, tuple(params), has_body, line)
 
 
-def _parameters(listed: list[Any], data: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[ApiParam]]:
+def _parameters(listed: list[object], data: dict[str, object]) -> tuple[dict[str, object], list[str], list[ApiParam]]:
     """The path, query and header parameters (an operation's own override the path's shared ones
     of the same name and place): their schemas by name, the required names, and how each is sent."""
-    properties: dict[str, Any] = {}
+    properties: dict[str, object] = {}
     required: list[str] = []
     params: list[ApiParam] = []
     declared = {(p.get("name"), p.get("in")): p for p in listed if isinstance(p, dict)}
     for (pname, where), param in declared.items():
         if where not in ("path", "query", "header") or not isinstance(pname, str):
             continue
-        schema = dict(_inline(param.get("schema") or {"type": "string"}, data))
+        schema = dict(_schema(_inline(param.get("schema") or {"type": "string"}, data)))
         if param.get("description"):
             schema.setdefault("description", param["description"])
         properties[pname] = schema
@@ -320,18 +321,26 @@ def _parameters(listed: list[Any], data: dict[str, Any]) -> tuple[dict[str, Any]
     return properties, required, params
 
 
-def _body_schema(body: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+def _body_schema(body: dict[str, object], data: dict[str, object]) -> dict[str, object]:
     """The schema of the ``body`` argument: the JSON media type's (else the first one's), inlined."""
     content = body.get("content") or {}
     media = content.get("application/json") or next(iter(content.values()), None) if isinstance(content, dict) else None
-    schema = _inline((media or {}).get("schema") or {"type": "object"}, data)
+    found = (media or {}).get("schema") if isinstance(media or {}, dict) else None
+    schema = _schema(_inline(found or {"type": "object"}, data))
     return {**schema, "description": str(body.get("description") or "the request body")}
 
 
-def _deref(value: Any, data: dict[str, Any]) -> Any:
+def _schema(value: object) -> dict[str, object]:
+    """A schema of the spec, once inlined: a mapping (a spec whose schema is not one is refused)."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a schema (a mapping), found {type(value).__name__}")
+    return value
+
+
+def _deref(value: object, data: dict[str, object]) -> object:
     """A local ``$ref`` (``#/components/...``) resolved, one level."""
     if isinstance(value, dict) and isinstance(value.get("$ref"), str) and value["$ref"].startswith("#/"):
-        target: Any = data
+        target: object = data
         for part in value["$ref"][2:].split("/"):
             part = part.replace("~1", "/").replace("~0", "~")
             target = target.get(part) if isinstance(target, dict) else None
@@ -339,7 +348,7 @@ def _deref(value: Any, data: dict[str, Any]) -> Any:
     return value
 
 
-def _inline(schema: Any, data: dict[str, Any], depth: int = 0) -> Any:
+def _inline(schema: object, data: dict[str, object], depth: int = 0) -> object:
     """A schema with its local ``$ref``s inlined (the model reads one self-contained schema);
     a reference nested deeper than 16 levels (a recursive schema) becomes ``{}``."""
     if depth > 16:

@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.project import sdk
@@ -57,7 +56,7 @@ def new_loader(root: Path, *, validation_only: bool, api: ApiRegistry | None = N
     return loader
 
 
-def load_agents(root: Path, *, validation_only: bool, prepare: Callable[[Any], None] | None = None,
+def load_agents(root: Path, *, validation_only: bool, prepare: Callable[[ProjectLoader], None] | None = None,
                 api: ApiRegistry | None = None) -> tuple[ProjectLoader, list[Agent], list[LoadWarning]]:
     """The loader, the project's agents and the load warnings (what the SDK printed while loading
     them, the ``api:`` refs it skipped). Raises ``ProjectError`` when ``agents/`` is missing.
@@ -112,7 +111,7 @@ class Locator:
         self.root = root
         self.files: dict[str, Path] = {
             a.config.name: root / a.config.source_path for a in agents if a.config.source_path}
-        self._positions: dict[Path, tuple[Any, YamlPositions] | None] = {}
+        self._positions: dict[Path, tuple[object, YamlPositions] | None] = {}
 
     def rel(self, path: Path) -> str:
         return relative(self.root, path)
@@ -214,7 +213,7 @@ class Locator:
                 return candidate, loaded[1].keys[key][0]
         return path, 1
 
-    def load(self, path: Path) -> tuple[Any, YamlPositions] | None:
+    def load(self, path: Path) -> tuple[object, YamlPositions] | None:
         """The YAML file at ``path`` with its positions (read once), None when it cannot be read."""
         if path not in self._positions:
             try:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.project import sdk
@@ -37,6 +37,8 @@ from pytest_connic.project.load import (
 from pytest_connic.project.located import exception_text, relative, user_location
 from pytest_connic.usertb import ImportCapture, attach, import_failure
 from pytest_connic.yamlpos import YamlPositions
+
+_T = TypeVar("_T")
 
 
 class UserImportError(ConnicError):
@@ -67,7 +69,7 @@ class AgentReport:
     """An agent as a worker loaded it for real (``worker_describe``), for pytest's process."""
 
     #: tool ref -> (description, parameters) of every tool of the project's modules
-    tools: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    tools: dict[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
     #: the agent's load error (a module that failed to import, a tool the SDK refuses), as Connic words it
     errors: list[str] = field(default_factory=list)
     #: "middleware" / "hooks" that failed to load for real (the agent runs without them, warned)
@@ -110,7 +112,7 @@ class LoadedProject:
         self.described: set[str] = set()
         self._agent_errors: dict[str, list[str]] = {}
         self._failed: set[tuple[str, str]] = set()
-        self._real: Any = None  #: static: the SDK's real loader, for ``import_module``
+        self._real: sdk.ProjectLoader | None = None  #: static: the SDK's real loader, for ``import_module``
         self._adopted: set[str] = set()
         self._import_failures: dict[str, str] = {}
         _PROJECTS[str(root)] = self
@@ -121,7 +123,7 @@ class LoadedProject:
         with self._lock:
             return self._locator.load(path)
 
-    def _guard(self, loader: Any) -> None:
+    def _guard(self, loader: sdk.ProjectLoader) -> None:
         def translate(exc: BaseException, module_name: str) -> BaseException | None:
             if self.interrupted(exc):
                 return None
@@ -142,7 +144,7 @@ class LoadedProject:
         failed = [e for e in self.load_errors if any(i in e for i in self.import_errors)]
         return [e for e in failed if f"'{agent_name}'" in e or not re.search(r"[Aa]gent '", e)]
 
-    def _user_import(self, what: str, path: Path, load: Callable[[], Any]) -> Any:
+    def _user_import(self, what: str, path: Path, load: Callable[[], _T]) -> _T:
         """``load()``, where what user code raises beyond the SDK's ``except Exception`` (``SystemExit``,
         ``KeyboardInterrupt``, a custom ``BaseException``) at import is a located ``ProjectError``."""
         try:
@@ -161,7 +163,7 @@ class LoadedProject:
         except KeyError:
             raise ProjectError(f"unknown agent '{name}'") from None
 
-    def middleware(self, agent_name: str) -> Any:
+    def middleware(self, agent_name: str) -> object:
         """The agent's middleware, loaded by the SDK (its output kept off the terminal). One that
         fails to import is None, as on Connic, and a load warning (``self.warnings``)."""
         if ("middleware", agent_name) in self._failed:
@@ -171,7 +173,7 @@ class LoadedProject:
                 f"the middleware of agent '{agent_name}'", self.root / "middleware" / f"{agent_name}.py",
                 lambda: self.loader.load_middleware(agent_name)))
 
-    def hooks(self, agent_name: str) -> Any:
+    def hooks(self, agent_name: str) -> object:
         """The agent's tool hooks, loaded by the SDK (its output kept off the terminal). Hooks that
         fail to import are None, as on Connic, and a load warning (``self.warnings``)."""
         if ("hooks", agent_name) in self._failed:
@@ -181,7 +183,7 @@ class LoadedProject:
                 f"the tool hooks of agent '{agent_name}'", self.root / "hooks" / f"{agent_name}.py",
                 lambda: self.loader.load_tool_hooks(agent_name)))
 
-    def _printing(self, load: Callable[[], Any]) -> Any:
+    def _printing(self, load: Callable[[], _T]) -> _T:
         """``load()``, what the SDK printed meanwhile kept as located warnings."""
         printed = io.StringIO()
         try:
@@ -193,7 +195,7 @@ class LoadedProject:
                 if all(w.key != warning.key for w in self.warnings):
                     self.warnings.append(warning)
 
-    def guardrail(self, name: str) -> Any:
+    def guardrail(self, name: str) -> sdk.CustomGuardrail:
         """The custom guardrail ``guardrails/<name>.py``; ``ProjectError`` with the SDK's reason
         when it cannot be loaded."""
         if self.static:
@@ -224,7 +226,7 @@ class LoadedProject:
         ]
 
     # -- static reading (pytest's process) and imports by reference (a worker) ------------------
-    def _static_guardrail(self, name: str) -> Any:
+    def _static_guardrail(self, name: str) -> sdk.CustomGuardrail:
         """``guardrails/<name>.py`` read statically: its ``check`` a stub for a worker, located
         errors for what the SDK would refuse (a name with a path, a missing file or ``check``)."""
         directory = self.root / "guardrails"
@@ -263,7 +265,7 @@ class LoadedProject:
                 found.setdefault(f"{folder}.{agent_name}", path)
         return list(found.items())
 
-    def _real_loader(self) -> Any:
+    def _real_loader(self) -> sdk.ProjectLoader:
         if self._real is None:
             loader = new_loader(self.root, validation_only=False, api=self.api)
             self._guard(loader)

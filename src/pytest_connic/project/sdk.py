@@ -12,6 +12,7 @@ below, so that an SDK upgrade that moves one of them breaks in one place.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import os
@@ -20,7 +21,9 @@ import types
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from pytest_connic.jsonsafe import JsonObject
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -51,6 +54,7 @@ from connic.loader import PREDEFINED_TOOL_ALIASES, PREDEFINED_TOOL_NAMES
 from connic.test_schema import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 
 from pytest_connic.project.apispec import spec_of
+from pytest_connic.yamlpos import YamlPositions
 
 __all__ = [
     "PREDEFINED_TOOL_ALIASES",
@@ -97,7 +101,7 @@ __all__ = [
 ]
 
 
-def load_errors(loader: Any) -> list[str]:
+def load_errors(loader: ProjectLoader) -> list[str]:
     """The loader's list of load errors, itself (callers may append to it).
 
     The SDK exposes load errors only through the private ``ProjectLoader._load_errors``;
@@ -107,7 +111,7 @@ def load_errors(loader: Any) -> list[str]:
     return errors
 
 
-def api_spec_warnings(loader: Any) -> list[str]:
+def api_spec_warnings(loader: ProjectLoader) -> list[str]:
     """The ``api:`` tool refs the loader skipped because it has no API spec registry
     (``"api:<ref>"`` each), from the private ``ProjectLoader._api_spec_warnings`` that
     ``connic lint`` prints as "N API spec tool ref(s) skipped (validated at deploy time)"."""
@@ -115,7 +119,7 @@ def api_spec_warnings(loader: Any) -> list[str]:
     return refs
 
 
-def skip_unnamed_api_specs(loader: Any, named: Iterable[str]) -> None:
+def skip_unnamed_api_specs(loader: ProjectLoader, named: Iterable[str]) -> None:
     """Make ``loader`` skip an ``api:`` ref whose spec is not in ``named`` as it skips every
     ``api:`` ref without a registry (into ``_api_spec_warnings``), instead of failing the agent
     with "API spec 'x' not found in registry": the user gave some specs, not necessarily all.
@@ -123,7 +127,7 @@ def skip_unnamed_api_specs(loader: Any, named: Iterable[str]) -> None:
     resolve = loader._resolve_api_spec_tools
     known = frozenset(named)
 
-    def resolve_named(stripped_ref: str) -> Any:
+    def resolve_named(stripped_ref: str) -> object:
         spec = spec_of(stripped_ref)
         if spec and spec not in known:
             loader._api_spec_warnings.append(f"api:{stripped_ref}")
@@ -133,20 +137,21 @@ def skip_unnamed_api_specs(loader: Any, named: Iterable[str]) -> None:
     loader._resolve_api_spec_tools = resolve_named
 
 
-def generate_schema(function: Callable[..., Any]) -> dict[str, Any]:
+def generate_schema(function: Callable[..., Any]) -> JsonObject:
     """The JSON schema of a tool function's parameters, from the SDK's own generator
     (the private ``ProjectLoader._generate_schema``), so a local tool is described exactly
     as Connic describes it."""
-    schema: dict[str, Any] = ProjectLoader(".", validation_only=True)._generate_schema(function)
+    schema: JsonObject = ProjectLoader(".", validation_only=True)._generate_schema(function)
     return schema
 
 
-def contained_source(path: Path, directory: Path) -> Any:
+def contained_source(path: Path, directory: Path) -> Path:
     """``path``, checked to stay inside ``directory`` the way Connic checks a suite file
     (``connic.project_paths.contained_source``, an undocumented module)."""
     from connic.project_paths import contained_source as contained
 
-    return contained(path, directory)
+    found: Path = contained(path, directory)
+    return found
 
 
 def escape_terminal_text(text: str) -> str:
@@ -157,7 +162,7 @@ def escape_terminal_text(text: str) -> str:
     return str(escape(text))
 
 
-def exclude_agent_files(loader: Any, refused: Mapping[Path, str]) -> None:
+def exclude_agent_files(loader: ProjectLoader, refused: Mapping[Path, str]) -> None:
     """Keep ``loader`` from reading the agent files in ``refused`` (path -> message): they are
     left out of its discovery, and a ``_defaults.yaml`` among them fails the cascade of its
     directory with its message. Wraps the loader's private ``_discover_agent_files`` and
@@ -168,7 +173,7 @@ def exclude_agent_files(loader: Any, refused: Mapping[Path, str]) -> None:
     def discover_bounded() -> list[Path]:
         return [p for p in discover() if p not in refused]
 
-    def defaults_bounded(directory: Path) -> Any:
+    def defaults_bounded(directory: Path) -> object:
         message = refused.get(Path(directory) / "_defaults.yaml")
         if message is not None:
             raise ValueError(message)
@@ -178,7 +183,7 @@ def exclude_agent_files(loader: Any, refused: Mapping[Path, str]) -> None:
     loader._load_defaults_for_directory = defaults_bounded
 
 
-def guard_tool_imports(loader: Any, translate: Callable[[BaseException, str], BaseException | None]) -> None:
+def guard_tool_imports(loader: ProjectLoader, translate: Callable[[BaseException, str], BaseException | None]) -> None:
     """Route every import of a tool module by ``loader`` (the private ``_load_tool_module``)
     through ``translate(exc, module_name)``: what a failing import raised (``SystemExit`` and
     ``KeyboardInterrupt`` included, which the SDK would let end the session) becomes the
@@ -188,7 +193,7 @@ def guard_tool_imports(loader: Any, translate: Callable[[BaseException, str], Ba
 
     load = loader._load_tool_module
 
-    def load_guarded(module_name: str) -> Any:
+    def load_guarded(module_name: str) -> object:
         try:
             return load(module_name)
         except FileNotFoundError:
@@ -209,19 +214,19 @@ def guard_tool_imports(loader: Any, translate: Callable[[BaseException, str], Ba
 _REFERENCE = "__connic_reference__"
 
 
-def static_reference(func: Any) -> tuple[str, ...] | None:
+def static_reference(func: object) -> tuple[str, ...] | None:
     """The reference a stub made by ``mark_static_stubs`` or ``static_module`` carries, or None
     (a real function, or anything else)."""
     ref = getattr(func, _REFERENCE, None) if isinstance(func, types.FunctionType) else None
     return ref if isinstance(ref, tuple) else None
 
 
-def _marking(loader: Any, reference: Callable[[str, str], tuple[str, ...]]) -> None:
+def _marking(loader: ProjectLoader, reference: Callable[[str, str], tuple[str, ...]]) -> None:
     """Make ``loader``'s AST stubs (the private ``_create_ast_stub`` of validation mode) carry
     ``reference(module name, function name)``."""
     create = loader._create_ast_stub
 
-    def create_marked(node: Any, module_name: str) -> Any:
+    def create_marked(node: ast.FunctionDef | ast.AsyncFunctionDef, module_name: str) -> object:
         stub = create(node, module_name)
         setattr(stub, _REFERENCE, reference(module_name, node.name))
         return stub
@@ -229,7 +234,7 @@ def _marking(loader: Any, reference: Callable[[str, str], tuple[str, ...]]) -> N
     loader._create_ast_stub = create_marked
 
 
-def mark_static_stubs(loader: Any) -> None:
+def mark_static_stubs(loader: ProjectLoader) -> None:
     """A validation-mode ``loader``'s stubs (tools, middleware, hooks: the SDK parses them with
     ``ast``, nothing executes) name their real function in a project module, for a worker."""
     _marking(loader, lambda module_name, name: ("module", module_name, name))
@@ -246,14 +251,14 @@ def static_module(import_name: str, path: Path, reference: Callable[[str], tuple
     return module
 
 
-def import_tool_module(loader: Any, module_name: str) -> types.ModuleType:
+def import_tool_module(loader: ProjectLoader, module_name: str) -> types.ModuleType:
     """``tools/<module_name>`` imported for real by ``loader`` (its private ``_load_tool_module``:
     the SDK's own import, once per loader; what ``guard_tool_imports`` set up applies)."""
     module: types.ModuleType = loader._load_tool_module(module_name)
     return module
 
 
-def load_single_agent(loader: Any, path: Path) -> Agent:
+def load_single_agent(loader: ProjectLoader, path: Path) -> Agent:
     """The agent of ``path`` alone, loaded by ``loader`` (the private ``_load_single_agent`` that
     ``load_agents`` calls for each file; its exceptions are that agent's load error)."""
     agent: Agent = loader._load_single_agent(path)
@@ -265,13 +270,13 @@ class _YamlReadBy:
     is a deep copy of ``parse(path)`` (the data ``yaml.safe_load`` gives); anything ``parse``
     refuses is left to PyYAML, so the SDK words its own errors."""
 
-    def __init__(self, parse: Callable[[Path], tuple[Any, Any]]) -> None:
+    def __init__(self, parse: Callable[[Path], tuple[object, YamlPositions]]) -> None:
         self._parse = parse
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(_yaml, name)
 
-    def safe_load(self, stream: Any) -> Any:
+    def safe_load(self, stream: str | bytes | IO[str] | IO[bytes]) -> object:
         name = getattr(stream, "name", None)
         if isinstance(name, str):
             try:
@@ -287,7 +292,7 @@ _YAML_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def yaml_read_by(parse: Callable[[Path], tuple[Any, Any]]) -> Iterator[None]:
+def yaml_read_by(parse: Callable[[Path], tuple[object, YamlPositions]]) -> Iterator[None]:
     """While it holds, the SDK's loader reads agent files and ``_defaults.yaml`` through ``parse``
     (the session's one parse of each file) instead of parsing them again: its module's ``yaml``
     (``connic.loader.yaml``, an implementation detail) is swapped for one that asks ``parse``."""

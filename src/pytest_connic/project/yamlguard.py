@@ -13,7 +13,6 @@ other broken agent file and the other agents still load.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pytest_connic.files import IrregularFileError, refuse_irregular
 from pytest_connic.project import sdk
@@ -59,14 +58,14 @@ def _refused(directory: Path, root: Path) -> dict[Path, str]:
     return refused
 
 
-def _guard_connectors(loader: Any, root: Path) -> None:
+def _guard_connectors(loader: sdk.ProjectLoader, root: Path) -> None:
     """``connectors/*.yaml``: the SDK walks every value of a connector's ``config``, so a bomb
     there never finishes. With a refused file no connector loads (each refusal is a load error)."""
     load = getattr(loader, "load_connectors", None)
     if load is None:
         return
 
-    def load_bounded(*args: Any, **kwargs: Any) -> Any:
+    def load_bounded(*args: object, **kwargs: object) -> object:
         refused = _refused(Path(getattr(loader, "connectors_dir", root / "connectors")), root)
         if not refused:
             return load(*args, **kwargs)
@@ -76,7 +75,7 @@ def _guard_connectors(loader: Any, root: Path) -> None:
     loader.load_connectors = load_bounded
 
 
-def guard_loader(loader: Any, root: Path) -> None:
+def guard_loader(loader: sdk.ProjectLoader, root: Path) -> None:
     """Keep ``loader`` (a ``connic.ProjectLoader``) away from agent YAML past the bounds.
 
     A refused agent file is left out of discovery and recorded as a load error; an agent whose

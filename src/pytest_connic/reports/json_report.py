@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from pytest_connic.jsonsafe import JsonObject, JsonValue, dumps, masked, to_jsonable
+from pytest_connic.jsonsafe import JsonObject, JsonValue, dumps, masked, masked_again, to_jsonable
 from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
 from pytest_connic.reports import stats
 from pytest_connic.reports.stats import case_status, case_wilson, pass_rate, sorted_outcomes
@@ -102,8 +102,7 @@ def case_entry(outcome: CaseOutcome, *, masker: Masker) -> JsonObject:
     entry.update(_extras(outcome, masker=masker))
     # every value above is masked and bounded already: this pass masks what is left, and never
     # cuts the JSON text of bounded values (a span's metadata_json) a second time
-    result: JsonObject = masker.data(to_jsonable(entry))
-    return result
+    return masked_again(entry, masker)
 
 
 def _extras(outcome: CaseOutcome, *, masker: Masker) -> JsonObject:
@@ -161,7 +160,7 @@ def shown_run(record: RunRecord, *, masker: Masker) -> JsonObject:
         "output": as_text(masked(record.output_raw, masker)),
         "error": masked(record.error or record.infrastructure_error, masker),
         "run_context": masked(record.run_context, masker),
-        "traces": build_spans(record, masker=masker),
+        "traces": list[JsonValue](build_spans(record, masker=masker)),
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -26,7 +27,7 @@ class Host(Protocol):
     default: cassettes or live models, the local tool, a guardrail not evaluated). A result
     may be awaitable where the hook allows it (``guardrail``, ``predefined_tool``)."""
 
-    def make_model(self, agent: Agent, model: str, case: dict[str, object] | None,
+    def make_model(self, agent: Agent, model: str, case: Mapping[str, object] | None,
                    run_index: int) -> object | None:
         """A model for one agent invocation (``pytest_connic_make_model``)."""
 
@@ -72,7 +73,7 @@ class NullHost:
     def __init__(self) -> None:
         self._warned = WarnedKeys()
 
-    def make_model(self, agent: Agent, model: str, case: dict[str, object] | None,
+    def make_model(self, agent: Agent, model: str, case: Mapping[str, object] | None,
                    run_index: int) -> object | None:
         return None
 

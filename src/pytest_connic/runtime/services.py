@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol, TypeGuard
 
@@ -62,7 +62,7 @@ class RuntimeServices:
     def agent(self, name: str) -> Agent:
         return self.project.agent(name)
 
-    def user_model(self, agent: Agent, case: dict[str, object] | None, run_index: int) -> Model | None:
+    def user_model(self, agent: Agent, case: Mapping[str, object] | None, run_index: int) -> Model | None:
         """A model supplied by the host (a conftest.py's ``pytest_connic_make_model``)."""
         model = self.host.make_model(agent, agent.config.model or "", case, run_index)
         if model is None:

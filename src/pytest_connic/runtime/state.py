@@ -14,7 +14,7 @@ import datetime as dt
 import functools
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +99,7 @@ class RunScope:
     """Shared by the root invocation of a run and every child it triggers."""
 
     services: RuntimeServices
-    case: dict[str, object]  #: the resolved case record ({} for the connic fixture without one)
+    case: Mapping[str, object]  #: the resolved case record ({} for the connic fixture without one)
     run_index: int
     builder_context: dict[str, object]
     mocks: MockSet

@@ -19,16 +19,17 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from pytest_connic.checks.compiled import CompiledCase, compile_case
+from pytest_connic.checks.compiled import CompiledCase, ResolvedCase, compile_case
 from pytest_connic.errors import ConnicError
 from pytest_connic.expressions import ExpressionError
+from pytest_connic.jsonsafe import JsonObject, JsonValue
 from pytest_connic.project.sdk import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, parse_file
 
@@ -44,9 +45,9 @@ class CaseSpec:
     index: int
     name: str
     line: int
-    raw: dict[str, Any]
+    raw: dict[str, object]
     #: Connic's resolved record (defaults merged), None when invalid
-    resolved: dict[str, Any] | None = None
+    resolved: ResolvedCase | None = None
     compiled: CompiledCase | None = None
     #: the located validation error that makes this case fail in setup
     error: str | None = None
@@ -71,26 +72,31 @@ class Suite:
 
 
 @functools.lru_cache(maxsize=1)
-def suite_schema() -> dict[str, Any]:
+def suite_schema() -> JsonObject:
     """The JSON Schema shipped with the package (also for editors)."""
     text = resources.files("pytest_connic").joinpath("schema/suite.schema.json").read_text("utf-8")
-    result: dict[str, Any] = json.loads(text)
-    return result
+    return _schema_object(json.loads(text))
+
+
+def _schema_object(value: JsonValue) -> JsonObject:
+    if not isinstance(value, dict):
+        raise TypeError(f"schema/suite.schema.json: expected an object, found {value!r}")
+    return value
 
 
 def _known_keys(where: str) -> list[str]:
     schema = suite_schema()
-    node = schema if where == "top" else schema["$defs"][where]
-    return sorted(node["properties"])
+    node = schema if where == "top" else _schema_object(_schema_object(schema["$defs"])[where])
+    return sorted(_schema_object(node["properties"]))
 
 
-def _loc(relpath: str, positions: YamlPositions, path: tuple[Any, ...], *, key: bool = False) -> str:
+def _loc(relpath: str, positions: YamlPositions, path: tuple[object, ...], *, key: bool = False) -> str:
     line, col = positions.of(path, key=key)
     return f"{relpath}:{line}:{col}"
 
 
 def _unknown_keys(
-    data: dict[Any, Any], where: str, path: tuple[Any, ...], relpath: str, positions: YamlPositions
+    data: Mapping[object, object], where: str, path: tuple[object, ...], relpath: str, positions: YamlPositions
 ) -> list[str]:
     known = _known_keys(where)
     errors = []
@@ -116,7 +122,7 @@ _ENTRY_SHAPE = "expected_tool_calls entries must be a string or a single-key map
 
 
 def _pydantic_errors(
-    exc: ValidationError, path: tuple[Any, ...], relpath: str, positions: YamlPositions, raw: Any = None
+    exc: ValidationError, path: tuple[object, ...], relpath: str, positions: YamlPositions, raw: object = None
 ) -> list[str]:
     out = []
     for err in exc.errors():
@@ -141,18 +147,18 @@ def _pydantic_errors(
     return out
 
 
-def _data_loc(raw: Any, loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], str | None, Any, bool]:
+def _data_loc(raw: object, loc: tuple[object, ...]) -> tuple[tuple[object, ...], str | None, object, bool]:
     """Pydantic's error location as a key path into the data: a union member tag (``str``,
     ``dict[str,str]``) dropped and returned with the entry it is about, ``[key]`` (the key
     itself is invalid) flagged."""
-    out: list[Any] = []
+    out: list[object] = []
     node, tag, entry = raw, None, None
     for part in loc:
         if part == "[key]":
             return tuple(out), tag, entry, True
-        if (isinstance(node, dict) and part in node) or (
-            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-        ):
+        if isinstance(node, dict) and part in node:  # noqa: SIM114 - one branch per type narrows part
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             node = node[part]
         elif isinstance(part, str) and (part == "str" or part.startswith("dict[")) and tag is None:
             tag, entry = part, node
@@ -163,19 +169,19 @@ def _data_loc(raw: Any, loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], str | No
     return tuple(out), tag, entry, False
 
 
-def _entry_loc(raw: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+def _entry_loc(raw: object, loc: tuple[object, ...]) -> tuple[object, ...]:
     """Connic checks ``files`` and the expectation lists as a whole; find the entry that fails."""
     if not loc or loc[-1] not in _LIST_FIELDS or not isinstance(raw, dict):
         return loc
-    owner: Any = raw
+    owner: object = raw
     for part in loc[:-1]:
         owner = owner.get(part) if isinstance(owner, dict) else None
     entries = owner.get(loc[-1]) if isinstance(owner, dict) else None
     if not isinstance(entries, list):
         return loc
-    model: Any = TestCase if len(loc) == 1 else ChildAgentExpectation
+    model: type[TestCase | ChildAgentExpectation] = TestCase if len(loc) == 1 else ChildAgentExpectation
     base = {"name": "x", "payload": ""} if model is TestCase else {}
-    seen: list[Any] = []
+    seen: list[object] = []
     for index, entry in enumerate(entries):
         try:
             model.model_validate({**base, loc[-1]: [entry]})
@@ -196,7 +202,7 @@ def _one_line(error: str) -> str:
     return error.translate(_LINE_BREAKS)
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _short(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -234,7 +240,7 @@ def load_suite(path: Path, project_root: Path) -> Suite | None:
     return _build_suite(data, positions, path, relpath)
 
 
-def _build_suite(data: dict[Any, Any], positions: YamlPositions, path: Path, relpath: str) -> Suite:
+def _build_suite(data: dict[object, object], positions: YamlPositions, path: Path, relpath: str) -> Suite:
     errors = _unknown_keys(data, "top", (), relpath, positions)
     clean = data  # unknown and x- keys: reported above, ignored by Connic's models
     defaults_raw = clean.get("defaults", {})
@@ -257,14 +263,14 @@ def _build_suite(data: dict[Any, Any], positions: YamlPositions, path: Path, rel
                 errors += _pydantic_errors(exc, (key,), relpath, positions)
                 continue
             version, agent = (value, agent) if key == "version" else (version, value)
-    tests: Any = clean.get("tests")
+    tests: object = clean.get("tests")
     if "tests" not in clean:
         errors.append(f"{relpath}:1:1: tests: Field required (a suite needs a `tests:` list of cases)")
     elif not isinstance(tests, list):
         errors.append(f"{_loc(relpath, positions, ('tests',))}: tests: Input should be a valid list")
     elif not tests:
         errors.append(f"{_loc(relpath, positions, ('tests',))}: tests: List should have at least 1 item")
-    if not errors:
+    if not errors and isinstance(tests, list):
         errors += _duplicate_names(tests, relpath, positions)
     if errors:
         raise SuiteError("\n".join(map(_one_line, errors)) + _files_hint(relpath))
@@ -279,12 +285,12 @@ def _build_suite(data: dict[Any, Any], positions: YamlPositions, path: Path, rel
         positions=positions,
     )
     assert isinstance(tests, list)
-    for index, raw_case in enumerate(data["tests"]):
+    for index, raw_case in enumerate(tests):
         suite.cases.append(_build_case(suite, index, raw_case, positions))
     return suite
 
 
-def _duplicate_names(tests: list[Any], relpath: str, positions: YamlPositions) -> list[str]:
+def _duplicate_names(tests: list[object], relpath: str, positions: YamlPositions) -> list[str]:
     seen: dict[str, int] = {}
     errors = []
     for index, case in enumerate(tests):
@@ -302,7 +308,7 @@ def _duplicate_names(tests: list[Any], relpath: str, positions: YamlPositions) -
     return errors
 
 
-def _name_of(case: Any) -> str | None:
+def _name_of(case: object) -> str | None:
     """A case's name as Connic compares it (after coercion: ``!!binary`` is a string), else None."""
     if not isinstance(case, dict) or "name" not in case:
         return None
@@ -312,14 +318,14 @@ def _name_of(case: Any) -> str | None:
         return None
 
 
-def _case_name(raw: Any, index: int) -> str:
+def _case_name(raw: object, index: int) -> str:
     if isinstance(raw, dict) and isinstance(raw.get("name"), str) and raw["name"].strip():
         return str(raw["name"])
     return f"tests[{index}]"
 
 
-def _build_case(suite: Suite, index: int, raw: Any, positions: YamlPositions) -> CaseSpec:
-    path: tuple[Any, ...] = ("tests", index)
+def _build_case(suite: Suite, index: int, raw: object, positions: YamlPositions) -> CaseSpec:
+    path: tuple[object, ...] = ("tests", index)
     line = positions.of(path)[0]
     spec = CaseSpec(index=index, name=_case_name(raw, index), line=line, raw=raw if isinstance(raw, dict) else {})
     if not isinstance(raw, dict):
@@ -348,7 +354,7 @@ def _build_case(suite: Suite, index: int, raw: Any, positions: YamlPositions) ->
     return spec
 
 
-def _expression_error(exc: ExpressionError, path: tuple[Any, ...], relpath: str, positions: YamlPositions) -> str:
+def _expression_error(exc: ExpressionError, path: tuple[object, ...], relpath: str, positions: YamlPositions) -> str:
     key_path = (*path, *getattr(exc, "key_path", ()))
     line, col = positions.of(key_path)
     pointer = exc.pointer()
@@ -365,14 +371,14 @@ class _Pointed(str):
     __slots__ = ()
 
 
-def _nested_unknown_keys(raw: dict[Any, Any], path: tuple[Any, ...], relpath: str, pos: YamlPositions) -> list[str]:
+def _nested_unknown_keys(raw: Mapping[object, object], path: tuple[object, ...], relpath: str, pos: YamlPositions) -> list[str]:
     errors = _unknown_keys(raw, "case", path, relpath, pos)
     children = raw.get("expected_child_agents")
     errors += _child_unknown_keys(children, (*path, "expected_child_agents"), relpath, pos)
     return errors
 
 
-def _child_unknown_keys(children: Any, path: tuple[Any, ...], relpath: str, pos: YamlPositions) -> list[str]:
+def _child_unknown_keys(children: object, path: tuple[object, ...], relpath: str, pos: YamlPositions) -> list[str]:
     if not isinstance(children, dict):
         return []
     errors = []

@@ -25,10 +25,9 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_connic.project.index import ProjectIndex
 from pytest_connic.project.load import LoadWarning
@@ -43,7 +42,7 @@ _CALLED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def catalogue_is_open(config: Any) -> bool:
+def catalogue_is_open(config: object) -> bool:
     """Whether an agent's tools are not all known before the run: it has MCP servers (their tools
     come from the server) or ``api:`` tool refs (their tools come from a spec that may be
     missing or remote). Then an unknown tool name is a warning, not an error."""
@@ -180,7 +179,7 @@ class _CaseChecker:
         else:
             self.found.errors.append(text)
 
-    def tool_lists(self, spec: dict[str, Any], path: KeyPath, agent: str) -> None:
+    def tool_lists(self, spec: Mapping[str, object], path: KeyPath, agent: str) -> None:
         catalogue = self.memo.catalogue(agent)
         if catalogue.silent:
             return
@@ -199,7 +198,7 @@ class _CaseChecker:
                 self.report(entry_path, f"agent '{agent}' has no tool '{name}'{did_you_mean} (its tools: "
                             f"{catalogue.listing()}); the assertion could never hold", key=key)
 
-    def children(self, spec: dict[str, Any], path: KeyPath) -> None:
+    def children(self, spec: Mapping[str, object], path: KeyPath) -> None:
         children = spec.get("expected_child_agents")
         if not isinstance(children, dict):
             return
@@ -216,7 +215,7 @@ class _CaseChecker:
                 self.tool_lists(child, child_path, str(name))
                 self.children(child, child_path)
 
-    def approvals(self, decisions: Any) -> None:
+    def approvals(self, decisions: object) -> None:
         if not isinstance(decisions, list) or not decisions:
             return
         gated, every = self.memo.gated()
@@ -242,17 +241,19 @@ class _CaseChecker:
             self.report(path, what, warn=True)
 
 
-def _named_tools(spec: dict[str, Any], path: KeyPath) -> Iterator[tuple[KeyPath, bool, Any]]:
+def _named_tools(spec: Mapping[str, object], path: KeyPath) -> Iterator[tuple[KeyPath, bool, object]]:
     """Every tool name of a case's (or child's) tool assertions: its key path, whether the path
     is a mapping key (``- tool: expression``), and the name."""
-    for i, entry in enumerate(spec.get("expected_tool_calls") or []):
+    entries = spec.get("expected_tool_calls") or []
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
         if isinstance(entry, dict):
             for tool in entry:
                 yield (*path, "expected_tool_calls", i, tool), True, tool
         else:
             yield (*path, "expected_tool_calls", i), False, entry
     for key in ("expected_tool_call_order", "expected_no_tool_calls"):
-        for i, name in enumerate(spec.get(key) or []):
+        names = spec.get(key) or []
+        for i, name in enumerate(names if isinstance(names, list) else []):
             yield (*path, key, i), False, name
 
 
@@ -273,9 +274,9 @@ def _modules(checker: _CaseChecker, root: Path) -> None:
     """``builder:`` and ``mocks:`` modules: missing ones (with the closest existing name), and
     names Connic calls bound to values that cannot be called."""
     case = checker.case
-    resolved = case.resolved or {}
+    resolved = case.resolved
     for key, folder in (("builder", "builders"), ("mocks", "mocks")):
-        name = resolved.get(key)
+        name = resolved.get(key) if resolved is not None else None
         if not isinstance(name, str) or not name:
             continue
         path: KeyPath = ("tests", case.index, key) if key in case.raw else ("defaults", key)

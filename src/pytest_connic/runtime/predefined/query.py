@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeGuard, TypeVar
 
-from pytest_connic.jsonsafe import MISSING, JsonObject, JsonValue, at_path
+from pytest_connic.jsonsafe import MISSING, JsonObject, JsonValue, at_path, to_jsonable
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
 Predicate = Callable[[object], bool]
@@ -356,7 +356,7 @@ def project(document: Document, fields: Iterable[str], always: Iterable[str] = (
             if not isinstance(child, dict):  # "a" and "a.0" both asked for, "a" a list
                 raise PredefinedToolError(f"fields: {path!r} reaches into {segment!r}, which is not an object")
             target = child
-        target[leaf] = value
+        target[leaf] = to_jsonable(value)
     return result
 
 
@@ -378,5 +378,5 @@ def distinct_values(documents: Iterable[Document], path: str) -> list[JsonValue]
         key = canonical(value)
         if key not in seen:
             seen.add(key)
-            values.append(value)
+            values.append(to_jsonable(value))
     return values
