@@ -1003,7 +1003,7 @@ _ABSENT = object()
 def _merge(ours: object, base: object, theirs: object) -> None:
     """Apply the change from ``base`` to ``theirs`` onto ``ours`` in place (dicts and lists)."""
     if isinstance(ours, dict) and isinstance(base, dict) and isinstance(theirs, dict):
-        for key in set(base) | set(theirs):
+        for key in [*theirs, *(k for k in base if k not in theirs)]:  # the worker's order, as in place
             was, now = base.get(key, _ABSENT), theirs.get(key, _ABSENT)
             if _same(was, now):
                 continue
