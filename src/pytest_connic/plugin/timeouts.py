@@ -96,6 +96,15 @@ def user_stacks(root: Path) -> list[tuple[str, str]]:
     return found
 
 
+def stack_lines(root: Path) -> list[str]:
+    """The user's stacks as lines, in pytest-timeout's shape (``~~ Stack of ... ~~``)."""
+    lines = []
+    for name, stack in user_stacks(root):
+        lines.append(f" Stack of user code ({name}) ".center(60, "~"))
+        lines.extend(stack.rstrip("\n").splitlines())
+    return lines
+
+
 def write_user_stacks(terminal: _Writer, root: Path) -> None:
     """The user's stacks, in pytest-timeout's shape (``~~ Stack of ... ~~``)."""
     for name, stack in user_stacks(root):
@@ -123,7 +132,7 @@ class CaseTimers:
     """pytest-timeout's timer for Connic cases (its ``pytest_timeout_set_timer`` hook): the same
     methods, timeouts and debugger detection, without its dump of every thread's stack, which for a
     case shows the plugin's threads waiting on a worker. ``signal``: the case fails with
-    pytest-timeout's message in one located line (and the user's stacks in its captured output);
+    pytest-timeout's message in one located line (the user's stacks follow it, in the failure itself);
     ``thread``: the case's located line and the user's stacks, then the session ends, as
     pytest-timeout ends it."""
 
@@ -148,8 +157,9 @@ class CaseTimers:
                 __tracebackhide__ = True
                 if _debugging(settings):
                     return
-                write_user_stacks(item.config.get_terminal_writer(), item.project_root)
-                pytest.fail(message, pytrace=False)
+                # in the failure itself, after its located line: written to the terminal here, the
+                # stacks would land wherever pytest's capture happens to stand when the alarm fires
+                pytest.fail("\n".join([message, *stack_lines(item.project_root)]), pytrace=False)
 
             def cancel() -> None:
                 signal.setitimer(signal.ITIMER_REAL, 0)
