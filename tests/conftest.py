@@ -50,6 +50,9 @@ def _inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     - In file order: pytest-randomly (in the ``[test]`` extra for the tests that shuffle on purpose,
       with ``-p randomly``) would reorder every inner session: cases whose output names their order
       (the progress line, -v lines, the first failing case) would then differ from run to run.
+    - Without Hypothesis's pytest plugin: no inner session runs a Hypothesis test, and the plugin
+      imports all of Hypothesis as a session starts (about 40 % of a small subprocess session's
+      CPU time).
     - Under the mark ``isolation_none``, user code in pytest's process (``connic_isolation=none``,
       an ini value, so an explicit ``--connic-isolation`` of the test still wins): starting worker
       processes and loading the project in each is most of a small inner session's time, and only
@@ -63,6 +66,8 @@ def _inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     addopts = os.environ.get("PYTEST_ADDOPTS", "")
     if "randomly" not in addopts:
         addopts = f"-p no:randomly {addopts}"
+    if "hypothesispytest" not in addopts:
+        addopts = f"-p no:hypothesispytest {addopts}"
     if request.node.get_closest_marker("isolation_none") is not None:
         addopts = f"{addopts} {IN_PROCESS}"
     monkeypatch.setenv("PYTEST_ADDOPTS", addopts.strip())
