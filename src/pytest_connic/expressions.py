@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NoReturn
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.pyparse import parse_expression
 
 __all__ = ["LITERAL_NAMES", "MAX_DEPTH", "MAX_INT_DIGITS", "MAX_LENGTH", "MAX_NODES", "MISSING"]
 __all__ += ["EvaluationError", "Expression", "ExpressionError", "compile_expression", "format_value"]
@@ -166,7 +167,7 @@ def _parse(source: str, where: str) -> tuple[ast.expr, _SourceOffsets]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "invalid escape sequence": Python's concern, not ours
-            return ast.parse(text, mode="eval").body, positions
+            return parse_expression(text).body, positions
     except SyntaxError as exc:
         column = None
         if exc.offset is not None:  # 1-based characters; 0 means "at the end of the line"

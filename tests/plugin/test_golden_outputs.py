@@ -51,12 +51,19 @@ ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
 UPDATE = os.environ.get("CONNIC_GOLDEN_UPDATE") == "1"
 OUTPUTS = ("--connic-json", "report.json", "--connic-html", "report.html", "--junitxml", "junit.xml",
-           "--connic-traces", "traces")
+           "--connic-traces", "traces",
+           # every model priced explicitly: the price beats LiteLLM's map, which an environment
+           # without LiteLLM (the floors) does not have, so the costs are the same everywhere
+           *(arg for model in ("openai/gpt-4o-mini", "openai/gpt-5.6-sol", "gemini/gemini-3.5-flash",
+                               "anthropic/claude-opus-4-8")
+             for arg in ("--connic-model-price", f"{model}=0.15/0.6")))
 ALIASES = ("--connic-model-alias", "gemini/gemini-3.5-flash=openai/gpt-4o-mini",
            "--connic-model-alias", "anthropic/claude-opus-4-8=openai/gpt-4o-mini")
 
 #: what varies between two runs of the same project: (pattern, replacement), applied in order
 VARIES: list[tuple[re.Pattern[str], str]] = [
+    # JUnit's root element: pytest 8.3 and later name it
+    (re.compile(r'<testsuites name="pytest tests">'), "<testsuites>"),
     # pytest's numbered base temp directory (the HTML's command line)
     (re.compile(r"pytest-of-[^/\\]+[/\\]pytest-\d+"), "pytest-of-<user>/pytest-<n>"),
     # ISO timestamps: a run's start (JSON, traces, HTML), JUnit's and the HTML's session time

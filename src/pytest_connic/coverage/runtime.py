@@ -21,6 +21,7 @@ from pytest_connic.coverage.compute import (
     resolve_tool,
 )
 from pytest_connic.project.layout import DiscoveryError
+from pytest_connic.pyparse import parse_expression
 
 if TYPE_CHECKING:
     from pytest_connic.project.sdk import ChildAgentExpectation, TestCase
@@ -190,7 +191,7 @@ def _parse_expression(expression: str) -> ast.Expression | None:
         return None
     for candidate in (text, f"({text}\n)"):
         try:
-            return ast.parse(candidate, mode="eval")
+            return parse_expression(candidate)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
     return None

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pytest_connic.project.index import ProjectIndex
 from pytest_connic.project.load import LoadWarning
+from pytest_connic.pyparse import parse_module
 from pytest_connic.suite.loader import CaseSpec, Suite
 from pytest_connic.yamlpos import KeyPath, YamlPositions, format_path
 
@@ -309,7 +310,7 @@ def not_callable(path: Path, folder: str) -> list[tuple[str, int, int, str]]:
 def _not_callable(path: str, folder: str, mtime: int, size: int) -> list[tuple[str, int, int, str]]:
     names, prefixes = _CALLED[folder]
     try:
-        tree = ast.parse(Path(path).read_bytes())
+        tree = parse_module(Path(path).read_bytes())
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # the run reports a module that does not import, with its traceback
     out: dict[str, tuple[str, int, int, str]] = {}
