@@ -74,4 +74,4 @@ def write_summary(state: ConnicSession) -> None:
     try:
         write_summaries(state.masker.text(text), path, os.environ)
     except OSError as exc:
-        state.output_failures.append(f"{exc.filename or path}: cannot write the Markdown summary: {exc.strerror or exc}")
+        state.output_failed(f"{exc.filename or path}: cannot write the Markdown summary: {exc.strerror or exc}")

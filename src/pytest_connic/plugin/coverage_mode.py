@@ -29,14 +29,14 @@ class ConnicCoverageMode:
         keep = [i for i in items if not isinstance(i, CaseItem)]
         dropped = [i for i in items if isinstance(i, CaseItem)]
         for item in dropped:
-            session_state.coverage_roots.add(item.project_root)
+            session_state.add_coverage_root(item.project_root)
         if dropped:
             self.config.hook.pytest_deselected(items=dropped)
             items[:] = keep
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and _is_suite_file(self.config, report.nodeid):
-            state_of(self.config).suite_collection_errors += 1
+            state_of(self.config).suite_failed_to_collect()
 
 
 def _is_suite_file(config: pytest.Config, nodeid: str) -> bool:
@@ -110,11 +110,11 @@ def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None
 
     settings = state.settings
     reports = {root: build_report(state, root) for root in project_roots(state)}
-    state.coverage_texts = [
+    state.set_coverage_texts([
         (f"Connic coverage: {root}" if len(reports) > 1 else "Connic coverage", render_coverage(report),
          render_runtime_coverage(report) if state.outcomes else "")
         for root, report in reports.items()
-    ]
+    ])
     if settings.coverage_json and reports:
         data: object = next(iter(reports.values())) if len(reports) == 1 else {
             "projects": {str(root): report for root, report in reports.items()}}
@@ -122,7 +122,7 @@ def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None
                      lambda path: write_text_file(path, json.dumps(data, indent=2) + "\n"))
     code = max([coverage_exit_status(r) for r in reports.values()], default=0)
     if not reports:
-        state.coverage_texts = [("Connic coverage", "No Connic project (a folder with agents/) found.", "")]
+        state.set_coverage_texts([("Connic coverage", "No Connic project (a folder with agents/) found.", "")])
         code = 1
     code = max(code, _gate(state, list(reports.values())))
     if settings.coverage:
@@ -142,9 +142,9 @@ def _gate(state: ConnicSession, reports: list[dict[str, object]]) -> int:
     overall = [_percent(r.get("overall")) for r in reports]
     shown = ", ".join(f"{value:.1f}%" for value in overall)
     if any(value < gate for value in overall):
-        state.coverage_gate_message = f"FAIL Required coverage of {gate:g}% not reached: overall {shown}"
+        state.set_coverage_gate(f"FAIL Required coverage of {gate:g}% not reached: overall {shown}")
         return 1
-    state.coverage_gate_message = f"Required coverage of {gate:g}% reached: overall {shown}"
+    state.set_coverage_gate(f"Required coverage of {gate:g}% reached: overall {shown}")
     return 0
 
 

@@ -119,7 +119,7 @@ class ConnicHistory:
                     self._write(state, *pending)
                     self._flaky_exit(state, session)
             except Exception as exc:  # noqa: BLE001 - a history never takes the reports down
-                state.history = None
+                state.set_history(None)
                 self._warn(state, f"history {self._path}: {type(exc).__name__}: {exc}")
             from pytest_connic.plugin.compare import write_summary
 
@@ -137,11 +137,11 @@ class ConnicHistory:
         budget = budget_for(self.config)
         spend = budget.spend() if budget is not None else None
         if budget is not None and spend is not None:
-            state.budget_section = {
+            state.set_budget_section({
                 "tokens": spend.tokens, "cost": spend.cost, "runs": spend.runs,
                 "budget_tokens": budget.tokens, "budget_cost": budget.cost, "text": budget.describe(spend),
                 "left_out": sorted(o.nodeid for o in state.outcomes if o.left_out is not None),
-            }
+            })
         path = history_path(self.config, state.settings)
         if path is None and self.reference is None:
             return None
@@ -177,7 +177,7 @@ class ConnicHistory:
         except HistoryError as exc:
             self._warn(state, str(exc))
             return None
-        state.history = build_view(str(path), rows, past, compared, window=self.settings.flaky_window, note=note)
+        state.set_history(build_view(str(path), rows, past, compared, window=self.settings.flaky_window, note=note))
         return path, session, list(rows.values())
 
     def _write(self, state: ConnicSession, path: Path, session: SessionRow, rows: list[CaseRow]) -> None:
@@ -190,7 +190,7 @@ class ConnicHistory:
 
     def _warn(self, state: ConnicSession, message: str) -> None:
         """Kept for the terminal summary: there, pytest's warnings summary shows the warning."""
-        state.history_warning = message
+        state.history_failed(message)
 
     def _emit_warning(self, message: str) -> None:
         import linecache

@@ -380,7 +380,7 @@ def run_item(state: ConnicSession, item: CaseItem) -> None:
     from pytest_connic.project.load import ProjectError
     from pytest_connic.reports.failure import failure_text
 
-    state.coverage_roots.add(item.project_root)
+    state.add_coverage_root(item.project_root)
     try:
         with state.case_running(item.path, item.spec.line):
             _run_case(state, item)

@@ -89,7 +89,7 @@ class ConnicMerge:
             state.add_outcome(outcome, reported=True)  # the shard's pytest outcome comes with it
             root = suite_root(Path(self.config.rootpath) / outcome.nodeid.partition("::")[0])
             if root is not None:
-                state.coverage_roots.add(root)
+                state.add_coverage_root(root)
             self._report(outcome)
         return True
 

@@ -29,8 +29,8 @@ def output_path(config: pytest.Config, value: str) -> Path:
 def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -> None:
     """``--connic-json``, ``--connic-html`` and ``--connic-traces``, when asked for (``session``:
     for the HTML header's pytest outcome). Each is written on its own: one that cannot be written
-    (a full disk, a folder that is a file) is one line in ``state.output_failures`` naming its path
-    and the OS's error, and the others, pytest's JUnit XML and the terminal summary still come."""
+    (a full disk, a folder that is a file) is one line (``state.output_failed``) naming its path and
+    the OS's error, and the others, pytest's JUnit XML and the terminal summary still come."""
     from pytest_connic.files import write_text_file
 
     settings = state.settings
@@ -39,7 +39,7 @@ def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -
     try:
         report = _json_report(state)
     except Exception as exc:  # noqa: BLE001 - the traces and pytest's reports still come
-        state.output_failures.append(f"cannot write the JSON and HTML reports: {type(exc).__name__}: {exc}")
+        state.output_failed(f"cannot write the JSON and HTML reports: {type(exc).__name__}: {exc}")
         report = None
     if settings.json and report is not None:
         from pytest_connic.reports.json_report import report_text
@@ -92,9 +92,9 @@ def write_report(state: ConnicSession, what: str, value: str, write: Callable[[P
     except OSError as exc:
         where = exc.filename if isinstance(exc.filename, str) else str(path)
         reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.strerror else str(exc)
-        state.output_failures.append(f"{where}: cannot write the {what}: {reason}")
+        state.output_failed(f"{where}: cannot write the {what}: {reason}")
     except Exception as exc:  # noqa: BLE001 - a report never takes the others (or the session) down
-        state.output_failures.append(f"{path}: cannot write the {what}: {type(exc).__name__}: {exc}")
+        state.output_failed(f"{path}: cannot write the {what}: {type(exc).__name__}: {exc}")
 
 
 def output_failure_lines(state: ConnicSession) -> list[str]:

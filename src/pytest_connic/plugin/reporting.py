@@ -28,7 +28,7 @@ class ConnicReporting:
         #: the session was interrupted for real (``pytest_keyboard_interrupt``)
         self.interrupted = False
         if verbose(config) and not is_worker(config):
-            state_of(config).run_listeners.append(self._run_finished)
+            state_of(config).add_run_listener(self._run_finished)
         ascii_symbols(config)  # a cp1252 console: the plugin's symbols in ASCII, not escaped
 
     @pytest.hookimpl(wrapper=True)
@@ -58,11 +58,11 @@ class ConnicReporting:
         if is_case_id(report.nodeid):
             state = state_of(self.config)
             if report.when != "setup" or not report.passed:  # a passed setup is no result yet
-                state.reported.add(report.nodeid)
+                state.mark_reported(report.nodeid)
             if report.when == "setup":
                 state.new_attempt(report.nodeid)
                 if report.passed:  # its runs are under way (on this xdist worker node)
-                    state.started[report.nodeid] = getattr(report, "node", None)
+                    state.mark_started(report.nodeid, getattr(report, "node", None))
             verdict = report_verdict(report)
             if verdict is not None:
                 state.set_verdict(report.nodeid, *verdict)
@@ -206,7 +206,7 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession,
             outcome.interrupted = reason
             state.add_outcome(outcome)
             known.add(nodeid)
-        state.reported.add(nodeid)
+        state.mark_reported(nodeid)
         path, line = location[0], location[1] or 0
         # a case whose setup was reported is skipped in its call, from the same (xdist) node, so
         # JUnit closes the testcase its setup opened

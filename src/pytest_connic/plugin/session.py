@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,32 +46,32 @@ class ConnicSession:
         #: pytest's outcome of the current attempt of each case, from its reports (``set_verdict``)
         self._verdicts: dict[str, tuple[str, str | None]] = {}
         #: suite files that failed to collect: in coverage mode the report judges them
-        self.suite_collection_errors = 0
+        self._suite_collection_errors = 0
         from pytest_connic.plugin.host import PytestHost
 
         #: the runtime's ``Host`` port, and the session's one located "warn once" (``host.warn_once``)
         self.host = PytestHost(config)
-        self.coverage_roots: set[Path] = set()
-        self.coverage_texts: list[tuple[str, str, str]] = []
-        self.coverage_gate_message: str | None = None
+        self._coverage_roots: set[Path] = set()
+        self._coverage_texts: list[tuple[str, str, str]] = []
+        self._coverage_gate_message: str | None = None
         #: called with ``(outcome, record)`` as each run of a case finishes (``-v`` progress)
-        self.run_listeners: list[RunListener] = []
+        self._run_listeners: list[RunListener] = []
         #: set by a real SIGINT or SIGTERM: no run starts after it (``plugin/interrupts.py``)
         self.stop = StopSignal()
         self.interrupts = Interrupts(self.stop)
         #: case items whose reports pytest has logged (the others are interrupted when the session is)
-        self.reported: set[str] = set()
+        self._reported: set[str] = set()
         #: cases whose setup passed and whose result is not in yet -> the xdist node running them
-        self.started: dict[str, object] = {}
+        self._started: dict[str, object] = {}
         #: on the xdist controller: the cases the workers collected (node id -> location)
-        self.collected: dict[str, tuple[str, int, str]] = {}
+        self._collected: dict[str, tuple[str, int, str]] = {}
         #: across sessions (``plugin/history.py``): what the reports mark, why no history was kept,
         #: and the budget's spend (the JSON report's ``budget`` section)
-        self.history: HistoryView | None = None
-        self.history_warning: str | None = None
+        self._history: HistoryView | None = None
+        self._history_warning: str | None = None
         #: report files that could not be written, one located line each (``plugin/outputs.py``)
-        self.output_failures: list[str] = []
-        self.budget_section: dict[str, object] | None = None
+        self._output_failures: list[str] = []
+        self._budget_section: dict[str, object] | None = None
         self._indexes: dict[Path, ProjectIndex] = {}
         self._runtimes: dict[Path, ProjectRuntime] = {}
         #: projects whose import hung in this process: the message every later case gets
@@ -78,6 +79,108 @@ class ConnicSession:
         self._envs: dict[Path, AppliedEnv] = {}
         self._apis: dict[Path, ApiRegistry] = {}
         self._lock = threading.RLock()
+
+    # What the other plugin modules tell the session, one method per job; what they read of it,
+    # read-only properties (``tests/unit/test_session_hub.py`` keeps every write in this class).
+
+    def suite_failed_to_collect(self) -> None:
+        """A suite file failed to collect (``plugin/coverage_mode.py``: the coverage report judges it)."""
+        self._suite_collection_errors += 1
+
+    @property
+    def suite_collection_errors(self) -> int:
+        """How many suite files failed to collect."""
+        return self._suite_collection_errors
+
+    def add_coverage_root(self, root: Path) -> None:
+        """A project the coverage report covers (a case of it was collected, run or merged)."""
+        self._coverage_roots.add(root)
+
+    @property
+    def coverage_roots(self) -> AbstractSet[Path]:
+        """The projects the coverage report covers."""
+        return self._coverage_roots
+
+    def set_coverage_texts(self, texts: list[tuple[str, str, str]]) -> None:
+        """The coverage report's terminal sections: ``(header, table, runtime table)`` per project."""
+        self._coverage_texts = texts
+
+    @property
+    def coverage_texts(self) -> Sequence[tuple[str, str, str]]:
+        return self._coverage_texts
+
+    def set_coverage_gate(self, message: str) -> None:
+        """``--connic-coverage-fail-under``'s verdict line (``FAIL ...`` when not reached)."""
+        self._coverage_gate_message = message
+
+    @property
+    def coverage_gate_message(self) -> str | None:
+        return self._coverage_gate_message
+
+    def add_run_listener(self, listener: RunListener) -> None:
+        """Call ``listener`` with ``(outcome, record)`` as each run of a case finishes (the project
+        runtimes built later share the list)."""
+        self._run_listeners.append(listener)
+
+    def mark_reported(self, nodeid: str) -> None:
+        """pytest has logged a report of the case (an interrupted session leaves it as it is)."""
+        self._reported.add(nodeid)
+
+    @property
+    def reported(self) -> AbstractSet[str]:
+        """The cases whose reports pytest has logged."""
+        return self._reported
+
+    def mark_started(self, nodeid: str, node: object) -> None:
+        """The case's setup passed on ``node`` (its xdist node, or None): its runs are under way."""
+        self._started[nodeid] = node
+
+    @property
+    def started(self) -> Mapping[str, object]:
+        """Cases whose setup passed -> the xdist node running them (or None)."""
+        return self._started
+
+    def add_collected(self, nodeid: str, location: tuple[str, int, str]) -> None:
+        """On the xdist controller: a case a worker collected (the first location is kept)."""
+        self._collected.setdefault(nodeid, location)
+
+    @property
+    def collected(self) -> Mapping[str, tuple[str, int, str]]:
+        """On the xdist controller: the cases the workers collected (node id -> location)."""
+        return self._collected
+
+    def set_history(self, view: HistoryView | None) -> None:
+        """The history's view of this session (``None``: no history shown in the reports)."""
+        self._history = view
+
+    @property
+    def history(self) -> HistoryView | None:
+        return self._history
+
+    def history_failed(self, message: str) -> None:
+        """Why the history was not kept this time (the terminal summary says it and warns)."""
+        self._history_warning = message
+
+    @property
+    def history_warning(self) -> str | None:
+        return self._history_warning
+
+    def set_budget_section(self, section: dict[str, object]) -> None:
+        """The budget's spend: the JSON report's ``budget`` section and the terminal's line."""
+        self._budget_section = section
+
+    @property
+    def budget_section(self) -> Mapping[str, object] | None:
+        return self._budget_section
+
+    def output_failed(self, message: str) -> None:
+        """A report file could not be written: one located line (``plugin/outputs.py``)."""
+        self._output_failures.append(message)
+
+    @property
+    def output_failures(self) -> Sequence[str]:
+        """The report files that could not be written, one line each."""
+        return self._output_failures
 
     @property
     def infrastructure_errors(self) -> int:
@@ -198,7 +301,7 @@ class ConnicSession:
                     self._load_project(root, lambda: LoadedProject(root, self.interrupts.real, api,
                                                                     static=settings.isolation == "process")),
                     options, masker=self.masker,
-                    host=self.host, run_listeners=self.run_listeners,
+                    host=self.host, run_listeners=self._run_listeners,
                     stop=self.stop,
                 )
             return self._runtimes[root]

@@ -158,7 +158,7 @@ class ConnicXdist:
         worker = worker_id(node) if self.each else None
         for nodeid in cases:
             suite, _, name = nodeid.partition("::")
-            state.collected.setdefault(each_row(nodeid, worker), (suite, 0, name))
+            state.add_collected(each_row(nodeid, worker), (suite, 0, name))
         state.interrupts.install()
 
     @pytest.hookimpl(trylast=True)
@@ -183,7 +183,8 @@ class ConnicXdist:
                 row = each_row(str(data.get("nodeid")), worker)
                 if row not in self.received and state.outcome_of(row) is None:
                     state.add_outcome(self._row(outcome_from_dict(data), node))
-        state.coverage_roots.update(Path(p) for p in output.get(ROOTS_KEY) or ())
+        for root in output.get(ROOTS_KEY) or ():
+            state.add_coverage_root(Path(root))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: object) -> None:
@@ -216,7 +217,7 @@ class ConnicXdist:
                 verdict = report_verdict(report)
                 if verdict is not None:
                     outcome.pytest_outcome, outcome.pytest_reason = verdict
-                state.reported.add(outcome.nodeid)
+                state.mark_reported(outcome.nodeid)
             state.add_outcome(outcome, reported=outcome.nodeid == report.nodeid)
         lines = getattr(report, RUNS_ATTR, None)
         if not ends_runs(report) or not lines or not verbose(self.config):
