@@ -30,6 +30,12 @@ for _name, _value in importlib.import_module("pytest_connic.models.live").OFFLIN
     os.environ.setdefault(_name, _value)
 for _module in pkgutil.walk_packages(pytest_connic.__path__, "pytest_connic."):
     importlib.import_module(_module.name)
+# multiprocessing's forkserver lives in its module: imported first inside an inner run, the module
+# would be dropped with that run's ``sys.modules`` and the next run would start (and preload) a
+# forkserver of its own, leaving the old one running, a process per inner session. Imported here,
+# every in-process inner session shares one forkserver, as one pytest session does.
+for _name in ("connection", "context", "forkserver", "popen_forkserver", "reduction", "resource_tracker", "spawn"):
+    importlib.import_module(f"multiprocessing.{_name}")
 
 
 #: the ini value inner sessions get when their test is marked ``isolation_none``
