@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import bench  # noqa: E402
+import bench
 
 COLLECT = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly"]
 RUN = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly"]
