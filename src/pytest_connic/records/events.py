@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypeVar
 
 from pytest_connic.errors import ConnicError
 
@@ -32,6 +32,10 @@ SessionStatus = Literal["passed", "failed", "error", "interrupted"]
 MiddlewarePhase = Literal["before", "after", "cleanup"]
 #: the phases of a tool's hooks
 HookPhase = Literal["before", "after"]
+#: a word of one of the sets above
+_W = TypeVar("_W", bound=str)
+MIDDLEWARE_PHASES: tuple[MiddlewarePhase, ...] = ("before", "after", "cleanup")
+HOOK_PHASES: tuple[HookPhase, ...] = ("before", "after")
 
 
 @dataclass(frozen=True)
@@ -260,12 +264,10 @@ def event_from_dict(data: Mapping[str, object]) -> RunEvent:
     kind = data.get("type")
     text = _Reader(data)  # its string fields, checked
     if kind == "hook":
-        return HookEvent(phase="before" if text.text("phase") == "before" else "after", tool=text.text("tool"),
-                         mock=text.optional("mock"))
+        return HookEvent(phase=text.choice("phase", HOOK_PHASES), tool=text.text("tool"), mock=text.optional("mock"))
     if kind == "middleware":
-        phase = text.text("phase")
-        return MiddlewareEvent(phase="before" if phase == "before" else "cleanup" if phase == "cleanup" else "after",
-                               mock=text.optional("mock"), error=text.optional("error"))
+        return MiddlewareEvent(phase=text.choice("phase", MIDDLEWARE_PHASES), mock=text.optional("mock"),
+                               error=text.optional("error"))
     if kind == "mcp":
         if "tools" in data:
             tools = data["tools"]
@@ -309,6 +311,14 @@ class _Reader:
         if not isinstance(value, str):
             raise EventShapeError(f"an event's {key!r} is not a string: {value!r}")
         return value
+
+    def choice(self, key: str, allowed: tuple[_W, ...]) -> _W:
+        """The string at ``key``, one of ``allowed``."""
+        value = self.text(key)
+        for word in allowed:
+            if value == word:
+                return word
+        raise EventShapeError(f"an event's {key!r} is none of {', '.join(allowed)}: {value!r}")
 
     def optional(self, key: str) -> str | None:
         value = self.data.get(key)

@@ -66,3 +66,7 @@ def test_an_unknown_shape_is_a_connic_error() -> None:
         event_from_dict({"type": "party"})
     with pytest.raises(EventShapeError, match="'tool' is not a string"):
         event_from_dict({"type": "hook", "phase": "before", "tool": 3})
+    with pytest.raises(EventShapeError, match="'phase' is none of before, after: 'sideways'"):
+        event_from_dict({"type": "hook", "phase": "sideways", "tool": "t.f", "mock": None})
+    with pytest.raises(EventShapeError, match="'phase' is none of before, after, cleanup: 'during'"):
+        event_from_dict({"type": "middleware", "phase": "during", "mock": None})
