@@ -14,6 +14,9 @@ def activate(config: pytest.Config) -> ConnicSession:
     existing = config.stash.get(SESSION_KEY, None)
     if existing is not None:
         return existing
+    from pytest_connic.pyparse import guard_ast_parse
+
+    guard_ast_parse()  # the SDK, pytest and the plugin parse in several threads (CPython #106905)
     from pytest_connic.plugin.masking import ConnicMasking
     from pytest_connic.plugin.reporting import ConnicReporting
     from pytest_connic.plugin.xdist import ConnicWorker, is_case, is_worker

@@ -84,6 +84,7 @@ from pytest_connic.execution.isolation.wire import (
 )
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import safe_text, user_location
+from pytest_connic.pyparse import guard_ast_parse
 from pytest_connic.runtime.mocks import ModuleLoadError, import_fresh
 from pytest_connic.runtime.placeholders import PlaceholderSwap
 from pytest_connic.runtime.signals import UserCodeEnded
@@ -417,6 +418,7 @@ def main(conn: Connection[FromTemplate, object], settings: WorkerSettings) -> No
     fork a worker per request until pytest's process closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.breakpointhook = _no_breakpoint
+    guard_ast_parse()  # a run's tool calls run in threads: user code and the SDK may parse at once
     if hasattr(os, "setpgid"):
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
