@@ -94,6 +94,13 @@ def calc(project: ConnicProject) -> ConnicProject:
     return project
 
 
+@pytest.fixture
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner sessions on a terminal 250 columns wide: the plugin folds its lines at the width
+    (``reports.table.wrap``), and a test matching a whole long line wants it on one line."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
 @pytest.fixture(scope="module")
 def chromium() -> str:
     """The headless Chromium binary (``/usr/bin/chromium``); without it a skip (a failure under CI)."""

@@ -26,6 +26,7 @@ def suite(cases: int, runs: int, threshold: int = 100) -> str:
 
 @pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="the [live] extra (litellm) is not installed")
 @pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="pytest-xdist is not installed")
+@pytest.mark.usefixtures("wide_terminal")
 def test_the_spend_stops_at_the_budget_across_two_workers(project: ConnicProject,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     project.agent("bot")
@@ -63,6 +64,7 @@ def test_the_spend_stops_at_the_budget_across_two_workers(project: ConnicProject
     assert report["status"] == "passed" and report["summary"]["skipped"] == len(left_out)
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_a_budget_stop_keeps_a_verdict_the_finished_runs_decide(project: ConnicProject) -> None:
     """Replayed runs count their cassette's tokens: a budget also bounds what a replay would cost live."""
     project.agent("bot")

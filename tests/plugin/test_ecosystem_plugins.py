@@ -14,6 +14,7 @@ REPEAT = ("connic: pytest-repeat's --count 3 repeats Python tests only: each Con
           " (its `runs:` sets how many times the agent runs)")
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_repeat_count_is_said_at_the_start(calc: ConnicProject) -> None:
     pytest.importorskip("pytest_repeat")
     calc.suite("echo", SUITE)
@@ -32,6 +33,7 @@ def test_repeat_line_only_in_a_connic_project(pytester: pytest.Pytester) -> None
     result.assert_outcomes(passed=2)
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_picked_is_said_at_the_start(calc: ConnicProject) -> None:
     pytest.importorskip("pytest_picked")
     calc.suite("echo", SUITE)
@@ -73,6 +75,7 @@ def _testmon_run(project: ConnicProject, *args: str) -> pytest.RunResult:
     return project.pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:randomly", "-q", *args)
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_testmon_under_chosen_process_isolation_is_said_at_the_start(calc: ConnicProject) -> None:
     pytest.importorskip("testmon")
     calc.suite("echo", SUITE)
@@ -88,6 +91,7 @@ def test_testmon_under_chosen_process_isolation_is_said_at_the_start(calc: Conni
 TOOL = "def {name}(payload: dict) -> dict:\n    \"\"\"The {name} tool.\"\"\"\n    return {{'v': payload['x'] + {add}}}\n"
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_testmon_after_a_tool_edit_reruns_every_case_that_uses_it(project: ConnicProject) -> None:
     """Under the default isolation --testmon runs user code in pytest's process, so an edit of
     tools/first.py reruns the two cases of the agent that calls it, and not the other agent's case."""

@@ -108,6 +108,7 @@ def test_a_selection_compares_only_with_its_own_sessions(offset: ConnicProject, 
     everything.stdout.no_fnmatch_line("*newly passing*")
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_a_corrupt_history_is_left_intact_with_a_warning(offset: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
     path = offset.root / "history.sqlite"
     garbage = b"this is not a database\x00" * 50
@@ -123,6 +124,7 @@ def test_a_corrupt_history_is_left_intact_with_a_warning(offset: ConnicProject, 
     assert path.read_bytes() == garbage
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_a_locked_history_is_a_warning_even_under_w_error(offset: ConnicProject,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     session(offset, monkeypatch, 0).assert_outcomes(passed=2)
@@ -188,6 +190,7 @@ def test_the_same_history_from_xdist_as_from_a_serial_run(offset: ConnicProject,
         assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 2  # once per session
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_since_compares_with_the_last_session_at_a_commit(offset: ConnicProject,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil

@@ -119,6 +119,7 @@ def test_two_shards_merged_equal_a_single_run(calc: ConnicProject) -> None:
     assert "case 0 :: [1]" in (calc.root / "all.html").read_text("utf-8")
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_merge_says_what_it_cannot_merge(calc: ConnicProject) -> None:
     _suites(calc)
     calc.run("--connic-json=one.json", "tests/echo_0.yaml")

@@ -48,6 +48,23 @@ def test_the_bundled_example_fits_80_columns(pytester: pytest.Pytester, narrow: 
     assert lines[-1] == "    (Median latency, Tokens and Cost hidden to fit 80 columns)"
 
 
+def test_the_history_lines_fold_at_80_columns_and_say_everything(pytester: pytest.Pytester, narrow: None) -> None:
+    """The lines after the table (here the history's, with a long path) are folded at spaces,
+    not cut: every line of the session fits, and the folded text is the whole line."""
+    shutil.copytree(EXAMPLE, pytester.path, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+    store = "a-history-store-whose-name-is-long-enough-to-need-a-second-line.sqlite"
+    assert pytester.runpytest("-p", "no:cacheprovider", "--connic-history", store).ret == 0
+    result = pytester.runpytest("-p", "no:cacheprovider", "--connic-history", store)
+    assert result.ret == 0
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "history: 0 case(s) changed since session 1 of " in line)
+    assert lines[start].startswith("  history: ") and lines[start + 1].startswith("    ")
+    assert " ".join(line.strip() for line in lines[start:start + 2]).endswith(f"({store})")
+    too_long = [line for line in lines if display_width(line) > 80 and not line.startswith(("plugins:", "rootdir:"))]
+    assert not too_long, "\n".join(too_long)
+
+
 def test_a_wide_terminal_shows_every_column(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "160")
     monkeypatch.delenv("CI", raising=False)

@@ -73,6 +73,7 @@ def test_terminal_table_failure_details_and_summary_line(calc: ConnicProject, mo
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_tb_no_puts_the_failed_runs_in_the_summary(calc: ConnicProject) -> None:
     write_mixed(calc)
     result = calc.run("--tb=no", "-q")

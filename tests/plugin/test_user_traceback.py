@@ -153,6 +153,7 @@ def test_the_cause_chain_of_a_middleware_crosses_the_worker(project: ConnicProje
     ])
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_pdb_stops_in_the_tools_frame(deep: ConnicProject) -> None:
     result = deep.pytester.run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                                *QUIET, "--pdb", stdin=b"p key\np day\nup\np slots\nc\n", timeout=120)

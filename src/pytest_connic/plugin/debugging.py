@@ -62,5 +62,7 @@ class DebuggerLine:
     def pytest_collection(self, session: pytest.Session) -> None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line(f"connic: {self.flag}: user code runs in pytest's process for this session "
-                                "(isolation none), so the debugger can stop in it", yellow=True)
+            from pytest_connic.plugin.terminal_fit import write_lines
+
+            write_lines(reporter, [(f"connic: {self.flag}: user code runs in pytest's process for this session "
+                                   "(isolation none), so the debugger can stop in it")], yellow=True)

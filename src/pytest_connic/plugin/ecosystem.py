@@ -82,8 +82,9 @@ class ConnicEcosystem:
         lines = unsupported_lines(self.config)
         if reporter is None or not lines or not _in_connic_project(self.config):
             return
-        for line in lines:
-            reporter.write_line(line, yellow=True)
+        from pytest_connic.plugin.terminal_fit import write_lines
+
+        write_lines(reporter, lines, yellow=True)
 
 
 class SetupErrorAnnotations:

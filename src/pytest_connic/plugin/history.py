@@ -241,8 +241,9 @@ class ConnicHistory:
         if budget is not None:
             left = [str(nodeid) for nodeid in budget["left_out"]] if isinstance(budget["left_out"], list) else []
             lines.append(f"  {budget['text']}" + (f"; left out {len(left)} case(s): {', '.join(left)}" if left else ""))
-        for line in lines:
-            terminalreporter.write_line(line)
+        from pytest_connic.plugin.terminal_fit import write_lines
+
+        write_lines(terminalreporter, lines)
         from pytest_connic.plugin.compare import terminal_summary
 
         terminal_summary(self.config, terminalreporter)

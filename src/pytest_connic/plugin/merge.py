@@ -73,10 +73,11 @@ class ConnicMerge:
         session.testscollected = len(shards.outcomes)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line(f"connic: merging {len(shards.outcomes)} cases of {len(shards.files)} shard "
-                                "report(s); no case runs")
-            for note in shards.notes:
-                reporter.write_line(f"connic: {note}", yellow=True)
+            from pytest_connic.plugin.terminal_fit import write_lines
+
+            write_lines(reporter, [(f"connic: merging {len(shards.outcomes)} cases of {len(shards.files)} shard "
+                                   "report(s); no case runs")])
+            write_lines(reporter, [f"connic: {note}" for note in shards.notes], yellow=True)
         return True
 
     @pytest.hookimpl(tryfirst=True)

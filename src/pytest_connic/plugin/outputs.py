@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_connic.jsonsafe import JsonObject, to_jsonable
-from pytest_connic.plugin.terminal_fit import console_encoding, table_width
+from pytest_connic.plugin.terminal_fit import console_encoding, table_width, write_lines
 
 if TYPE_CHECKING:
     import types
@@ -108,8 +108,7 @@ def terminal_summary(state: ConnicSession, reporter: pytest.TerminalReporter) ->
     try:
         _results(state, reporter)
     finally:
-        for line in output_failure_lines(state):
-            reporter.write_line(line, red=True)
+        write_lines(reporter, output_failure_lines(state), red=True)
 
 
 def _results(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
@@ -130,10 +129,9 @@ def _results(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
         reason = outcome.early_stop_reason or ""
         what = (f"{outcome.skipped_runs} run(s) not started" if reason.startswith("budget spent")
                 else f"early stop skipped {outcome.skipped_runs} run(s)")
-        reporter.write_line(f"  {outcome.agent_name}::{outcome.case_name}: {what}: {reason}")
+        write_lines(reporter, [f"  {outcome.agent_name}::{outcome.case_name}: {what}: {reason}"])
     full = getattr(state.config.option, "tbstyle", "auto") == "no"
-    for line in failure_lines(outcomes, state.masker, full=full):
-        reporter.write_line(line)
+    write_lines(reporter, failure_lines(outcomes, state.masker, full=full))
     passed = all(o.passed for o in outcomes)
     reporter.write_line(summary_line(outcomes), green=passed, red=not passed, bold=True)
 

@@ -18,6 +18,17 @@ def table_width(config: pytest.Config) -> int | None:
     return width
 
 
+def write_lines(reporter: pytest.TerminalReporter, lines: list[str] | tuple[str, ...], **markup: bool) -> None:
+    """The plugin's own lines of text (not tables), each folded at spaces to the terminal's width
+    (:func:`table_width`; whole on CI and with ``-vv``, as pytest leaves its own lines there)."""
+    from pytest_connic.reports.table import wrap
+
+    width = table_width(reporter.config)
+    for line in lines:
+        for part in wrap(line, width):
+            reporter.write_line(part, **markup)
+
+
 def console_encoding(reporter: object) -> str | None:
     """The encoding of the terminal pytest writes to (None: unknown), so that a console without
     box characters (``PYTHONIOENCODING=cp1252``) gets an ASCII table rather than escapes."""

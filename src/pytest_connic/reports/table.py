@@ -83,6 +83,28 @@ def cut(text: str, width: int) -> str:
     return _head(text, width - 1) + "…"
 
 
+def wrap(line: str, width: int | None) -> list[str]:
+    """``line`` folded at spaces into lines of at most ``width`` columns, each continuation
+    indented two columns past the line's own indent; nothing is cut (a word wider than the room
+    stands alone on its line). ``None``: the line as it is."""
+    if width is None or display_width(line) <= width:
+        return [line]
+    body = line.lstrip(" ")
+    indent = " " * (len(line) - len(body))
+    lines: list[str] = []
+    current, used = indent, len(indent)
+    for word in body.split(" "):
+        w = display_width(word)
+        if used > len(indent) + (2 if lines else 0) and used + 1 + w > width:
+            lines.append(current)
+            current, used = indent + "  ", len(indent) + 2
+        elif used > len(indent) + (2 if lines else 0):
+            current, used = current + " ", used + 1
+        current, used = current + word, used + w
+    lines.append(current)
+    return lines
+
+
 def cut_middle(text: str, width: int, keep_from: int = 0) -> str:
     """``text`` in ``width`` columns with ``…`` in its middle: as much of its end as needed to
     show it from character ``keep_from`` on (where it starts to differ from its neighbours), the

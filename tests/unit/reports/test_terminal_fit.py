@@ -190,3 +190,17 @@ def test_a_failures_first_line_fits_the_width_and_says_what_failed() -> None:
     assert lines[1:4] == [("    0/1 runs passed, threshold 100% needs 1: input guardrail 'moderation' has no "
                            "judgement. Supply it:"), "    - write it", "    - record it"]
     assert failure_text(outcome, Masker()).split("\n")[0].endswith("loyalty programme' (desk) failed")  # no width
+
+
+def test_wrap_folds_at_spaces_with_a_hanging_indent_and_loses_nothing() -> None:
+    from pytest_connic.reports.table import wrap
+
+    line = "  history: 3 case(s) changed since session 12 of 2026-12-01T09:14:03+00:00 at commit 4f2a9c1e0b7d (h.sqlite)"
+    lines = wrap(line, 60)
+    assert all(display_width(part) <= 60 for part in lines)
+    assert lines[0].startswith("  history: ") and all(part.startswith("    ") for part in lines[1:])
+    assert " ".join(part.strip() for part in lines) == line.strip()
+    assert wrap(line, None) == [line] and wrap("short", 10) == ["short"]
+    wide = "  名前 " * 12  # wide characters take two columns each
+    assert all(display_width(part) <= 20 for part in wrap(wide.rstrip(), 20))
+    assert wrap("x" * 30 + " y", 10) == ["x" * 30, "  y"]  # a word wider than the room stands alone
