@@ -96,9 +96,9 @@ def calc(project: ConnicProject) -> ConnicProject:
 
 @pytest.fixture
 def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inner sessions on a terminal 250 columns wide: the plugin folds its lines at the width
+    """Inner sessions on a terminal 500 columns wide: the plugin folds its lines at the width
     (``reports.table.wrap``), and a test matching a whole long line wants it on one line."""
-    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setenv("COLUMNS", "500")
 
 
 @pytest.fixture(scope="module")
