@@ -7,6 +7,7 @@ pays (almost) nothing for the plugin being installed.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,9 +47,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "connic: a case of a Connic test suite (tests/*.yaml)")
-    from pytest_connic import usertb
-
-    usertb.forget_imports()  # a session in the same process before this one (pytester's inline runs)
+    usertb = sys.modules.get("pytest_connic.usertb")
+    if usertb is not None:  # a session in the same process before this one (pytester's inline runs)
+        usertb.forget_imports()
     settings = Settings.from_config(config)
     from pytest_connic.plugin.debugging import debugger_flag, with_debugger
     from pytest_connic.plugin.ecosystem import with_testmon

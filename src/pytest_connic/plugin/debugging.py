@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_connic import usertb
 from pytest_connic.plugin.options import Settings
-from pytest_connic.records.run import CaseOutcome
+
+if TYPE_CHECKING:
+    from pytest_connic.records.run import CaseOutcome
 
 
 def debugger_flag(config: pytest.Config) -> str | None:
@@ -38,13 +40,13 @@ def with_debugger(config: pytest.Config, settings: Settings) -> Settings:
             f"--connic-isolation=process cannot be used with {flag}: the debugger runs in pytest's process "
             f"and cannot stop in user code running in a worker process. Drop --connic-isolation=process "
             f"({flag} runs user code in pytest's process for the session)")
-    usertb.keep_live(True)
     sources = {**settings.sources, "isolation": flag}
     return dataclasses.replace(settings, isolation="none", sources=sources)
 
 
 def live_traceback(outcome: CaseOutcome) -> TracebackType | None:
     """The traceback object of the user exception a failed case shows (``--pdb`` only), or None."""
+    from pytest_connic import usertb
     from pytest_connic.plugin.usertrace import case_traceback
 
     found = case_traceback(outcome)
@@ -53,13 +55,22 @@ def live_traceback(outcome: CaseOutcome) -> TracebackType | None:
 
 
 class DebuggerLine:
-    """The session's first line under ``--pdb`` / ``--trace``: where user code runs."""
+    """Under ``--pdb`` / ``--trace`` in a Connic project: the session's first line says where user
+    code runs, and the live exceptions behind recorded tracebacks are kept for the debugger. A
+    plain project hears nothing of it and imports nothing for it."""
 
     def __init__(self, flag: str) -> None:
         self.flag = flag
 
     @pytest.hookimpl(tryfirst=True)  # after pytest's header, before "collecting ..."
     def pytest_collection(self, session: pytest.Session) -> None:
+        from pytest_connic.plugin.ecosystem import in_connic_project
+
+        if not in_connic_project(session.config):
+            return
+        from pytest_connic import usertb
+
+        usertb.keep_live(True)
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             from pytest_connic.plugin.terminal_fit import write_lines

@@ -11,7 +11,7 @@ import pytest
 from pytest_connic.plugin.options import SETTINGS_KEY, Settings
 
 
-def _in_connic_project(config: pytest.Config) -> bool:
+def in_connic_project(config: pytest.Config) -> bool:
     """Whether the session's root, its invocation directory or one of their parents is a Connic
     project (``agents/`` beside ``tests/``)."""
     for start in (Path(config.rootpath), Path(config.invocation_params.dir)):
@@ -80,7 +80,7 @@ class ConnicEcosystem:
     def pytest_collection(self) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         lines = unsupported_lines(self.config)
-        if reporter is None or not lines or not _in_connic_project(self.config):
+        if reporter is None or not lines or not in_connic_project(self.config):
             return
         from pytest_connic.plugin.terminal_fit import write_lines
 

@@ -330,6 +330,8 @@ class Settings:
     def matching_rules(self) -> tuple[MatchRule, ...]:
         """``connic_match_rules`` as ``MatchRule``s; a rule that cannot be used is a usage error
         naming the ini key and the line."""
+        if not self.match_rules:  # none: the model package stays unimported in a plain project
+            return ()
         from pytest_connic.models.matching import MatchRuleError, parse_ini_lines
 
         try:
@@ -344,6 +346,8 @@ class Settings:
     def model_prices(self) -> dict[str, tuple[float, float]]:
         """``connic_model_prices`` (``--connic-model-price``) entries: model -> dollars per million
         input and output tokens, validated."""
+        if not self.model_price:  # none: the model package stays unimported in a plain project
+            return {}
         from pytest_connic.models.pricing import parse_price
 
         pairs = self._pairs("model_price", "MODEL=IN/OUT (US dollars per million input/output tokens)",
