@@ -8,9 +8,11 @@ reuses them. The SDK boundary comes first: it imports the Connic SDK quietly.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import pkgutil
+from pathlib import Path
 
 import hypothesis  # noqa: F401  (imported once here: in-process pytester runs then reuse it)
 import pytest
@@ -40,6 +42,29 @@ for _name in ("connection", "context", "forkserver", "popen_forkserver", "reduct
 
 #: the ini value inner sessions get when their test is marked ``isolation_none``
 IN_PROCESS = "-o connic_isolation=none"
+#: plugins of the ``[test]`` environment that an inner session loads only when its test module
+#: names them (a trigger below): each is imported by every subprocess session and xdist worker
+#: (about 0.5 s of start-up for all of them), and no test needs one it does not name
+OPTIONAL_PLUGINS = {
+    "pytest-testmon": ("testmon",),
+    "pytest_cov": ("--cov", "pytest_cov", "pytest-cov", "COVERAGE_PROCESS_START"),
+    "anyio": ("anyio",),
+    "rerunfailures": ("--reruns", "rerunfailures"),
+    "pytest_github_actions_annotate_failures": ("GITHUB_ACTIONS", "annotate"),
+    "pytest-split": ("--splits", "pytest_split", "pytest-split"),
+    "picked": ("--picked", "pytest_picked", "pytest-picked"),
+    "repeat": ("--count", "pytest_repeat", "pytest-repeat"),
+    "time_machine": ("time_machine",),
+    "platformdirs": ("platformdirs",),
+}
+
+
+@functools.cache
+def _unneeded_plugins(module_file: str) -> tuple[str, ...]:
+    """The optional plugins a test module names none of the triggers of."""
+    source = Path(module_file).read_text("utf-8")
+    return tuple(name for name, triggers in OPTIONAL_PLUGINS.items()
+                 if not any(trigger in source for trigger in triggers))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,6 +84,8 @@ def _inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     - Without Hypothesis's pytest plugin: no inner session runs a Hypothesis test, and the plugin
       imports all of Hypothesis as a session starts (about 40 % of a small subprocess session's
       CPU time).
+    - Without the optional plugins of the test environment its module does not name
+      (``OPTIONAL_PLUGINS``): pytest loads every installed plugin in every inner process.
     - Under the mark ``isolation_none``, user code in pytest's process (``connic_isolation=none``,
       an ini value, so an explicit ``--connic-isolation`` of the test still wins): starting worker
       processes and loading the project in each is most of a small inner session's time, and only
@@ -74,6 +101,9 @@ def _inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
         addopts = f"-p no:randomly {addopts}"
     if "hypothesispytest" not in addopts:
         addopts = f"-p no:hypothesispytest {addopts}"
+    for name in _unneeded_plugins(str(request.path)):
+        if name not in addopts:
+            addopts = f"-p no:{name} {addopts}"
     if request.node.get_closest_marker("isolation_none") is not None:
         addopts = f"{addopts} {IN_PROCESS}"
     monkeypatch.setenv("PYTEST_ADDOPTS", addopts.strip())
