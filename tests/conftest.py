@@ -38,6 +38,21 @@ for _module in pkgutil.walk_packages(pytest_connic.__path__, "pytest_connic."):
 # every in-process inner session shares one forkserver, as one pytest session does.
 for _name in ("connection", "context", "forkserver", "popen_forkserver", "reduction", "resource_tracker", "spawn"):
     importlib.import_module(f"multiprocessing.{_name}")
+#: what the plugin and the test helpers import on first use, imported here for the same reason:
+#: first imported inside a test or an in-process inner session, each would be dropped with it and
+#: imported again by the next (Connic's upload check alone, ``connic.cli``, is 180 modules).
+#: An extra that is not installed is skipped. (LiteLLM is imported by the test modules that use it.)
+LAZY_IMPORTS = (
+    "connic.cli", "httpx", "httpcore", "h11", "html2text", "openapi_spec_validator", "mcp.types",
+    "mcp.client.session", "mcp.client.streamable_http", "mcp.shared._httpx_utils", "mcp.server.mcpserver",
+    "mcp.server.fastmcp", "uvicorn", "uvicorn.main", "starlette.applications", "numpy", "scipy.stats",
+    "scipy.optimize", "time_machine", "coverage", "ruamel.yaml",
+)
+for _name in LAZY_IMPORTS:
+    try:
+        importlib.import_module(_name)
+    except ImportError:
+        pass
 
 
 #: the ini value inner sessions get when their test is marked ``isolation_none``
@@ -86,6 +101,8 @@ def _inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
       CPU time).
     - Without the optional plugins of the test environment its module does not name
       (``OPTIONAL_PLUGINS``): pytest loads every installed plugin in every inner process.
+    - With bytecode caching (``PYTHONDONTWRITEBYTECODE`` unset): compiling the plugin's modules,
+      which pytest also rewrites as a plugin's, took about 1.6 s of every inner process's start.
     - Under the mark ``isolation_none``, user code in pytest's process (``connic_isolation=none``,
       an ini value, so an explicit ``--connic-isolation`` of the test still wins): starting worker
       processes and loading the project in each is most of a small inner session's time, and only
@@ -96,6 +113,9 @@ def _inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     request.getfixturevalue("pytester")  # pytester clears PYTEST_ADDOPTS as it starts: after it
     # this suite's own CI job runs under GitHub Actions: its inner sessions keep out of its step summary
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    # with bytecode caching, as Python's default: a machine with PYTHONDONTWRITEBYTECODE set would
+    # otherwise compile (and assertion-rewrite) every module of the plugin in every inner process
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     addopts = os.environ.get("PYTEST_ADDOPTS", "")
     if "randomly" not in addopts:
         addopts = f"-p no:randomly {addopts}"
