@@ -112,3 +112,40 @@ def test_a_call_result_reads_back_what_the_worker_pickled() -> None:
         0: {"a": 2}, "context": {"b": 3}}
     assert wire.pickled_copies({}) is None and wire.unpickled_copies(None) == {}
     assert wire.unpickled_copies(b"not a pickle") == {}
+
+
+class _ClosedUnderTheReader:
+    """A pipe that ``Template.close`` closed while the reader was in ``recv``: multiprocessing
+    then reads from a handle that is None."""
+
+    closed = True
+
+    def recv(self) -> object:
+        raise TypeError("'NoneType' object cannot be interpreted as an integer")
+
+    def close(self) -> None:
+        pass
+
+
+class _EndedProcess:
+    sentinel = -1
+    exitcode = 0
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+def test_a_pipe_closed_in_the_middle_of_a_read_ends_the_reader_quietly(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """The session's end closes the template's pipe from another thread; the reader thread ends
+    as for a closed pipe, not with an unhandled exception (pytest's thread-exception warning)."""
+    import multiprocessing.connection
+
+    conn = _ClosedUnderTheReader()
+    monkeypatch.setattr(multiprocessing.connection, "wait", lambda objects, timeout=None: [conn])
+    template = pool.Template(tmp_path, None)
+    template._read(_EndedProcess(), conn)  # type: ignore[arg-type]
+    assert template.dead
+    conn.closed = False  # the same error on an open pipe is a bug, and propagates
+    with pytest.raises(TypeError):
+        pool.Template(tmp_path, None)._read(_EndedProcess(), conn)  # type: ignore[arg-type]

@@ -144,6 +144,28 @@ def _without_main() -> Iterator[None]:
             spawn.get_preparation_data = original
 
 
+#: what :func:`_next` returns once there is nothing more to read
+_ENDED = object()
+
+
+def _next(conn: Connection[_T, object], sentinel: int) -> object:
+    """The next object a process sent on ``conn``; ``_ENDED`` once the process ended with nothing
+    more to read, the pipe broke or closed (``close`` may close it under the reading thread, even
+    in the middle of ``recv``, whose handle is then None), or what came cannot be unpickled."""
+    from multiprocessing.connection import wait
+
+    try:
+        if conn not in wait([conn, sentinel]):
+            return _ENDED
+        return conn.recv()
+    except (EOFError, OSError, pickle.UnpicklingError):
+        return _ENDED
+    except (TypeError, ValueError):
+        if conn.closed:
+            return _ENDED
+        raise
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -231,17 +253,12 @@ class Worker:
         """What the worker sends, until it ends: its pipe closes, or the template reports its end,
         even while a process user code left behind still holds the pipe open (anything that is
         not a worker's message is passed over)."""
-        from multiprocessing.connection import wait
-
         sentinel = self.process.sentinel
         while True:
-            ready = wait([self.conn, sentinel])
-            if self.conn not in ready:  # ended with nothing more to read
+            received = _next(self.conn, sentinel)
+            if received is _ENDED:
                 return
-            try:
-                message = from_worker(self.conn.recv())
-            except (EOFError, OSError, pickle.UnpicklingError):
-                return
+            message = from_worker(received)
             if message is not None:
                 yield message
 
@@ -447,16 +464,12 @@ class Template:
             raise
 
     def _read(self, process: BaseProcess, conn: Connection[ToTemplate, object]) -> None:
-        from multiprocessing.connection import wait
-
         sentinel = process.sentinel
         while True:
-            try:  # ``close`` may close the pipe under this thread
-                if conn not in wait([conn, sentinel]):
-                    break
-                message = from_template(conn.recv())
-            except (EOFError, OSError, pickle.UnpicklingError):
+            received = _next(conn, sentinel)
+            if received is _ENDED:
                 break
+            message = from_template(received)
             if message is not None:
                 self.handle(message)
         self._died(process, conn)
