@@ -15,7 +15,8 @@ from helpers.project import ConnicProject
 pytestmark = pytest.mark.timeout(120)
 
 #: each call marks itself active, waits (bounded) until ``wait_for`` calls are active at once,
-#: and answers the most it saw; every call's peak is appended to ``state/peaks.txt``
+#: stays active a little longer once it saw them (for the others to see it), and answers the most
+#: it saw; every call's peak is appended to ``state/peaks.txt``
 WORK = '''
 import time
 import uuid
@@ -43,6 +44,8 @@ def run(payload: dict) -> dict:
                 break
             time.sleep(0.05)
         peak = max(peak, _active())
+        if peak >= wait_for:  # stay active two polls longer, so a call that started before this
+            time.sleep(0.1)   # one (and sleeps between its polls) sees it too, not only its bound
     finally:
         marker.unlink()
     with open(STATE / "peaks.txt", "a") as f:
