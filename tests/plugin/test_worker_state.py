@@ -346,13 +346,25 @@ def build(context, builder_args, test_name, payload, files):
     return payload
 
 
-async def cleanup(run, context, builder_args):
-    """Runs right after the timeout, before the run's lease ends: on a worker of its own."""
-    pid = int(pathlib.Path("spun.pid").read_text())
+def _alive(pid):
     try:  # a zombie (killed, not reaped yet) is gone too
-        alive = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
-        alive = False
+        return False
+
+
+async def cleanup(run, context, builder_args):
+    """Runs right after the timeout, before the run's lease ends: on a worker of its own. SIGKILL
+    is sent at once, but a process spinning on another CPU takes a moment to die: a bounded wait
+    (the run's lease, which would kill it otherwise, only ends after this cleanup)."""
+    import asyncio
+
+    pid = int(pathlib.Path("spun.pid").read_text())
+    for _ in range(30):
+        alive = _alive(pid)
+        if not alive:
+            break
+        await asyncio.sleep(0.1)
     pathlib.Path("cleanup.json").write_text(json.dumps({"spinner_alive": alive, "me": os.getpid() != pid}))
 '''
 
