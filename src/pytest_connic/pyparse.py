@@ -6,23 +6,20 @@ garbage collector runs Python code in the middle of one thread's ``ast.parse`` a
 parses meanwhile, the first fails with ``SystemError: AST constructor recursion depth mismatch``.
 Under ``--connic-isolation=none`` a run's threads (a tool call still running after its run ended,
 a guardrail, the strict-mock check of a mocks module) and collection parse in one process, and
-the parse that fails may be the SDK's, pytest's or the plugin's. So:
-
-- every parse of the plugin holds the process's parse lock, and
-- :func:`guard_ast_parse` (called when a Connic project is in the session, on the affected
-  versions only) makes ``ast.parse`` itself retry a parse that failed with that error: a parse is
-  a pure function of its input, and the retry runs after the other thread's parse has ended."""
+the parse that fails may be the SDK's, pytest's or the plugin's. So :func:`guard_ast_parse`
+(called when a Connic project is in the session, on the affected versions only) makes
+``ast.parse`` itself retry a parse that failed with that error, and the plugin's own parses retry
+the same way everywhere: a parse is a pure function of its input, and the retry runs after the
+other thread's parse has ended."""
 
 from __future__ import annotations
 
 import ast
 import functools
 import sys
-import threading
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-_LOCK = threading.Lock()
 _MISMATCH = "AST constructor recursion depth mismatch"
 _ATTEMPTS = 5
 #: the versions with the shared counter (the fix reached 3.12.5 and 3.13)
@@ -63,12 +60,10 @@ _PARSE = retrying(ast.parse)
 
 
 def parse_expression(text: str) -> ast.Expression:
-    """``ast.parse(text, mode="eval")`` under the process's parse lock."""
-    with _LOCK:
-        return _PARSE(text, mode="eval")
+    """``ast.parse(text, mode="eval")``, retried as above."""
+    return _PARSE(text, mode="eval")
 
 
 def parse_module(source: str | bytes) -> ast.Module:
-    """``ast.parse(source)`` under the process's parse lock."""
-    with _LOCK:
-        return _PARSE(source)
+    """``ast.parse(source)``, retried as above."""
+    return _PARSE(source)
