@@ -92,14 +92,17 @@ def wrap(line: str, width: int | None) -> list[str]:
     body = line.lstrip(" ")
     indent = " " * (len(line) - len(body))
     lines: list[str] = []
-    current, used = indent, len(indent)
+    prefix = indent  # of the line being filled: the indent, then the continuation's
+    current, used = prefix, len(prefix)
     for word in body.split(" "):
         w = display_width(word)
-        if used > len(indent) + (2 if lines else 0) and used + 1 + w > width:
-            lines.append(current)
-            current, used = indent + "  ", len(indent) + 2
-        elif used > len(indent) + (2 if lines else 0):
-            current, used = current + " ", used + 1
+        if used > len(prefix):  # a word already on this line: a space, or the next line
+            if used + 1 + w > width:
+                lines.append(current)
+                prefix = indent + "  "
+                current, used = prefix, len(prefix)
+            else:
+                current, used = current + " ", used + 1
         current, used = current + word, used + w
     lines.append(current)
     return lines
