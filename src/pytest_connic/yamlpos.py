@@ -158,6 +158,92 @@ def _check_merge_size(node: yaml.MappingNode) -> None:
     size(node, 0)
 
 
+#: scalar tags whose value the safe constructor always builds when the resolver gave them implicitly
+_IMPLICIT = frozenset(f"tag:yaml.org,2002:{name}" for name in ("int", "float", "bool", "null"))
+#: a size or height past every bound: a cycle, or a subtree deeper than the bound allows
+_PAST = MAX_NODES + MAX_DEPTH + 2
+
+
+class _Shapes:
+    """The expanded size and height of each node of a composed graph, memoised by node: an alias
+    is one node shared by every place that names it, so a bomb of 9 aliases on 9 levels (9**9
+    values once built) is 81 nodes here.
+
+    ``plain`` marks the subtrees that building cannot fail on but for the bounds: standard
+    mappings with scalar keys and no merge keys, standard sequences, strings and implicitly
+    resolved numbers, booleans and nulls."""
+
+    def __init__(self, loader: yaml.SafeLoader) -> None:
+        self.loader = loader
+        self.known: dict[int, tuple[int, int, bool]] = {}
+
+    def of(self, node: yaml.Node, depth: int = 0) -> tuple[int, int, bool]:
+        """``(size, height, plain)``: the values ``_Builder.build`` would count below and with
+        ``node``, and how many levels it would descend; ``_PAST`` where past every bound."""
+        known = self.known.get(id(node))
+        if known is not None:
+            return known
+        if depth > MAX_DEPTH:  # not memoised as a fact of the node: a deep place says nothing else
+            return _PAST, _PAST, False
+        self.known[id(node)] = (_PAST, _PAST, True)  # a node inside its own value: a cycle, endless
+        if isinstance(node, yaml.ScalarNode):
+            plain = node.tag == _STR or (
+                node.tag in _IMPLICIT and self.loader.resolve(  # type: ignore[no-untyped-call]
+                    yaml.ScalarNode, node.value, (True, False)) == node.tag)
+            shape = (1, 0, plain)
+        elif isinstance(node, yaml.MappingNode) and node.tag == _MAP:
+            shape = self._children(
+                [value for _, value in node.value], depth,
+                all(type(key) is yaml.ScalarNode and key.tag != _MERGE and self.of(key, depth + 1)[2]
+                    for key, _ in node.value))
+        elif isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
+            shape = self._children(node.value, depth, True)
+        else:
+            shape = (_PAST, _PAST, False)
+        self.known[id(node)] = shape
+        return shape
+
+    def _children(self, children: list[yaml.Node], depth: int, plain: bool) -> tuple[int, int, bool]:
+        size, height = 1, 0
+        for child in children:
+            child_size, child_height, child_plain = self.of(child, depth + 1)
+            size, height = min(size + child_size, _PAST), max(height, min(child_height + 1, _PAST))
+            plain = plain and child_plain
+        return size, height, plain
+
+
+def _refuse_bombs(node: yaml.Node, loader: yaml.SafeLoader) -> None:
+    """Refuse, without building it, a plain document (``_Shapes``) that expands past the bounds,
+    with the error and the location building it would give: the first value, in the order the
+    builder visits them, that is one too many or one level too deep. Subtrees that fit are
+    counted whole instead of visited, so the refusal costs the graph's nodes, not its expansion.
+    Anything else (a document within the bounds, or one building could fail on otherwise) is left
+    to the builder."""
+    shapes = _Shapes(loader)
+    size, height, plain = shapes.of(node)
+    if not plain or (size <= MAX_NODES and height <= MAX_DEPTH):
+        return
+    count = 0
+
+    def visit(current: yaml.Node, depth: int) -> None:
+        nonlocal count
+        count += 1
+        if count > MAX_NODES:
+            raise YamlError(f"document too large: more than {MAX_NODES} values (after alias expansion)", *_mark(current))
+        if depth > MAX_DEPTH:
+            raise YamlError(f"document nested too deeply (more than {MAX_DEPTH} levels)", *_mark(current))
+        if isinstance(current, yaml.ScalarNode):
+            return
+        for child in (value for _, value in current.value) if isinstance(current, yaml.MappingNode) else current.value:
+            child_size, child_height, _ = shapes.of(child, depth + 1)
+            if count + child_size <= MAX_NODES and depth + 1 + child_height <= MAX_DEPTH:
+                count += child_size
+            else:
+                visit(child, depth + 1)
+
+    visit(node, 0)
+
+
 def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
@@ -201,6 +287,8 @@ def load_with_positions(text: str) -> tuple[object, YamlPositions]:
         node = loader.get_single_node()
         if node is None:
             return None, YamlPositions()
+        if "*" in text:  # aliases: a graph that may expand far past its text
+            _refuse_bombs(node, loader)
         builder = _Builder(loader)
         data = builder.build(node, (), 0)
         return data, builder.positions

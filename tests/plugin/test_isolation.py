@@ -397,3 +397,29 @@ sys.exit(int(code))
     result = project.pytester.run(sys.executable, "run.py", timeout=120)
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert (project.root / "started.txt").read_text("utf-8") == "pytest\n"
+
+
+@pytest.mark.parametrize("suite", [
+    pytest.param("tests:\n  - name: it\n    payload: '{}'\n", id="a-run"),
+    pytest.param("tests:\n  - name: it\n    payload: '{}'\n    files: [/etc/passwd]\n", id="no-run"),
+])
+def test_the_template_ends_on_its_own_when_the_session_ends(project: ConnicProject, suite: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's end closes the template's pipe while a reader thread polls it; the template
+    reads the end and exits (code 0). Only closed, the polled socket stayed open and the template
+    was killed (-9) after a 2 s wait, at the end of every session whose template ran no case."""
+    from pytest_connic.execution.isolation import pool
+
+    ended: list[int | None] = []
+    close = pool.Template.close
+
+    def recorded(template: pool.Template) -> None:
+        close(template)
+        ended.append(template.process.exitcode if template.process is not None else None)
+
+    monkeypatch.setattr(pool.Template, "close", recorded)
+    project.tool("faults", FAULTS)
+    project.agent("fine", type="tool", tool_name="faults.fine")
+    project.suite("fine", suite)
+    project.run()
+    assert ended == [0]

@@ -149,3 +149,4 @@ def test_a_pipe_closed_in_the_middle_of_a_read_ends_the_reader_quietly(monkeypat
     conn.closed = False  # the same error on an open pipe is a bug, and propagates
     with pytest.raises(TypeError):
         pool.Template(tmp_path, None)._read(_EndedProcess(), conn)  # type: ignore[arg-type]
+

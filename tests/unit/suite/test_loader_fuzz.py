@@ -356,3 +356,67 @@ def test_text_that_is_not_utf8_is_refused_with_location(project: Path) -> None:
 def test_crlf_line_endings_give_the_same_locations(project: Path) -> None:
     text = (CORPUS / "invalid" / "second_case_invalid.yaml").read_text("utf-8")
     assert load(project, text.replace("\n", "\r\n")) == load(project, text)
+
+
+@st.composite
+def alias_graph(draw: st.DrawFn) -> str:
+    """Anchored sequences and mappings of aliases to earlier anchors, scalars of every kind, nested
+    lists, and now and then a cycle, a merge key or a tag the builder constructs its own way."""
+    scalar = st.sampled_from(["lol", "1", "2.5", "true", "~", "!!int 3", "!!binary aGk=", "'q'", "0x1F"])
+    lines: list[str] = []
+    for i in range(draw(st.integers(1, 7))):
+        refs = [f"*a{j}" for j in range(i)]
+        if draw(st.integers(0, 9)) == 0:
+            refs.append(f"*a{i}")  # a cycle: the node inside its own value
+        items = draw(st.lists(st.one_of(scalar, st.sampled_from(refs)) if refs else scalar, min_size=0, max_size=6))
+        nest = draw(st.integers(0, 4))
+        items = [("[" * nest) + item + ("]" * nest) for item in items]
+        kind = draw(st.sampled_from(["seq", "map", "merge", "set"]))
+        if kind == "seq":
+            body = "[" + ", ".join(items) + "]"
+        elif kind == "map" or not refs:
+            body = "{" + ", ".join(f"k{n}: {item}" for n, item in enumerate(items)) + "}"
+        elif kind == "merge":
+            body = "{<<: " + draw(st.sampled_from(refs)) + ", " + ", ".join(f"m{n}: {item}" for n, item in enumerate(items)) + "}"
+        else:
+            body = "!!set {" + ", ".join(f"s{n}" for n in range(len(items))) + "}"
+        lines.append(f"a{i}: &a{i} {body}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=alias_graph(), nodes=st.integers(3, 80), depth=st.integers(2, 8))
+def test_the_bomb_check_refuses_what_building_refuses_where_it_refuses_it(text: str, nodes: int, depth: int) -> None:
+    """``_refuse_bombs`` counts a plain alias graph instead of building it: on any graph, with
+    bounds small enough to be reached, the result is what building alone gives, to the column."""
+    from pytest_connic import yamlpos
+
+    def outcome() -> object:
+        try:
+            return load_with_positions(text)[0]
+        except YamlError as exc:
+            return exc.message, exc.line, exc.column
+        except (yaml.YAMLError, ValueError, TypeError) as exc:  # what safe_load itself raises, the same both ways
+            return type(exc).__name__
+
+    with pytest.MonkeyPatch.context() as bounds:
+        bounds.setattr(yamlpos, "MAX_NODES", nodes)
+        bounds.setattr(yamlpos, "MAX_DEPTH", depth)
+        checked = outcome()
+        bounds.setattr(yamlpos, "_refuse_bombs", lambda node, loader: None)
+        built = outcome()
+    assert same(checked, built)
+
+
+def test_an_alias_bomb_is_refused_without_building_a_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """9 levels of 9 aliases: 81 nodes, 9**9 values once built; refused from the graph alone, at the
+    value that is one too many: the last ``lol`` of ``b0``, reached through the aliases of ``b6``."""
+    from pytest_connic import yamlpos
+
+    lines = ["b0: &b0 {" + ", ".join(f"k{j}: lol" for j in range(9)) + "}"]
+    lines += [f"b{i}: &b{i} {{{', '.join(f'k{j}: *b{i - 1}' for j in range(9))}}}" for i in range(1, 9)]
+    monkeypatch.setattr(yamlpos._Builder, "build", lambda *args: pytest.fail("built"))
+    with pytest.raises(YamlError) as refused:
+        load_with_positions('version: "1.0"\n' + "\n".join(lines) + "\n")
+    assert (refused.value.message, refused.value.line, refused.value.column) == (
+        "document too large: more than 200000 values (after alias expansion)", 2, 77)

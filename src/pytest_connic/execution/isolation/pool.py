@@ -166,6 +166,21 @@ def _next(conn: Connection[_T, object], sentinel: int) -> object:
         raise
 
 
+def _hang_up(conn: Connection[_T, object]) -> None:
+    """Close pytest's end of a pipe so that the process at the other end reads its end at once.
+
+    ``close`` alone is not enough while the pipe's reader thread polls it (``_next``): the kernel
+    keeps a polled socket open until the poll returns, and the poll waits for the other process,
+    which waits for the end of the pipe; the template then only ended when killed, 2 s later, at
+    the end of every session that had one. Shutting the socket down first ends it for both."""
+    import socket
+
+    with contextlib.suppress(OSError, ValueError), socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        conn.close()
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -616,8 +631,7 @@ class Template:
         if not self.ready.is_set():  # still loading: nothing of a run to end gracefully
             self.kill()
         if self.conn is not None:
-            with contextlib.suppress(OSError):
-                self.conn.close()
+            _hang_up(self.conn)
         with contextlib.suppress(Exception):
             self.process.join(2)
             if self.process.exitcode is None:
