@@ -32,7 +32,7 @@ def _active() -> int:
 def run(payload: dict) -> dict:
     """Do the work of one order."""
     customer_id, wait_for = str(payload.get("customer_id", "")), int(payload.get("wait_for", 2))
-    polls = int(payload.get("polls", 20))
+    polls = int(payload.get("polls", 8))
     STATE.mkdir(exist_ok=True)
     marker = STATE / f"active-{uuid.uuid4().hex}"
     marker.write_text(customer_id)
