@@ -230,11 +230,11 @@ def test_early_stop_ends_the_case_but_not_its_arms(ab: ConnicProject) -> None:
     assert adds["control"]["runs"] == adds["variant"]["runs"] == 10
 
 
+@pytest.mark.timeout(600)
 def test_xdist_gives_the_same_ab_report(ab: ConnicProject) -> None:
     args = ("--connic-ab", "fast", "--connic-ab-mode", "confidence", *SMALL_PLAN)
     _, single = run_json(ab, *args, name="single.json")
-    result = ab.pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--connic-json", "xdist.json",
-                                              *args, timeout=600)
+    result = ab.run("-n", "2", "--connic-json", "xdist.json", *args)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*Recommendation: CONTROL*"])
     distributed = json.loads((ab.root / "xdist.json").read_text("utf-8"))

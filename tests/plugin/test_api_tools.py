@@ -272,7 +272,7 @@ def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject
         "calls": [{"kind": "api", "name": "billing.invoice_get", "result": {"amount": 120}}],
     }])
     args = ("--connic-api-spec", "billing=billing-spec.yaml", "-W", "default", "-p", "no:randomly")
-    result = desk.run_subprocess(*args, *xdist) if xdist else desk.run(*args)
+    result = desk.run(*args, *xdist)
     result.assert_outcomes(passed=1, warnings=2)  # and the hand-written cassette notice
     result.stdout.fnmatch_lines([
         ("*agents/desk.yaml:8: ConnicLoadWarning: agents/desk.yaml: tools entry 'api:crm.contacts_get' *"

@@ -35,7 +35,7 @@ def test_the_spend_stops_at_the_budget_across_two_workers(project: ConnicProject
     budget = 4 * TOKENS_PER_RUN
     with FakeProvider(lambda body: text('{"ok": true}')) as fp:
         monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        result = project.run_subprocess("-n", "2", "--connic-live", "--connic-concurrency", "1",
+        result = project.run("-n", "2", "--connic-live", "--connic-concurrency", "1",
                                         "--connic-budget-tokens", str(budget), "--connic-json", "report.json", "-rs")
     served = len(fp.requests)
     # each worker checks the ledger before a run starts: at most one run per worker is in flight

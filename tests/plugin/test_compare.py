@@ -304,7 +304,7 @@ def test_connic_compare_under_xdist_is_computed_once_by_the_controller(project: 
     first_version(project)
     project.run("--connic-json", "before.json").assert_outcomes(passed=2)
     second_version(project)
-    result = project.run_subprocess("-n", "2", "--connic-compare", "before.json", "--connic-json", "after.json")
+    result = project.run("-n", "2", "--connic-compare", "before.json", "--connic-json", "after.json")
     result.assert_outcomes(passed=2)
     assert result.stdout.str().count("- connic compare -") == 1
     section = json.loads((project.root / "after.json").read_text("utf-8"))["comparison"]

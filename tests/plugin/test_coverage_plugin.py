@@ -167,7 +167,7 @@ def _workers(stdout: str) -> dict[str, str]:
 def test_coverage_mode_is_the_same_with_xdist(calc: ConnicProject) -> None:
     write_mixed(calc)
     plain = calc.run("-p", "no:xdist", "--connic-coverage", "--connic-coverage-json", "plain.json")
-    distributed = calc.run_subprocess("-n", "2", "--connic-coverage", "--connic-coverage-json", "xdist.json")
+    distributed = calc.run("-n", "2", "--connic-coverage", "--connic-coverage-json", "xdist.json")
     assert plain.ret == distributed.ret == 0
     assert (calc.root / "xdist.json").read_text("utf-8") == (calc.root / "plain.json").read_text("utf-8")
     assert coverage_section(distributed.stdout.str()) == coverage_section(plain.stdout.str())
@@ -178,7 +178,7 @@ def test_coverage_mode_is_the_same_with_xdist(calc: ConnicProject) -> None:
 def test_called_tools_are_merged_from_workers(calc: ConnicProject) -> None:
     write_mixed(calc)
     plain = calc.run("-p", "no:xdist", "--connic-coverage-json", "plain.json")
-    distributed = calc.run_subprocess("-n", "2", "--dist", "loadfile", "-v", "--connic-coverage-json", "xdist.json")
+    distributed = calc.run("-n", "2", "--dist", "loadfile", "-v", "--connic-coverage-json", "xdist.json")
     workers = _workers(distributed.stdout.str())
     assert workers["tests/b_multiply.yaml::multiplies"] != workers["tests/calc.yaml::adds"]
     assert plain.ret == distributed.ret == 1  # the mixed project has failing cases

@@ -161,7 +161,7 @@ def test_bad_line_in_env_file(keeper: ConnicProject) -> None:
 
 def test_values_stay_masked_under_xdist(keeper: ConnicProject) -> None:
     """Workers load the env file; the controller, which writes the reports, never does."""
-    result = keeper.run_subprocess("-n", "2", "--connic-env", "staging", *REPORTS)
+    result = keeper.run("-n", "2", "--connic-env", "staging", *REPORTS)
     result.assert_outcomes(passed=2, failed=1)
     for name, text in report_texts(keeper.root).items():
         assert TOKEN not in text and NAME not in text, name

@@ -609,9 +609,8 @@ def test_a_crashed_xdist_worker_loses_no_other_result_and_the_reports_name_the_c
         f"  - name: {n}\n    payload: '{{\"crash\": {str(n == 'case 09').lower()}}}'\n" for n in names))
     # in-process, so the tool's os._exit ends the xdist worker (isolated, it ends only its run:
     # tests/plugin/test_isolation.py)
-    result = project.pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:timeout", "-n", "2", "--connic-isolation=none",
-        "--connic-json", "report.json", "--junitxml", "junit.xml", timeout=120)
+    result = project.run("-p", "no:timeout", "-n", "2", "--connic-isolation=none",
+                         "--connic-json", "report.json", "--junitxml", "junit.xml")
     result.assert_outcomes(passed=11, errors=1)  # a crashed worker is an error, as in JUnit and JSON
     result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running 'tests/echo.yaml::case 09'*"])
     report = json.loads((project.root / "report.json").read_text("utf-8"))

@@ -28,9 +28,7 @@ colour: blue
 
 
 def run(project: ConnicProject, xdist: tuple[str, ...]) -> pytest.RunResult:
-    if xdist:
-        return project.run_subprocess("-W", "always", "-p", "no:randomly", *xdist)
-    return project.run("-W", "always", "-p", "no:randomly")
+    return project.run("-W", "always", "-p", "no:randomly", *xdist)
 
 
 def echo_suite(project: ConnicProject, names: tuple[str, ...] = ("one", "two")) -> None:

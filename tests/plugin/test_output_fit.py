@@ -104,7 +104,7 @@ def test_the_reason_is_in_the_short_summary_tb_line_and_junit(calc: ConnicProjec
 def test_over_xdist_the_reason_survives_the_transport(calc: ConnicProject, narrow: None) -> None:
     pytest.importorskip("xdist")
     write_mixed(calc)
-    result = calc.run_subprocess("-n", "2", "-rA", "--junitxml", "junit.xml")
+    result = calc.run("-n", "2", "-rA", "--junitxml", "junit.xml")
     result.stdout.fnmatch_lines(["FAILED tests/calc.yaml::wrong sum - expected_result not satisfied*"])
     root = ET.parse(calc.root / "junit.xml").getroot()
     failure = next(c for c in root.iter("testcase") if c.get("name") == "wrong sum").find("failure")

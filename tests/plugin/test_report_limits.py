@@ -45,7 +45,7 @@ def sizes(project: ConnicProject) -> dict[str, int]:
 
 @pytest.mark.parametrize("xdist", [False, True], ids=["in-process", "n2"])
 def test_a_huge_output_is_cut_in_every_report_and_checked_whole(big: ConnicProject, xdist: bool) -> None:
-    result = big.run_subprocess("-n", "2", *ARTIFACTS) if xdist else big.run(*ARTIFACTS)
+    result = big.run("-n", "2", *ARTIFACTS) if xdist else big.run(*ARTIFACTS)
     result.assert_outcomes(passed=1, failed=1)
     marker = f"… [truncated: {SIZE} characters, {SIZE - 65536} cut]"
     for name, size in sizes(big).items():

@@ -365,6 +365,8 @@ def test_no_secret_reaches_any_file_or_the_terminal(project: ConnicProject, monk
                "out/junit.xml", "--connic-traces", "out/traces", "--connic-env", "staging", "-n", "2", "-v")
 
     for mode in ("once", "none"):  # record the cassettes, then replay them
+        # a subprocess: the project's conftest replaces the plugin's LiteLLM model class, which an
+        # in-process session would leave replaced for every later test of this process
         result = project.pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:timeout",
                                                        "--connic-record-mode", mode, *reports, timeout=120)
         result.assert_outcomes(passed=1, failed=1)

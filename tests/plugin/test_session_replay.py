@@ -116,7 +116,7 @@ def test_random_order_has_the_whole_suites_verdict(chat: ConnicProject) -> None:
 
 
 def test_two_workers_under_dist_load_have_the_whole_suites_verdict(chat: ConnicProject) -> None:
-    result = chat.run_subprocess("-p", "no:randomly", "-n", "2", "--dist", "load", "-v", *STRICT)
+    result = chat.run("-p", "no:randomly", "-n", "2", "--dist", "load", "-v", *STRICT)
     assert verdicts(result) == WHOLE
     result.stdout.no_fnmatch_line("*@connic-session-*")
 

@@ -320,7 +320,7 @@ def test_the_cases_of_an_agent_with_a_session_get_an_xdist_group(project: Connic
 
 def test_loadgroup_keeps_the_cases_that_share_a_session_on_one_worker(project: ConnicProject) -> None:
     xdist_project(project)
-    result = project.run_subprocess("-p", "no:randomly", "-n", "2", "--dist", "loadgroup", "-v")
+    result = project.run("-p", "no:randomly", "-n", "2", "--dist", "loadgroup", "-v")
     result.assert_outcomes(passed=7)
     workers = set(re.findall(r"\[(gw\d)\][^\n]*PASSED tests/chat\.yaml::", result.stdout.str()))
     assert len(workers) == 1, result.stdout.str()

@@ -140,9 +140,9 @@ def hanging(project: ConnicProject) -> ConnicProject:
 def test_a_timeout_shows_the_cases_line_not_the_plugins_threads(hanging: ConnicProject, method: str) -> None:
     """Under process isolation pytest's process only waits for the worker: the report is the case's
     located line, without pytest-timeout's dump of the plugin's threads."""
-    result = hanging.run_subprocess("-p", "no:xdist", "--timeout=6", f"--timeout-method={method}")
+    result = hanging.run_subprocess("-p", "no:xdist", "--timeout=3", f"--timeout-method={method}")
     assert result.ret != 0
-    result.stdout.fnmatch_lines(["*tests/sleeper.yaml:2: case 'naps' (sleeper): *Timeout (>6.0s) from pytest-timeout."])
+    result.stdout.fnmatch_lines(["*tests/sleeper.yaml:2: case 'naps' (sleeper): *Timeout (>3.0s) from pytest-timeout."])
     out = result.stdout.str()
     assert "Stack of" not in out and "pytest_connic" not in out and "site-packages" not in out, out
     if method == "thread":  # pytest-timeout's thread method ends the session
@@ -153,9 +153,9 @@ def test_a_timeout_shows_the_cases_line_not_the_plugins_threads(hanging: ConnicP
 def test_a_timeout_shows_the_users_stack_under_isolation_none(hanging: ConnicProject, method: str) -> None:
     """With user code in pytest's process, the stack of the thread running the tool is shown from
     the first user frame on, and no other thread's."""
-    result = hanging.run_subprocess("-p", "no:xdist", "--timeout=6", f"--timeout-method={method}",
+    result = hanging.run_subprocess("-p", "no:xdist", "--timeout=3", f"--timeout-method={method}",
                                     "--connic-isolation=none")
-    result.stdout.fnmatch_lines(["*tests/sleeper.yaml:2: case 'naps' (sleeper): *Timeout (>6.0s) from pytest-timeout.",
+    result.stdout.fnmatch_lines(["*tests/sleeper.yaml:2: case 'naps' (sleeper): *Timeout (>3.0s) from pytest-timeout.",
                                  "*Stack of user code (*)*", '  File "*/tools/sleepy.py", line 6, in slow',
                                  "    time.sleep(600)"])
     out = result.stdout.str()

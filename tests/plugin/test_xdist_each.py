@@ -34,7 +34,7 @@ def test_each_worker_has_its_own_row_and_the_counts_are_pytests(project: ConnicP
     project.tool("who", WHO)
     project.agent("who", type="tool", tool_name="who.who")
     project.suite("who", SUITE)
-    result = project.run_subprocess("-p", "no:randomly", "-n", "2", "--dist", "each", "--connic-json=r.json",
+    result = project.run("-p", "no:randomly", "-n", "2", "--dist", "each", "--connic-json=r.json",
                                     "--connic-html=r.html", "--junitxml=j.xml")
     result.assert_outcomes(passed=3, failed=1)  # pytest's count: each worker ran both cases
     result.stdout.fnmatch_lines(["*PASS*who::on gw0 [[]gw0[]]*1/1*", "*FAIL*who::on gw0 [[]gw1[]]*0/1*",
@@ -71,7 +71,7 @@ def test_a_worker_that_crashes_on_a_case_is_that_workers_row(project: ConnicProj
     project.tool("who", CRASH)
     project.agent("who", type="tool", tool_name="who.who")
     project.suite("who", "agent: who\ntests:\n  - name: crashes on gw1\n    payload: '{\"crash\": true}'\n")
-    result = project.run_subprocess("-p", "no:randomly", "-p", "no:timeout", "-n", "2", "--dist", "each",
+    result = project.run("-p", "no:randomly", "-p", "no:timeout", "-n", "2", "--dist", "each",
                                     "--connic-isolation=none", "--connic-json=r.json")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["1/2 cases passed."])

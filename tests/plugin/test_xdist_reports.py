@@ -1,6 +1,7 @@
 """Every report is the same with ``-n 2`` as without: workers' outcomes are merged on the controller.
 
-The xdist runs are subprocesses (``runpytest_subprocess``); the plain runs are in-process.
+Both runs are in-process pytester sessions; under ``-n 2`` the controller is the in-process session
+and its two workers are processes, which is where the transport is.
 ``--dist loadfile`` gives the first two suites to different workers, which the tests check from
 the ``-v`` output, so a report that forgot a worker's cases could not pass.
 """
@@ -114,7 +115,7 @@ def test_reports_are_identical_with_and_without_xdist(calc: ConnicProject) -> No
     write_mixed(calc)
     plain_dir, xdist_dir = calc.root / "plain", calc.root / "xdist"
     plain = calc.run("-p", "no:xdist", *_outputs(plain_dir))
-    distributed = calc.run_subprocess("-n", "2", "--dist", "loadfile", "-v", *_outputs(xdist_dir))
+    distributed = calc.run("-n", "2", "--dist", "loadfile", "-v", *_outputs(xdist_dir))
     out = distributed.stdout.str()
     assert worker_of(out, "tests/b_multiply.yaml::multiplies") != worker_of(out, "tests/calc.yaml::adds")
     assert plain.ret == distributed.ret == 1
@@ -155,7 +156,7 @@ def test_reports_are_identical_with_and_without_xdist(calc: ConnicProject) -> No
 def test_infrastructure_error_exits_2_under_xdist(calc: ConnicProject) -> None:
     write_mixed(calc)
     calc.write("conftest.py", PROVIDER_DOWN)
-    result = calc.run_subprocess("-n", "2", "--dist", "loadfile", "-v", "--connic-json", "report.json")
+    result = calc.run("-n", "2", "--dist", "loadfile", "-v", "--connic-json", "report.json")
     out = result.stdout.str()
     # the provider fails on a worker; the controller learns of it from the worker's output
     assert worker_of(out, "tests/calc.yaml::adds") in ("gw0", "gw1")

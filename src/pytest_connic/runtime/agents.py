@@ -8,8 +8,6 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 
-import jsonschema
-
 from pytest_connic.jsonsafe import json_text, parse_json
 from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
 from pytest_connic.records.events import StageEvent
@@ -216,9 +214,11 @@ def _final_output(inv: InvocationState, text: str) -> str:
         value = parse_json(text)
         if value is text:
             raise RunFailed(f"output does not match output_schema '{config.output_schema}': not valid JSON")
+        from jsonschema.exceptions import SchemaError  # imported on first use: 0.1 s
+
         try:
             error = first_error(reduced, value)
-        except jsonschema.exceptions.SchemaError as exc:
+        except SchemaError as exc:
             raise RunAborted(f"{_schema_file(inv)}: output_schema '{config.output_schema}' is not a valid "
                              f"JSON Schema: {exc.message}") from None
         if error is not None:

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Union
 
-import jsonschema
-
 from pytest_connic.errors import ConnicError
 from pytest_connic.jsonsafe import JsonObject, JsonValue
 from pytest_connic.project.located import exception_text, user_location
@@ -248,6 +246,10 @@ def signature_errors(
     """
     if not isinstance(params, dict):
         return [f"arguments must be an object, got {type(params).__name__}"]
+    # imported here: 0.1 s that a worker process (which imports this module) never needs
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
     declared, needed = schema.get("properties"), schema.get("required")
     properties = declared if isinstance(declared, dict) else {}
     required = needed if isinstance(needed, list) else []
@@ -262,7 +264,7 @@ def signature_errors(
         if name not in properties or (value is None and name not in required):
             continue
         prop = argument_schema(hints[name]) if hints is not None and name in hints else properties[name]
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(prop).iter_errors(value))
+        error = best_match(Draft202012Validator(prop).iter_errors(value))
         if error is not None:
             where = "".join(f"[{p!r}]" for p in error.absolute_path)
             errors.append(f"argument '{name}'{where}: {error.message}")

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import jsonschema
-
 #: the keywords Connic documents and enforces
 SUPPORTED = frozenset({
     "type", "properties", "required", "items", "description", "default", "additionalProperties",
@@ -71,8 +69,11 @@ def first_error(schema: Mapping[str, object], value: object) -> tuple[str, str] 
     """The most relevant violation of ``schema`` (already reduced) by ``value`` as
     ``(where, message)``, or None when it conforms. Raises ``jsonschema.SchemaError`` for a
     schema that is not valid JSON Schema."""
-    jsonschema.Draft202012Validator.check_schema(schema)
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+    from jsonschema import Draft202012Validator  # imported on first use: 0.1 s
+    from jsonschema.exceptions import best_match
+
+    Draft202012Validator.check_schema(schema)
+    error = best_match(Draft202012Validator(schema).iter_errors(value))
     if error is None:
         return None
     return "/".join(str(p) for p in error.absolute_path) or "<root>", error.message
