@@ -259,9 +259,13 @@ class ConnicSession:
         prestart(root, self.settings.worker_memory_mb or DEFAULT_MEMORY_MB)
 
     def workers_ready(self, stopped: Callable[[], bool]) -> None:
-        """Before the first case: the templates started while collecting have loaded their project,
-        so no case's time includes it (bounded; a stop request ends the wait)."""
-        if self._indexes and self.settings.isolation == "process":
+        """Before the first case: the plugin's modules that run a case are imported (about 0.2 s),
+        and the templates started while collecting have loaded their project (bounded; a stop
+        request ends the wait), so no case's time includes either."""
+        if not self._indexes:
+            return
+        _import_case_machinery()
+        if self.settings.isolation == "process":
             from pytest_connic.execution.isolation.pool import wait_prestarted
 
             wait_prestarted(stopped)
@@ -401,3 +405,20 @@ def _valid_aliases(settings: Settings) -> dict[str, str]:
     except pytest.UsageError:
         return {}
     return aliases
+
+
+def _import_case_machinery() -> None:
+    """Import what running a case imports (``ConnicSession.runtime``, the runtime's loop, the reports
+    of an outcome): none of it runs user code or says anything."""
+    from pytest_connic.checks.evaluate import evaluate_run  # noqa: F401
+    from pytest_connic.execution.case import ProjectRuntime  # noqa: F401
+    from pytest_connic.execution.isolation.pool import WorkerStartError  # noqa: F401
+    from pytest_connic.execution.models import ModelSource  # noqa: F401
+    from pytest_connic.models.pricing import Prices  # noqa: F401
+    from pytest_connic.plugin.budget import budget_for  # noqa: F401
+    from pytest_connic.plugin.unrecorded import notes_for  # noqa: F401
+    from pytest_connic.project.bounded import load_bounded  # noqa: F401
+    from pytest_connic.project.loaded import LoadedProject  # noqa: F401
+    from pytest_connic.reports.failure import failure_text  # noqa: F401
+    from pytest_connic.reports.junit import junit_properties  # noqa: F401
+    from pytest_connic.runtime.hosted import HostedSettings  # noqa: F401
