@@ -175,8 +175,15 @@ def _hang_up(conn: Connection[_T, object]) -> None:
     the end of every session that had one. Shutting the socket down first ends it for both."""
     import socket
 
-    with contextlib.suppress(OSError, ValueError), socket.socket(fileno=os.dup(conn.fileno())) as sock:
-        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError, ValueError):
+        fd = os.dup(conn.fileno())
+        try:
+            sock = socket.socket(fileno=fd)
+        except OSError:  # not a socket (a named pipe on Windows): closing it is all there is
+            os.close(fd)
+            raise
+        with sock:
+            sock.shutdown(socket.SHUT_RDWR)
     with contextlib.suppress(OSError):
         conn.close()
 
