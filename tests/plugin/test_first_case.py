@@ -37,3 +37,20 @@ def test_the_first_case_imports_none_of_the_plugin(project: ConnicProject, isola
     result.assert_outcomes(passed=1)
     imported = (project.root / "modules.txt").read_text("utf-8").split()
     assert imported == [], imported
+
+
+def test_collect_only_imports_nothing_that_runs_a_case(project: ConnicProject) -> None:
+    project.write("conftest.py", '''
+import sys
+
+
+def pytest_unconfigure(config):
+    with open("modules.txt", "w", encoding="utf-8") as out:
+        out.write(" ".join(name for name in sys.modules if name.startswith("pytest_connic.execution.case")))
+''')
+    project.tool("calc", "def echo(payload: dict) -> dict:\n    return {'got': payload}\n")
+    project.agent("echo", type="tool", tool_name="calc.echo")
+    project.suite("echo", "tests:\n  - name: echoes\n    payload: '{}'\n")
+    result = project.run_subprocess("-p", "no:randomly", "-p", "no:xdist", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["tests/echo.yaml::echoes"])
+    assert (project.root / "modules.txt").read_text("utf-8").split() == []

@@ -262,7 +262,7 @@ class ConnicSession:
         """Before the first case: the plugin's modules that run a case are imported (about 0.2 s),
         and the templates started while collecting have loaded their project (bounded; a stop
         request ends the wait), so no case's time includes either."""
-        if not self._indexes:
+        if not self._indexes or self.config.option.collectonly:  # no case runs
             return
         _import_case_machinery()
         if self.settings.isolation == "process":
