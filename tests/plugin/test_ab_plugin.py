@@ -297,3 +297,13 @@ def test_no_ab_section_and_no_ab_text_without_the_option(ab: ConnicProject) -> N
     assert "ab" not in report
     result.stdout.no_fnmatch_line("*connic A/B*")
     assert 'id="ab"' not in (ab.root / "report.html").read_text("utf-8")
+
+
+def test_what_the_comparison_warns_is_in_pytests_summary_not_raw_on_stderr(ab: ConnicProject) -> None:
+    """The comparison runs after the case's protocol; the notice of a variant's hand-written
+    cassette (no ``request`` digests) is the case's warning, in pytest's summary, as the
+    control's is (a real session: in-process, a raw warning would reach this test's own capture)."""
+    result = ab.run_subprocess("-p", "no:randomly", "-p", "no:xdist", "--connic-ab", "fast", *SMALL_PLAN)
+    assert "ConnicWarning" not in result.stderr.str(), result.stderr.str()
+    summary = result.stdout.str().split("warnings summary")[1]
+    assert "adds@calc-test-fast.yaml:1: ConnicWarning" in summary and "adds.yaml:1: ConnicWarning" in summary

@@ -10,8 +10,9 @@ analysed once, on the controller.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -149,6 +150,22 @@ def add_section(config: pytest.Config, report: JsonObject) -> None:
         report["ab"] = masked(ab.section(), state(config).masker)
 
 
+@contextlib.contextmanager
+def _warnings_of(item: pytest.Item) -> Iterator[None]:
+    """The comparison's runs run after the item's protocol (so outside its timeout and its own
+    warning capture): what they warn (a variant's hand-written cassette, say) is the item's, in
+    pytest's warnings summary under the item's filters, as pytest captures its own runs' warnings;
+    not printed raw on stderr. Without pytest's warnings plugin (``-p no:warnings``) nothing is
+    captured, as for the item itself."""
+    if not item.config.pluginmanager.has_plugin("warnings"):
+        yield
+        return
+    from _pytest.warnings import catch_warnings_for_item
+
+    with catch_warnings_for_item(item.config, item.ihook, "runtest", item):
+        yield
+
+
 class ABPlugin:
     """Runs the comparison of each case of a base agent, and reports it."""
 
@@ -191,8 +208,9 @@ class ABPlugin:
         except ProjectError:
             return  # the item has failed with this error already
         case = ComparedCase(item.nodeid, item.suite, item.spec)
-        self.ab.entries.extend(compare_case(runtime, case, outcome, item.suite.agent_name, variants,
-                                            self.ab.options))
+        with _warnings_of(item):
+            self.ab.entries.extend(compare_case(runtime, case, outcome, item.suite.agent_name, variants,
+                                                self.ab.options))
 
     def pytest_sessionfinish(self) -> None:
         if is_worker(self.config):
