@@ -461,6 +461,9 @@ class Template:
         self.loading: str | None = None
         self.dead = False
         self._lock = threading.Lock()
+        #: one joiner at a time: two threads polling the fork server's status pipe at once, one reads
+        #: the exit code and the other the end of the pipe, which multiprocessing reports as 255
+        self._join_lock = threading.Lock()
         self._tokens = itertools.count(1)
         self._forks: dict[int, _Asked] = {}
         self._workers: dict[int, _Forked] = {}
@@ -562,9 +565,9 @@ class Template:
 
     def _died(self, process: BaseProcess, conn: Connection[ToTemplate, object]) -> None:
         self.dead = True
+        code = None
         with contextlib.suppress(Exception):
-            process.join(2)
-        code = process.exitcode
+            code = self._join(process, 2)
         if not self.ready.is_set():
             cause = f"ended with exit code {code}" if code is not None and code >= 0 else \
                 f"was killed by signal {-code} ({_signal_name(-code)})" if code is not None else "was lost"
@@ -630,6 +633,13 @@ class Template:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             self.process.kill()
 
+    def _join(self, process: BaseProcess, timeout_s: float) -> int | None:
+        """Wait for the template's end (bounded), and its exit code (None while it runs): the
+        reader thread and ``close`` both wait, one at a time."""
+        with self._join_lock:
+            process.join(timeout_s)
+            return process.exitcode
+
     def close(self) -> None:
         """The session ended: the template kills its workers and what they started, then exits
         (pytest's end of its pipe closes); killed if it does not within 2 s."""
@@ -640,10 +650,9 @@ class Template:
         if self.conn is not None:
             _hang_up(self.conn)
         with contextlib.suppress(Exception):
-            self.process.join(2)
-            if self.process.exitcode is None:
+            if self._join(self.process, 2) is None:
                 self.kill()
-                self.process.join(2)
+                self._join(self.process, 2)
 
 
 #: templates started while pytest collects (``prestart``), taken by the project's pool
