@@ -33,7 +33,7 @@ def activate(config: pytest.Config) -> ConnicSession:
     register_progress(config, state.settings.progress_interval)
     from pytest_connic.plugin.interrupts import ConnicInterrupts
 
-    manager.register(ConnicInterrupts(state.interrupts, is_case, state.workers_ready),
+    manager.register(ConnicInterrupts(state.interrupts, is_case, state.before_first_case),
                      "connic-interrupts")
     if is_worker(config):
         manager.register(ConnicWorker(config, state), "connic-worker")

@@ -100,7 +100,7 @@ class ConnicInterrupts:
     def __init__(self, interrupts: Interrupts, is_case: Callable[[pytest.Item], bool],
                  before: Callable[[Callable[[], bool]], None] | None = None) -> None:
         """``before``: called once the handlers are installed, before the first case, with
-        whether the session was asked to stop (the worker templates' wait)."""
+        whether the session was asked to stop (the imports that run a case, the worker templates' wait)."""
         self.interrupts = interrupts
         self.is_case = is_case
         self.before = before

@@ -258,7 +258,7 @@ class ConnicSession:
             return  # said by the first case's setup
         prestart(root, self.settings.worker_memory_mb or DEFAULT_MEMORY_MB)
 
-    def workers_ready(self, stopped: Callable[[], bool]) -> None:
+    def before_first_case(self, stopped: Callable[[], bool]) -> None:
         """Before the first case: the plugin's modules that run a case are imported (about 0.2 s),
         and the templates started while collecting have loaded their project (bounded; a stop
         request ends the wait), so no case's time includes either."""
