@@ -8,6 +8,7 @@ name, one entry per invocation). See docs/models.md for the format.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -259,6 +260,7 @@ def cassette_path(cassette_dir: Path, suite_rel: str, case_name: str, *, sibling
     return path
 
 
+@functools.lru_cache(maxsize=4096)
 def _fold(name: str) -> str:
     """What a case-insensitive, normalising file system compares (macOS, Windows)."""
     return unicodedata.normalize("NFC", name).casefold()
@@ -284,11 +286,29 @@ def _collides(key: str, parent: Path | None) -> bool:
     if parent is None:
         return False
     try:
-        entries = list(os.scandir(parent))
+        seen = os.stat(parent)
     except OSError:
         return False
-    others = (_folder_key(e.name, is_dir=e.is_dir()) for e in entries)
-    return any(k is not None and k != key and _fold(k) == _fold(key) for k in others)
+    keys = _keys_by_fold(str(parent), seen.st_ino, seen.st_mtime_ns, seen.st_size).get(_fold(key), ())
+    return any(k != key for k in keys)
+
+
+@functools.lru_cache(maxsize=256)
+def _keys_by_fold(parent: str, inode: int, mtime_ns: int, size: int) -> dict[str, tuple[str, ...]]:
+    """The folder keys of ``parent``'s entries, by their folded form: read once per state of the
+    folder (its inode, modification time and size, the arguments), not once per case (every
+    case's cassette path asks about its suite's folder; with 1,000 suites in ``tests/`` that was
+    1,000 entries read per case)."""
+    by_fold: dict[str, list[str]] = {}
+    try:
+        with os.scandir(parent) as entries:
+            for entry in entries:
+                key = _folder_key(entry.name, is_dir=entry.is_dir())
+                if key is not None:
+                    by_fold.setdefault(_fold(key), []).append(key)
+    except OSError:
+        return {}
+    return {fold: tuple(keys) for fold, keys in by_fold.items()}
 
 
 def suite_folder(parts: list[str], root: Path | None = None) -> list[str]:

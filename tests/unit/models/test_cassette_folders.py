@@ -92,3 +92,26 @@ def test_distinct_stems_stay_distinct_and_reversible(stems: list[str]) -> None:
     folders = [safe_name(s, escape_case=collides(s)) for s in stems]
     assert len({_fold(f) for f in folders}) == len(stems)
     assert [urllib.parse.unquote(f) for f in folders] == stems
+
+
+def test_a_suites_folder_is_read_once_for_all_its_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case's cassette path asks about its suite's folder: with many suites in ``tests/``,
+    reading the folder per case made the cassette paths of a session quadratic in its suites."""
+    import os
+
+    _suites(tmp_path, [f"s{i}.yaml" for i in range(50)] + ["Calc.yaml", "calc.yaml"])
+    reads: list[object] = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: reads.append(path) or scandir(path))
+    folders = [suite_folder(["tests", f"s{i}.yaml"], tmp_path)[0] for i in range(50) for _ in range(4)]
+    assert folders == [f"s{i}" for i in range(50) for _ in range(4)]
+    assert suite_folder(["tests", "Calc.yaml"], tmp_path) == ["%43alc"]
+    assert len(reads) <= 1, reads
+
+
+def test_a_suite_added_to_the_folder_is_seen_by_the_next_cassette_path(tmp_path: Path) -> None:
+    assert _suites(tmp_path, ["Calc.yaml"]) == ["Calc"]
+    (tmp_path / "tests" / "calc.yaml").write_text("tests: []\n")
+    assert suite_folder(["tests", "Calc.yaml"], tmp_path) == ["%43alc"]
+    (tmp_path / "tests" / "calc.yaml").unlink()
+    assert suite_folder(["tests", "Calc.yaml"], tmp_path) == ["Calc"]
