@@ -15,6 +15,7 @@ import os
 import re
 import stat
 import tempfile
+import time
 import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -289,8 +290,17 @@ def _collides(key: str, parent: Path | None) -> bool:
         seen = os.stat(parent)
     except OSError:
         return False
-    keys = _keys_by_fold(str(parent), seen.st_ino, seen.st_mtime_ns, seen.st_size).get(_fold(key), ())
+    # a folder changed within the last ticks of a coarse file-system clock can change again with the
+    # same modification time: it is read afresh, and kept only once its state is settled
+    recent = time.time_ns() - seen.st_mtime_ns < _SETTLED_NS
+    read = _keys_by_fold.__wrapped__ if recent else _keys_by_fold
+    keys = read(str(parent), seen.st_ino, seen.st_mtime_ns, seen.st_size).get(_fold(key), ())
     return any(k != key for k in keys)
+
+
+#: how long ago a folder must have changed for its state to be kept: the modification time of a
+#: file system ticks coarsely (a few milliseconds on Linux, 2 s on FAT)
+_SETTLED_NS = 2_000_000_000
 
 
 @functools.lru_cache(maxsize=256)

@@ -3,6 +3,8 @@ reversible, and the old folder kept for every suite name that needed no escaping
 
 from __future__ import annotations
 
+import os
+import time
 import unicodedata
 import urllib.parse
 from pathlib import Path
@@ -94,12 +96,19 @@ def test_distinct_stems_stay_distinct_and_reversible(stems: list[str]) -> None:
     assert [urllib.parse.unquote(f) for f in folders] == stems
 
 
+def _settled(folder: Path, seconds_ago: int) -> int:
+    """Gives ``folder`` a modification time ``seconds_ago`` in the past (a folder the session did
+    not just change), and returns it in nanoseconds."""
+    when = time.time_ns() - seconds_ago * 10**9
+    os.utime(folder, ns=(when, when))
+    return when
+
+
 def test_a_suites_folder_is_read_once_for_all_its_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every case's cassette path asks about its suite's folder: with many suites in ``tests/``,
     reading the folder per case made the cassette paths of a session quadratic in its suites."""
-    import os
-
     _suites(tmp_path, [f"s{i}.yaml" for i in range(50)] + ["Calc.yaml", "calc.yaml"])
+    _settled(tmp_path / "tests", 60)
     reads: list[object] = []
     scandir = os.scandir
     monkeypatch.setattr(os, "scandir", lambda path: reads.append(path) or scandir(path))
@@ -111,7 +120,22 @@ def test_a_suites_folder_is_read_once_for_all_its_cases(tmp_path: Path, monkeypa
 
 def test_a_suite_added_to_the_folder_is_seen_by_the_next_cassette_path(tmp_path: Path) -> None:
     assert _suites(tmp_path, ["Calc.yaml"]) == ["Calc"]
+    _settled(tmp_path / "tests", 60)
+    assert suite_folder(["tests", "Calc.yaml"], tmp_path) == ["Calc"]
     (tmp_path / "tests" / "calc.yaml").write_text("tests: []\n")
+    _settled(tmp_path / "tests", 50)
     assert suite_folder(["tests", "Calc.yaml"], tmp_path) == ["%43alc"]
     (tmp_path / "tests" / "calc.yaml").unlink()
+    _settled(tmp_path / "tests", 40)
     assert suite_folder(["tests", "Calc.yaml"], tmp_path) == ["Calc"]
+
+
+def test_a_folder_changed_twice_within_one_tick_of_its_clock_is_read_afresh(tmp_path: Path) -> None:
+    """A coarse file-system clock gives two changes in a row the same modification time (and a
+    rename keeps the folder's size): a folder that changed this recently is not kept."""
+    _suites(tmp_path, ["Calc.yaml", "other.yaml"])
+    tick = _settled(tmp_path / "tests", 0)
+    assert suite_folder(["tests", "Calc.yaml"], tmp_path) == ["Calc"]
+    (tmp_path / "tests" / "other.yaml").rename(tmp_path / "tests" / "calc.yaml")
+    os.utime(tmp_path / "tests", ns=(tick, tick))
+    assert suite_folder(["tests", "Calc.yaml"], tmp_path) == ["%43alc"]
