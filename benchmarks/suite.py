@@ -38,6 +38,7 @@ from collections import Counter
 from pathlib import Path
 
 import bench
+import startup
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
@@ -101,10 +102,9 @@ def projects(tmp: Path) -> tuple[Path, Path]:
 
 
 def environment(tmp: Path) -> dict[str, str]:
-    (tmp / "temproot").mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
-    return {**env, "PYTEST_ADDOPTS": inner_addopts(), "PYTHONPYCACHEPREFIX": str(tmp / "pycache"),
-            "PYTHONDONTWRITEBYTECODE": "", "PYTEST_DEBUG_TEMPROOT": str(tmp / "temproot")}
+    """``startup.py``'s (bytecode cached under ``tmp``, pytest's temporary root there, the caller's
+    ``PYTEST_ADDOPTS``/``PYTEST_PLUGINS`` dropped), with an inner session's ``PYTEST_ADDOPTS``."""
+    return {**startup.environment(tmp), "PYTEST_ADDOPTS": inner_addopts()}
 
 
 def subprocess_session(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
