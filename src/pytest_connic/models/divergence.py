@@ -64,7 +64,7 @@ def _hint(index: int, raw: ModelRequest, normal: ModelRequest) -> str:
         # the tool (or its hook, or its mock) raised now: the cause to fix, never a part to ignore
         first = content.splitlines()[0][len("Error: "):]
         return (f": the call of {message.get('name') or 'a tool'} now ends in an error the model reads "
-                f"({_quote(first)}); the case's trace shows where it was raised (-rA, --connic-json)")
+                f"({_quote(first)}); the case's trace shows where it was raised (--connic-json, or the case's report under -W error)")
     for what, pattern, placeholder in VOLATILE:
         found = re.search(pattern, text)
         if found is None or (changed and placeholder in _text_of(normal.messages[index])):

@@ -116,5 +116,5 @@ def test_a_tool_result_that_is_now_an_error_is_named_as_the_cause_not_a_part_to_
     note = explain(recorded, req(USER, broken))
     assert note == ("message 1 (tool) differs: the call of make_id now ends in an error the model reads "
                     "(\"KeyError: 'chat' at tests/mocks/ids.py:11\"); the case's trace shows where it was raised "
-                    "(-rA, --connic-json)")
+                    "(--connic-json, or the case's report under -W error)")
     assert "ignore" not in note
