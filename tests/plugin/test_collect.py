@@ -37,6 +37,25 @@ def test_collects_node_ids_with_connic_discovery(calc: ConnicProject) -> None:
     assert result.ret == 0
 
 
+@pytest.mark.parametrize("autoload", [False, True], ids=["no-autoload", "autoload"])
+@pytest.mark.parametrize("spelling", ["pytest_connic", "connic", "pytest_connic.plugin"])
+def test_p_loads_the_plugin_by_each_documented_name(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch,
+                                                    spelling: str, autoload: bool) -> None:
+    """docs/running.md "Loading the plugin": with autoloading off, ``-p`` loads the plugin by the
+    package's name, the entry point's or the module's; with it on, the first two are no-ops (the
+    module's is pytest's own "already registered" error, as for any plugin's module)."""
+    if not autoload:
+        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    calc.suite("echo", SIMPLE.format(name="first"))
+    result = calc.run("-p", spelling, "--collect-only", "-q")
+    if autoload and spelling == "pytest_connic.plugin":  # loudly, never in silence
+        assert result.ret != 0
+        result.stderr.fnmatch_lines(["ValueError: Plugin already registered under a different name: connic=*"])
+        return
+    result.stdout.fnmatch_lines(["tests/echo.yaml::first", "*1 test collected*"])
+    assert result.ret == 0
+
+
 def test_yml_is_not_a_suite_and_connic_refuses_the_upload(calc: ConnicProject) -> None:
     calc.suite("echo", SIMPLE.format(name="real suite"))
     calc.write("tests/old.yml", SIMPLE.format(name="yml is not a suite"))
