@@ -441,3 +441,25 @@ def test_cases_that_never_ran_are_in_no_report(calc: ConnicProject) -> None:
 
     assert [c["test_name"] for c in json.loads((calc.root / "report.json").read_text())["cases"]] == ["fails first"]
     assert "never runs" not in (calc.root / "junit.xml").read_text()
+
+
+def test_after_x_under_xdist_the_cases_that_never_ran_are_in_no_report(calc: ConnicProject) -> None:
+    """``-n 2 -x``: xdist stops with its own ``Interrupted``; the case queued behind the failure on
+    its worker never runs and, as a Python test there, is reported nowhere (it was ``SKIPPED
+    tests/echo.yaml:1: interrupted``)."""
+    pytest.importorskip("xdist")
+    # four cases: xdist's load scheduling gives each worker two, "never runs" after "fails first"
+    calc.suite("echo", "tests:\n" + "".join(
+        f"  - name: {name}\n    payload: '{{\"x\": 1}}'\n    expected_result: output.got.x == {want}\n"
+        for name, want in (("fails first", 2), ("never runs", 1), ("third", 1), ("fourth", 1))))
+    result = calc.run("-p", "no:randomly", "-n", "2", "-x", "-rA", "--connic-json", "report.json",
+                      "--junitxml", "junit.xml")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # xdist's exit after -x, for Python tests too
+    result.assert_outcomes(failed=1, passed=2)
+    result.stdout.no_fnmatch_line("*SKIPPED*")
+    result.stdout.no_fnmatch_line("*never runs*")
+    import json
+
+    report = json.loads((calc.root / "report.json").read_text())
+    assert sorted(c["test_name"] for c in report["cases"]) == ["fails first", "fourth", "third"]
+    assert "never runs" not in (calc.root / "junit.xml").read_text()

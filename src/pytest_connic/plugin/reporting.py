@@ -103,10 +103,21 @@ class ConnicReporting:
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """A real interruption (Ctrl-C, ``pytest.exit``), not pytest stopping on its own
-        (``session.Interrupted``: a collection error, ``-x``/``--sw`` stopping): only then do the
-        cases that never started appear in the reports, as interrupted."""
+        (``session.Interrupted``: a collection error, ``-x``/``--sw`` stopping; see
+        :meth:`pytest_sessionfinish` for xdist's): only then do the cases that never started appear
+        in the reports, as interrupted."""
         if not isinstance(excinfo.value, pytest.Session.Interrupted):
             self.interrupted = True
+
+    def _really_interrupted(self, session: pytest.Session, state: ConnicSession) -> bool:
+        """Whether the cases that never finished are reported as interrupted: the session's stop
+        signal (SIGINT, SIGTERM), or an interruption that is not pytest stopping on its own. The
+        xdist controller stops with xdist's ``Interrupted`` (a ``KeyboardInterrupt``) also after
+        ``-x``/``--maxfail`` or ``--sw``; pytest's session then says why (``shouldfail``,
+        ``shouldstop``) and, as for Python tests, the cases that never ran are reported nowhere."""
+        if state.stop.is_set():
+            return True
+        return self.interrupted and not (session.shouldfail or session.shouldstop)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -115,7 +126,7 @@ class ConnicReporting:
         from pytest_connic.plugin.outputs import write_outputs
 
         state = state_of(self.config)
-        if state.stop.is_set() or self.interrupted:
+        if self._really_interrupted(session, state):
             items: list[tuple[str, tuple[str, int | None, str], pytest.Item | None]] = [
                 (i.nodeid, i.location, i) for i in session.items]
             items += [(nodeid, location, None) for nodeid, location in state.collected.items()]
@@ -207,7 +218,11 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession,
             state.add_outcome(outcome)
             known.add(nodeid)
         state.mark_reported(nodeid)
-        path, line = location[0], location[1] or 0
+        known_outcome = state.outcome_of(nodeid)
+        path = location[0]
+        # the case's own line (1-based in an outcome, 0-based in a location): the xdist controller's
+        # locations have none, its outcomes have the suite's (``placeholder_outcome``)
+        line = known_outcome.line - 1 if known_outcome is not None and known_outcome.line else location[1] or 0
         # a case whose setup was reported is skipped in its call, from the same (xdist) node, so
         # JUnit closes the testcase its setup opened
         started = nodeid in state.started

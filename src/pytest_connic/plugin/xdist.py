@@ -96,14 +96,31 @@ class WorkerNode(Protocol):
 
 def placeholder_outcome(state: ConnicSession, nodeid: str, case_name: str, **fields: str | None) -> CaseOutcome:
     """The outcome of a case the controller knows only by its node id (its worker crashed, or the
-    session stopped before it reported): its agent is a sibling case's, else the file name's
-    (Connic's default)."""
+    session stopped before it reported): its line is read from its suite (:func:`suite_line`), its
+    agent is a sibling case's, else the file name's (Connic's default)."""
     from pytest_connic.execution.outcomes import new_outcome
 
     suite = nodeid.partition("::")[0]
     agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
                  Path(suite).stem)
-    return new_outcome(nodeid, suite, 0, agent, case_name, runs=0, success_threshold=100, **fields)
+    line = suite_line(Path(state.config.rootpath), nodeid)
+    return new_outcome(nodeid, suite, line, agent, case_name, runs=0, success_threshold=100, **fields)
+
+
+def suite_line(rootpath: Path, nodeid: str) -> int:
+    """The line of the case ``nodeid`` in its suite file, read from the file (the controller
+    collects nothing); 0 when the file no longer holds it."""
+    from pytest_connic.errors import ConnicError
+    from pytest_connic.plugin.items import case_name
+    from pytest_connic.suite.loader import case_lines
+
+    path, _, name = nodeid.partition("::")
+    try:
+        lines = case_lines(rootpath / path)
+    except (ConnicError, OSError, UnicodeDecodeError):
+        return 0
+    # an item name may end in its xdist group (``name@group``, plugin/items.py)
+    return lines.get(case_name(name)) or lines.get(case_name(name.rpartition("@")[0])) or 0
 
 
 def worker_id(node: object) -> str | None:
