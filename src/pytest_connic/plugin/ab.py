@@ -160,7 +160,7 @@ def _warnings_of(item: pytest.Item) -> Iterator[None]:
     if not item.config.pluginmanager.has_plugin("warnings"):
         yield
         return
-    from _pytest.warnings import catch_warnings_for_item
+    from pytest_connic.plugin.pytest_private import catch_warnings_for_item
 
     with catch_warnings_for_item(item.config, item.ihook, "runtest", item):
         yield

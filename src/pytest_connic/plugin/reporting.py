@@ -169,11 +169,10 @@ class _GateFailure:
 def gate_in_last_line(reporter: pytest.TerminalReporter) -> None:
     """A coverage gate that fails the session is in pytest's last line (``4 passed, 1 coverage gate
     failed``), in red: the last line never reads like a green run."""
+    from pytest_connic.plugin.pytest_private import red_last_line
+
     reporter.stats.setdefault(COVERAGE_GATE_FAILED, []).append(_GateFailure())
-    determine = getattr(reporter, "_determine_main_color", None)
-    if callable(determine) and hasattr(reporter, "_main_color"):
-        setattr(reporter, "_determine_main_color", lambda unknown: "red")  # noqa: B010 - a private method
-        reporter._main_color = None  # recomputed for the last line
+    red_last_line(reporter)
 
 
 
@@ -181,19 +180,9 @@ def gate_in_last_line(reporter: pytest.TerminalReporter) -> None:
 def junit_as_error(config: pytest.Config, report: pytest.TestReport) -> None:
     """pytest's JUnit XML files every failed call as a ``<failure>``: a case that pytest counts as
     an error (``is_error_report``) gets an ``<error>``, as its setup's failure would."""
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # pragma: no cover - a pytest without it writes no JUnit file we know
-        return
-    xml = config.stash.get(xml_key, None)
-    if xml is None:
-        return
-    reporter = xml.node_reporter(report)
-    for node in reporter.nodes:
-        if node.tag == "failure":
-            node.tag = "error"
-            xml.stats["failure"] -= 1
-            xml.stats["error"] += 1
+    from pytest_connic.plugin.pytest_private import junit_as_error as failure_as_error
+
+    failure_as_error(config, report)
 
 
 def mark_unfinished(config: pytest.Config, state: ConnicSession,

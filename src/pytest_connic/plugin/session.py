@@ -356,10 +356,9 @@ class ConnicSession:
 
     def shown_path(self, path: Path) -> str:
         """``path`` as pytest shows it: relative to the invocation directory when inside it."""
-        try:
-            return path.resolve().relative_to(Path(self.config.invocation_params.dir).resolve()).as_posix()
-        except (ValueError, OSError):
-            return str(path)
+        from pytest_connic.plugin.host import shown_path
+
+        return shown_path(self.config, path if path.is_absolute() else Path.cwd() / path)
 
     @contextlib.contextmanager
     def case_running(self, path: Path, line: int) -> Iterator[None]:

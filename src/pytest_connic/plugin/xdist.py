@@ -9,6 +9,7 @@ plugin is registered in every distributed session, Connic project or not.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -155,6 +156,25 @@ class ConnicXdist:
         self.received: set[str] = set()
         #: ``--dist each``: a case's outcome from each worker is a row of its own (:func:`each_row`)
         self.each = config.getoption("dist", None) == "each"
+        #: the keyed warnings shown already, by (class name, key)
+        self.warned: set[tuple[str, str]] = set()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_warning_recorded(self, warning_message: warnings.WarningMessage, nodeid: str) -> None:
+        """A warning shown once per session for its key (``ConnicWarning(message, key)``): each
+        worker shows it once, so the controller keeps the first worker's and takes the others back
+        out of the terminal's warnings (recorded there just before this hook, which runs last)."""
+        from pytest_connic.plugin.pytest_private import drop_last_warning
+        from pytest_connic.warnings import ConnicWarning
+
+        message = warning_message.message
+        if not isinstance(message, ConnicWarning) or message.key is None:
+            return
+        key = (type(message).__name__, message.key)
+        if key not in self.warned:
+            self.warned.add(key)
+            return
+        drop_last_warning(self.config, nodeid, (warning_message.filename, warning_message.lineno))
 
     def _row(self, outcome: CaseOutcome, node: object) -> CaseOutcome:
         """``outcome`` as the row of the worker ``node`` under ``--dist each`` (unchanged otherwise)."""
