@@ -165,6 +165,8 @@ def _section_lines(section: dict[str, Any], width: int | None) -> list[str]:
         lines.append(plan)
     if not section["comparisons"]:
         lines.append(f"  no case of a base agent of {section['variant']!r} ran")
+    elif section.get("latencies") != "measured":
+        lines.append(f"  note: {LOCAL_LATENCIES}")
     confidence = _confidence(section)
     for comp in section["comparisons"]:
         lines.append(f"  {comp['base']} (control) vs {comp['variant']} (variant): {len(comp['cases'])} case(s)")
@@ -178,6 +180,11 @@ def _section_lines(section: dict[str, Any], width: int | None) -> list[str]:
 HTML_HEADERS = [*HEADERS[:-1], "Cost/run (USD)"]
 #: for each column of the difference row, whether a larger value is better (None: no direction)
 _BETTER_WHEN_HIGHER: list[bool | None] = [None, None, None, True, False, False, False, False, False]
+#: the latency columns of a row (Mean, P50, P95): no direction when the latencies are local timings
+_LATENCY_COLUMNS = (4, 5, 6)
+#: what the section says when its latencies are a replay's (``latencies: local``)
+LOCAL_LATENCIES = ("latencies are local timings (replayed or scripted models), not the providers': their "
+                   "differences are not judged; compare latencies with --connic-live or --connic-record-mode=all")
 
 
 def _direction(cell: str, higher_is_better: bool | None) -> str:
@@ -194,14 +201,15 @@ def _direction(cell: str, higher_is_better: bool | None) -> str:
     return "better" if (value > 0) == higher_is_better else "worse"
 
 
-def _html_row(row: list[str]) -> str:
+def _html_row(row: list[str], measured: bool = True) -> str:
     """One table row; the cells of a difference row are classed ``better``/``worse`` (coloured by
-    report.css's pass and fail colours, with an arrow for those who do not see colour)."""
+    report.css's pass and fail colours, with an arrow for those who do not see colour), its
+    latency cells only when the latencies were ``measured``."""
     if len(row) < 2 or row[1] != "Δ v − c":
         return "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
     cells = []
-    for cell, better in zip(row, _BETTER_WHEN_HIGHER):
-        direction = _direction(cell, better)
+    for column, (cell, better) in enumerate(zip(row, _BETTER_WHEN_HIGHER)):
+        direction = _direction(cell, None if column in _LATENCY_COLUMNS and not measured else better)
         mark = {"better": " ▲", "worse": " ▼"}.get(direction, "")
         title = {"better": ' title="better for the variant"', "worse": ' title="worse for the variant"'}.get(direction, "")
         cls = f' class="delta {direction}"' if direction else ""
@@ -218,6 +226,9 @@ def ab_html(section: dict[str, Any] | None) -> str:
     plan = plan_line(section)
     if plan:
         parts.append(f"<p>{html.escape(plan.strip())}</p>")
+    measured = section.get("latencies") == "measured"
+    if not measured and section["comparisons"]:
+        parts.append(f'<p class="note">{html.escape(LOCAL_LATENCIES[0].upper() + LOCAL_LATENCIES[1:])}.</p>')
     confidence = _confidence(section)
     for comp in section["comparisons"]:
         parts.append(f"<h3>{html.escape(comp['base'])} (control) vs {html.escape(comp['variant'])} (variant)</h3>")
@@ -225,7 +236,7 @@ def ab_html(section: dict[str, Any] | None) -> str:
         if len(comp["cases"]) > 1:
             rows += _rows("overall", comp["overall"])
         head = "".join(f"<th>{html.escape(h)}</th>" for h in HTML_HEADERS)
-        body = "".join(_html_row(r) for r in rows)
+        body = "".join(_html_row(r, measured) for r in rows)
         parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
         parts += [f"<p>{html.escape(line.strip())}</p>" for line in case_notes(comp, confidence) + overall_lines(comp)]
     parts.append("</section>")

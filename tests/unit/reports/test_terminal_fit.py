@@ -165,6 +165,22 @@ def test_ab_differences_are_coloured_by_direction_and_cost_has_its_unit() -> Non
     assert 'class="delta worse"' in cells[8] and "+0.0004" in cells[8]  # dearer: worse
     assert HTML_HEADERS[-1] == "Cost/run (USD)"
     assert "delta" not in _html_row(["adds", "control", "10", "80.0%", "", "", "", "", ""])
+    # a replay's latencies are local timings: not judged; pass rate, tokens and cost still are
+    local = _html_row(difference_row(diff), measured=False).split("<td")[1:]
+    assert all("delta" not in cell and "▲" not in cell and "▼" not in cell for cell in local[4:7])
+    assert 'class="delta better"' in local[3] and 'class="delta worse"' in local[8]
+
+
+def test_the_ab_section_says_when_its_latencies_are_local_timings() -> None:
+    from pytest_connic.reports.ab_report import LOCAL_LATENCIES, ab_html, terminal_lines
+
+    section = {"variant": "fast", "mode": "exploratory", "plan": None, "comparisons": [
+        {"base": "calc", "variant": "calc-test-fast", "cases": [{"test_name": "adds", "error": "no runs"}],
+         "overall": {"paused": False, "recommendation": None}}]}
+    for latencies, said in (("local", True), ("measured", False)):
+        text = "\n".join(terminal_lines({**section, "latencies": latencies}))
+        assert (LOCAL_LATENCIES in text) is said
+        assert ("Latencies are local timings" in ab_html({**section, "latencies": latencies})) is said
 
 
 def test_a_calls_error_inside_the_reason_still_marks_its_span() -> None:
