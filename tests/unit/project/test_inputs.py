@@ -57,13 +57,13 @@ def test_a_step_summary_is_appended_only_to_a_regular_file_outside_the_inputs(tm
     assert write_summaries("now", str(tmp_path / "s.md"), environ) == []
     assert step.read_text("utf-8") == "earlier\nnow\n" and (tmp_path / "s.md").read_text("utf-8") == "now"
     os.mkfifo(tmp_path / "pipe")
-    for path, problem in ((tmp_path / "pipe", "the step summary is a named pipe (FIFO)"), (Path("/dev/null"), "a device")):
+    for path, kind in ((tmp_path / "pipe", "a named pipe (FIFO)"), (Path("/dev/null"), "a device")):
         lines = write_summaries("now", None, {**environ, "GITHUB_STEP_SUMMARY": str(path)})
-        assert lines == [f"{path}: {problem if 'FIFO' in problem else 'the step summary is ' + problem}; only a "
-                         "regular file is written: the summary was not appended to $GITHUB_STEP_SUMMARY"]
+        assert lines == [(f"{path}: the step summary is {kind}; only a regular file is written: the summary was not "
+                          "appended to $GITHUB_STEP_SUMMARY")]
     assert write_summaries("now", None, environ, lambda path: "a path in its agents/ folder of the project p") == [
-        f"{step}: $GITHUB_STEP_SUMMARY names a path in its agents/ folder of the project p; the summary was not "
-        "appended to it"]
+        (f"{step}: $GITHUB_STEP_SUMMARY names a path in its agents/ folder of the project p; the summary was not "
+        "appended to it")]
     assert write_summaries("x", "/dev/full", environ)[0] == ("/dev/full: cannot write the Markdown summary: "
                                                              "[Errno 28] No space left on device")
     assert step.read_text("utf-8") == "earlier\nnow\nx\n"  # the step summary still got it
