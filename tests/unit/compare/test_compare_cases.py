@@ -153,6 +153,7 @@ def test_a_fifo_as_a_report_is_refused_without_blocking(tmp_path: Path) -> None:
         resolve("pipe.json", None, tmp_path)
 
 
+@pytest.mark.timeout(120)
 def test_a_long_word_is_cut_in_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_connic.compare import render
 
@@ -172,6 +173,7 @@ def test_a_long_word_is_cut_in_one_pass(monkeypatch: pytest.MonkeyPatch) -> None
     assert calls["wcwidth"] + calls["display_width"] <= 3 * len(word)  # linear: each character measured a few times
 
 
+@pytest.mark.timeout(120)  # without the bound, difflib matches these for hours
 def test_the_word_diff_matches_word_by_word_only_while_it_is_cheap(monkeypatch: pytest.MonkeyPatch) -> None:
     import difflib
 
