@@ -169,20 +169,10 @@ def test_recorded_files_and_reports_get_the_umask_mode(echo: ConnicProject) -> N
     assert stat.S_IMODE(os.stat(echo.root / "r.json").st_mode) == 0o640
 
 
-def _first_run(text: str, key: str, value: object) -> str:
-    """The report ``text`` with ``key`` of its first case's first run set to ``value``."""
-    data = json.loads(text)
-    data["cases"][0]["runs_detail"][0][key] = value
-    return json.dumps(data)
-
-
+#: shard faults a session must survive (a deep file would crash it, a FIFO would block it); the
+#: others are read below pytest (tests/unit/reports/test_merge_shards.py)
 SHARDS = {
-    "truncated": lambda text: text[: len(text) // 2],
     "nested": lambda text: text.replace('"cases": [', '"deep": ' + "[" * 100_000 + "]" * 100_000 + ', "cases": [', 1),
-    "wrong-types": lambda text: text.replace('"runs": 1', '"runs": "one"', 1),
-    "wrong-run": lambda text: text.replace('"runs_detail": [', '"runs_detail": [{"run_id": 7}, ', 1),
-    "wrong-duration": lambda text: _first_run(text, "duration_ms", "slow"),
-    "wrong-failures": lambda text: _first_run(text, "failures", [{"not": "text"}]),
 }
 
 
