@@ -133,7 +133,10 @@ class ConnicHistory:
 
                 # last, after every report (JUnit XML too): a summary that cannot be written, or
                 # that would block, never costs another report
-                write_summary(state)
+                try:
+                    write_summary(state)
+                except Exception as exc:  # noqa: BLE001 - nor the session's own outcome
+                    state.output_failed(f"cannot write the Markdown summary: {type(exc).__name__}: {exc}")
 
     def _prepare(self, state: ConnicSession) -> tuple[Path, SessionRow, list[CaseRow]] | None:
         import shlex
