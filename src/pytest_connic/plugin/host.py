@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import linecache
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -48,7 +49,11 @@ class PytestHost:
         warning = category(message, key) if key is not None and issubclass(category, ConnicWarning) else category(message)
         where = location or self._case
         if where is not None:  # the user's file and line, not the runtime's source line
-            warnings.warn_explicit(warning, category, shown_path(self.config, Path(where[0])), where[1])
+            shown = shown_path(self.config, Path(where[0]))
+            # pytest shows the file's line from linecache, which keys a relative name the same for
+            # every project (pytester's runs share this process): a changed file is read afresh
+            linecache.checkcache(shown)
+            warnings.warn_explicit(warning, category, shown, where[1])
         else:
             warnings.warn(warning, stacklevel=2)
 

@@ -163,7 +163,8 @@ class ConnicXdist:
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage, nodeid: str) -> None:
         """A warning shown once per session for its key (``ConnicWarning(message, key)``): each
         worker shows it once, so the controller keeps the first worker's and takes the others back
-        out of the terminal's warnings (recorded there just before this hook, which runs last)."""
+        out of the terminal's warnings (recorded there just before this hook, which runs last;
+        ``pytest_warning_recorded`` is historic, so no wrapper)."""
         from pytest_connic.plugin.pytest_private import drop_last_warning
         from pytest_connic.warnings import ConnicWarning
 
