@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from pytest_connic.models.base import CassetteError
+from pytest_connic.models.fingerprint import REQUEST_KEYS, check_section
 from pytest_connic.models.matching import MatchRule, MatchRuleError, parse_rule
 from pytest_connic.models.world import WORLD_KEYS, World, world_from_data, world_to_data
 from pytest_connic.secrets import Masker
@@ -489,7 +490,9 @@ class _Checker:
         turn.cost = self.number(raw.get("cost"), (*kp, "cost"))
         turn.model = self.text(raw.get("model"), (*kp, "model"))
         if raw.get("request") is not None:
-            turn.request = self.mapping(raw["request"], (*kp, "request"), _REQUEST_KEYS)
+            rkp = (*kp, "request")
+            turn.request = self.mapping(raw["request"], rkp, REQUEST_KEYS)
+            check_section(turn.request, lambda key, msg: self.fail((*rkp, key), msg))
         return turn
 
     def tool_call(self, value: object, kp: KeyPath) -> RecordedToolCall:
@@ -530,7 +533,6 @@ class _Checker:
         raise self.fail(kp, f"expected a string, found {_kind(value)}")
 
 
-_REQUEST_KEYS = ("model", "digest", "system", "messages", "tools")
 
 
 def _kind(value: object) -> str:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import datetime as dt
 import json
 import os
 import shlex
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -51,10 +52,11 @@ from pytest_connic.models.cassette import (
     undigested_note,
     write_text_atomic,
 )
-from pytest_connic.models.digest import request_fingerprint
-from pytest_connic.models.divergence import explain
-from pytest_connic.models.matching import MatchRule, normalise
+from pytest_connic.models.divergence import Divergence, ReplayDiverged, find, texts_by_index
+from pytest_connic.models.fingerprint import echo_now, kinds_of, normalised, section
+from pytest_connic.models.matching import MatchRule
 from pytest_connic.models.sessions import replayed_start, session_difference, started_with, stored_start
+from pytest_connic.models.volatile import KINDS, substitute
 from pytest_connic.models.world import RunWorld, World
 from pytest_connic.secrets import Masker, secret_values_from_env
 
@@ -82,6 +84,8 @@ class _Plan:
     kind: str  #: replay | record
     run: CassetteRun | None = None
     position: int = 0  #: which cassette run is replayed (``runs[position]``)
+    #: how many times over the cassette's runs this run is (0: the first pass; n: the n-th copy)
+    copy: int = 0
 
 
 class CaseModels:
@@ -91,13 +95,17 @@ class CaseModels:
                  root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT,
                  taken: Callable[[], frozenset[str]] = frozenset,
                  warn: Callable[[str, Path], None] | None = None, rules: Sequence[MatchRule] = (),
-                 unrecorded: UnrecordedNotes | None = None) -> None:
+                 unrecorded: UnrecordedNotes | None = None, strict: bool = True,
+                 volatile: Sequence[str] = KINDS) -> None:
         """``root``: the project (a cassette that is a link must stay inside it); ``size_limit``:
         the largest cassette read, in bytes; ``taken()``: the file names of the other cases'
         cassettes in the folder (an old file name one of them has now is theirs, not this case's),
         computed only when an old file name exists; ``rules``: the session's matching rules (ini
         ``connic_match_rules``), applied before the cassette's own ``match:``; ``unrecorded``: why
-        earlier recording sessions wrote no cassette (named when a replay finds none)."""
+        earlier recording sessions wrote no cassette (named when a replay finds none); ``strict``: a
+        replayed request that differs from its recording fails its run (``connic_replay``), else it
+        is a note; ``volatile``: the kinds of volatile value a recording replaces before its
+        digests (``connic_volatile``, models/volatile.py)."""
         if mode not in MODES:
             raise ValueError(f"unknown record mode {mode!r}; expected one of {', '.join(MODES)}")
         if mode == "live" and live is None:
@@ -109,6 +117,8 @@ class CaseModels:
         self.size_limit = size_limit
         self.taken = taken
         self.ini_rules = tuple(rules)
+        self.strict = strict
+        self.volatile = tuple(volatile)
         self._live = live
         #: ``warn(message, path)``: a notice located at ``path`` (the hand-written cassette's), given
         #: once per case; pytest's summary shows identical ones once
@@ -193,7 +203,16 @@ class CaseModels:
         if self.mode == "new_runs" and run_index >= count:
             return _Plan("record")
         position = run_index % count
-        return _Plan("replay", cassette.runs[position], position)
+        return _Plan("replay", cassette.runs[position], position, run_index // count)
+
+    @property
+    def replayed(self) -> tuple[int, int] | None:
+        """``(runs replayed, runs the cassette holds)`` (None: no run replayed the cassette)."""
+        with self._lock:
+            replayed = sum(1 for r in self._runs.values() if r._plan is not None and r._plan.kind == "replay")
+            if not replayed or self._cassette is None:
+                return None
+            return replayed, len(self._cassette.runs)
 
     def _why_missing(self) -> str:
         """Why the last recording session wrote no cassette here, when it said so."""
@@ -309,10 +328,9 @@ class CaseModels:
         write_text_atomic(self.path, text)
         return self.path
 
-    def refresh(self, turn: Turn, request: ModelRequest) -> None:
-        """``digests`` mode: remember the digests of the (normalised) ``request`` that ``turn``
-        answered, when the turn has none or other ones."""
-        fingerprint = request_fingerprint(request)
+    def refresh(self, turn: Turn, fingerprint: dict[str, object]) -> None:
+        """``digests`` mode: remember the ``request`` section of the request that ``turn``
+        answered, when the turn has none or another one."""
         with self._lock:
             if turn.request != fingerprint:
                 turn.request = fingerprint
@@ -345,12 +363,22 @@ class RunModelsImpl:
         self._session: SessionStart | None = None
         self._session_replayed = False
         self._world: RunWorld | None = None
+        #: the run's start on the real wall clock: volatile times are "now" relative to it
+        self._start: dt.datetime | None = None
+
+    @property
+    def start(self) -> dt.datetime:
+        """When the run started (the real wall clock, taken when first asked)."""
+        if self._start is None:
+            self._start = dt.datetime.now(dt.timezone.utc)
+        return self._start
 
     def world(self, now: float) -> RunWorld | None:
         """The run's world (models/world.py), asked once as the run starts (``now``: its clock):
         recorded by a recording, the cassette run's ``world:`` in a replay; None in live mode and
         when the replayed run has none (or the cassette is missing or invalid: the first model call
         says so, as before)."""
+        self._start = dt.datetime.now(dt.timezone.utc)
         if self.case.mode == "live":
             return None
         if self.case.mode != "all" and not os.path.lexists(self.case.path):
@@ -363,10 +391,10 @@ class RunModelsImpl:
         world = plan.run.world if plan.run is not None else None
         if plan.kind == "replay" and world is None:
             return None
-        return self._new_world(copy.deepcopy(world), now, recording=plan.kind == "record")
+        return self._new_world(copy.deepcopy(world), now, recording=plan.kind == "record", copy=plan.copy)
 
-    def _new_world(self, world: World | None, now: float, *, recording: bool) -> RunWorld:
-        self._world = RunWorld(world, recording=recording, now=now)
+    def _new_world(self, world: World | None, now: float, *, recording: bool, copy: int = 0) -> RunWorld:
+        self._world = RunWorld(world, recording=recording, now=now, copy=copy)
         return self._world
 
     @property
@@ -559,20 +587,32 @@ class RunModelsImpl:
         self._cursors[key] = used + 1
         return used, tape.turns[used]
 
-    def note_divergence(self, key: TapeKey, turn: Turn, request: ModelRequest) -> None:
-        """Remember (once per invocation) that a request differs from the recorded one."""
-        if turn.request is None or key in self._noted:
-            return
-        difference = explain(turn.request, request, self.case.rules())
-        if difference and self._session is not None:
-            difference = session_difference(turn.request, request, self._session,
-                                            self._session_replayed) or difference
-        if difference:
+    def check(self, key: TapeKey, tape: Tape, index: int, request: ModelRequest) -> dict[str, str]:
+        """Compare ``request`` with the one turn ``index`` of ``tape`` was recorded for: a
+        difference fails the run in strict replay (``ReplayDiverged``) and is a note (once per
+        invocation) otherwise. Returns the recorded values the turn's answer repeats, mapped to
+        those that take their place now (``fingerprint.echo_now``)."""
+        turn = tape.turns[index]
+        if turn.request is None:
+            return {}
+        normal = normalised(request, self.case.rules(), kinds_of(turn.request), self.start)
+        sections = [t.request for t in tape.turns[: index + 1]]
+        divergence = find(turn.request, normal, request, texts_by_index(sections))
+        if divergence is None:
+            return echo_now(turn.request, normal.found)
+        if self._session is not None:
+            in_history = session_difference(turn.request, normal.request, self._session, self._session_replayed)
+            if in_history:
+                divergence = Divergence(in_history, "session", legacy=divergence.legacy)
+        where = f"{self.case.shown_path}: {turn.where}"
+        message = (f"{where}: the request of {request.agent_name!r} in run {self.index + 1} differs from the "
+                   f"recorded one: {divergence.text()}{_hint(divergence)}")
+        if self.case.strict:
+            raise ReplayDiverged(message, divergence, where)
+        if key not in self._noted:
             self._noted.add(key)
-            self.notes.append(
-                f"{self.case.shown_path}: {turn.where}: the request of {request.agent_name!r} in run "
-                f"{self.index + 1} differs from the recorded one: {difference}"
-            )
+            self.notes.append(message)
+        return echo_now(turn.request, normal.found)
 
     def add_recorded(self, key: TapeKey, turn: Turn) -> None:
         with self.case._lock:
@@ -605,6 +645,8 @@ class InvocationModel:
         self.agent_name = agent_name
         self.key = key
         self._live: Model | None = None
+        #: how many messages of the invocation's requests its earlier turns already sent
+        self._sent = 0
 
     def ended_early(self) -> None:
         """This invocation ended for its own reason (blocked, awaiting approval, failed):
@@ -618,12 +660,13 @@ class InvocationModel:
             return await self._record(request)
         tape = self.run.tape(self.key, self.agent_name)
         index, turn = self.run.next_turn(self.key, tape, self.agent_name)
-        if self.run.case.mode != "digests":
-            self.run.note_divergence(self.key, turn, request)
+        echoes = self.run.check(self.key, tape, index, request) if self.run.case.mode != "digests" else {}
         _check_tools(turn, request, self.run.case.shown_path)
+        response = response_from_turn(turn, index, request, echoes)
         if self.run.case.mode == "digests":  # this replay's requests become the recorded ones
-            self.run.case.refresh(turn, normalise(request, self.run.case.rules()))
-        return response_from_turn(turn, index, request)
+            self.run.case.refresh(turn, self._section(request, response))
+        self._sent = len(request.messages)
+        return response
 
     async def _record(self, request: ModelRequest) -> ModelResponse:
         try:
@@ -633,9 +676,17 @@ class InvocationModel:
         except BaseException as exc:
             self.run.mark_broken(f"the model call of agent {self.agent_name!r} failed", exc)
             raise
-        recorded = turn_from_response(response, request, self.run.case.rules())
+        recorded = turn_from_response(response, request)
+        recorded.request = self._section(request, response)
         self.run.add_recorded(self.key, recorded)
+        self._sent = len(request.messages)
         return response
+
+    def _section(self, request: ModelRequest, response: ModelResponse) -> dict[str, object]:
+        """The ``request`` section a turn recorded now keeps (models/fingerprint.py)."""
+        case = self.run.case
+        normal = normalised(request, case.rules(), case.volatile, self.run.start)
+        return section(normal, case.volatile, since=self._sent, system=self._sent == 0, response=response)
 
 
 def _canonical(value: object) -> str:
@@ -653,14 +704,24 @@ def _check_tools(turn: Turn, request: ModelRequest, path: str) -> None:
             )
 
 
-def response_from_turn(turn: Turn, index: int, request: ModelRequest) -> ModelResponse:
-    """The response a recorded turn replays (ids are deterministic when not recorded)."""
+def response_from_turn(turn: Turn, index: int, request: ModelRequest,
+                       echoes: Mapping[str, str] | None = None) -> ModelResponse:
+    """The response a recorded turn replays (ids are deterministic when not recorded); ``echoes``:
+    recorded values of the request the answer repeats, replaced by the values that took their
+    place in this replay (a tool's new ``uuid4()``, passed on by the model)."""
+
+    def now(value: object) -> object:
+        if not echoes:
+            return copy.deepcopy(value)
+        return substitute(value, lambda text: _echo(text, echoes))
+
     calls = [
-        ToolCallRequest(call.id or f"call_{index + 1}_{n + 1}", call.name, copy.deepcopy(call.arguments))
+        ToolCallRequest(call.id or f"call_{index + 1}_{n + 1}", call.name, now(call.arguments))  # type: ignore[arg-type]
         for n, call in enumerate(turn.tool_calls)
     ]
+    content = now(turn.content)
     return ModelResponse(
-        content=turn.content,
+        content=content if isinstance(content, str) else None,
         tool_calls=calls,
         input_tokens=turn.input_tokens or 0,
         output_tokens=turn.output_tokens or 0,
@@ -669,9 +730,15 @@ def response_from_turn(turn: Turn, index: int, request: ModelRequest) -> ModelRe
     )
 
 
-def turn_from_response(response: ModelResponse, request: ModelRequest, rules: Sequence[MatchRule] = ()) -> Turn:
+def _echo(text: str, echoes: Mapping[str, str]) -> str:
+    for old, new in echoes.items():
+        text = text.replace(old, new)
+    return text
+
+
+def turn_from_response(response: ModelResponse, request: ModelRequest) -> Turn:
     """What a live response records (provider tool-call ids are left out: replay makes its own);
-    its ``request`` digests are of the request normalised by the matching ``rules``."""
+    the caller sets its ``request`` section (``fingerprint.section``)."""
     content = response.content
     if content is None and not response.tool_calls:
         content = ""  # an empty final answer; a turn needs content or tool calls
@@ -682,5 +749,16 @@ def turn_from_response(response: ModelResponse, request: ModelRequest, rules: Se
         output_tokens=response.output_tokens,
         cost=response.cost or None,
         model=response.model if response.model and response.model != request.model else None,
-        request=request_fingerprint(normalise(request, rules)),
     )
+
+
+def _hint(divergence: Divergence) -> str:
+    """What the note adds to the difference: a matching rule for a volatile value, or that an
+    older recording keeps digests only."""
+    if divergence.rule:
+        return f"; {divergence.rule}"
+    if divergence.legacy and divergence.part in ("message", "added", "system"):
+        return ("; the recording keeps digests only (an older version made it): re-record the case to "
+                "see what changed and to let UUIDs, hex ids and times vary (docs/models.md, \"Replay you "
+                "can trust\")")
+    return ""

@@ -1,0 +1,69 @@
+"""Run one case of a Connic project below pytest: no session, no items, the typed outcome back.
+
+As pytest-xdist's ``test_remote.py`` drives one worker, these tests drive the execution layer
+(``ProjectRuntime``) directly and assert on the records a run leaves (``CaseOutcome``,
+``RunRecord``), not on rendered terminal text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
+from pytest_connic.execution.models import ModelSource
+from pytest_connic.project.loaded import LoadedProject
+from pytest_connic.records.run import CaseOutcome
+from pytest_connic.runtime.ports import NullHost
+from pytest_connic.secrets import Masker
+from pytest_connic.suite.loader import load_suite
+
+
+def runtime_for(root: Path, *, isolation: str = "none", masker: Masker | None = None,
+                **models: Any) -> ProjectRuntime:
+    """The project's runtime as a session builds it; ``models``: fields of ``ModelSource``
+    (``mode``, ``replay``, ``match_rules``, ...)."""
+    masker = masker or Masker(())
+    source = ModelSource(cassette_dir=models.pop("cassette_dir", "cassettes"), mode=models.pop("mode", "none"),
+                         masker=masker, aliases=dict)
+    source = dataclasses.replace(source, **models)
+    options = RuntimeOptions(concurrency=models.get("concurrency", 8), early_stop=False, env=None, models=source,
+                             isolation=isolation)
+    project = LoadedProject(root, static=isolation == "process")
+    return ProjectRuntime(project, options, masker=masker, host=NullHost())
+
+
+@contextmanager
+def project_runtime(root: Path, **kwargs: Any) -> Iterator[ProjectRuntime]:
+    """``runtime_for``, closed afterwards."""
+    runtime = runtime_for(root, **kwargs)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def run_case(runtime: ProjectRuntime, suite: str, case: str) -> CaseOutcome:
+    """Run the case ``case`` of ``tests/<suite>.yaml`` and return its outcome (warnings the run
+    emits are recorded, not raised: see ``outcome.records``)."""
+    root = runtime.project.root
+    loaded = load_suite(root / "tests" / f"{suite}.yaml", root)
+    assert loaded is not None, f"tests/{suite}.yaml is no suite"
+    spec = next((c for c in loaded.cases if c.name == case), None)
+    assert spec is not None, f"no case {case!r} in tests/{suite}.yaml: {[c.name for c in loaded.cases]}"
+    assert spec.error is None, spec.error
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        return runtime.run_case(loaded, spec, f"tests/{suite}.yaml::{case}")
+
+
+def first_failure(outcome: CaseOutcome) -> str:
+    """The first failure of the first failing run (the text a report's first line shows)."""
+    for record in outcome.records:
+        if record.failures:
+            return record.failures[0]
+    raise AssertionError(f"no run failed: {[r.status for r in outcome.records]}")
