@@ -7,6 +7,7 @@ name, one entry per invocation). See docs/models.md for the format.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import hashlib
@@ -408,7 +409,9 @@ class _Checker:
         rules = []
         for i, entry in enumerate(entries):
             try:
-                rules.append(parse_rule(entry, format_path(("match", i))))
+                rule = parse_rule(entry, format_path(("match", i)))
+                line, column = self.positions.of(("match", i))
+                rules.append(dataclasses.replace(rule, origin=f"{self.path}:{line}:{column}: {rule.origin}"))
             except MatchRuleError as exc:
                 key = str(exc).split(":", 1)[0].rsplit(".", 1)[-1]
                 kp = ("match", i, key) if isinstance(entry, Mapping) and key in entry else ("match", i)

@@ -30,7 +30,6 @@ VOLATILE = (
     ("a UUID", r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", "<uuid>"),
     ("an ISO timestamp",
      r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?", "<timestamp>"),
-    ("an ISO date", r"\d{4}-\d{2}-\d{2}", "<date>"),
 )
 _SHOWN = 60
 _DIFF_ITEMS = 3
@@ -106,7 +105,7 @@ def find(recorded: Mapping[str, object], normal: Normalised, raw: ModelRequest,
         divergence.diff = _diff(old, now)
     elif divergence.part == "added":
         divergence.diff = f"now {_quote(now)}" if now else None
-    divergence.rule = _rule(old, now, raw.messages[index] if index < len(raw.messages) else message)
+    divergence.rule = _rule(old, now)
     return divergence
 
 
@@ -186,7 +185,7 @@ def _flatten(value: object, path: str = "", depth: int = 0) -> dict[str, object]
 
 
 def _value(value: object) -> str:
-    return _quote(json.dumps(value, ensure_ascii=False, default=str))
+    return _cut(json.dumps(value, ensure_ascii=False, default=str))
 
 
 _TOKEN = re.compile(r"\s+|[^\s]+")
@@ -200,7 +199,7 @@ def _word_diff(old: str, new: str) -> str:
         if tag == "equal":
             continue
         was, now = "".join(before[i1:i2]).strip(), "".join(after[j1:j2]).strip()
-        context = "".join(before[max(0, i1 - 4):i1]).lstrip()
+        context = "".join(before[max(0, i1 - 6):i1]).lstrip()
         shown = f"[-{_cut(was)}-]" if was else ""
         shown += f"{{+{_cut(now)}+}}" if now else ""
         spans.append(f"…{_cut(context, 30)}{shown}" if context else shown)
@@ -217,17 +216,16 @@ def _quote(value: str) -> str:
     return repr(_cut(value))
 
 
-def _rule(old: str | None, now: str, raw: Mapping[str, object]) -> str | None:
-    """A matching rule for a volatile-looking value the built-in kinds leave alone (a time far
-    from the run, a recording of an older version): only for a value that really changed."""
-    text = content_text(raw)
+def _rule(old: str | None, now: str) -> str | None:
+    """A matching rule for a volatile-looking value the built-in kinds left in the text (``now``,
+    normalised: a time far from the run, a kind left out by ``connic_volatile``): only for a value
+    the recording did not have. None for a digest-only recording (nothing tells what changed)."""
+    if old is None:
+        return None
     for what, pattern, placeholder in VOLATILE:
-        found = [m.group() for m in re.finditer(pattern, text)]
-        changed = [v for v in found if old is None or v not in old]
-        if not changed or (old is None and placeholder in now):
+        changed = [m.group() for m in re.finditer(pattern, now) if m.group() not in old]
+        if not changed:
             continue
-        if old is None:  # a digest-only recording: nothing tells which value changed
-            return None
         rule = "{replace: '" + pattern.replace("'", "''") + f"', with: '{placeholder}'}}"
         return (f"its text holds {what} ({_quote(changed[0])}) that the recording did not have; if it changes "
                 f"from run to run, add `match: [{rule}]` to the cassette (or the line `{rule}` to the ini "

@@ -30,7 +30,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_connic.models.base import ModelRequest, ModelResponse
+from pytest_connic.models.base import CassetteError, ModelRequest, ModelResponse
 from pytest_connic.models.digest import (
     SHORT,
     canonical_message,
@@ -38,7 +38,7 @@ from pytest_connic.models.digest import (
     request_fingerprint,
     sha256,
 )
-from pytest_connic.models.matching import MatchRule, normalise
+from pytest_connic.models.matching import MatchRule, MatchRuleError, normalise
 from pytest_connic.models.volatile import KINDS, Found, Volatile, substitute
 
 #: the longest text a section keeps of one part (its first characters)
@@ -61,8 +61,12 @@ class Normalised:
 def normalised(request: ModelRequest, rules: Sequence[MatchRule], kinds: Sequence[str] | None,
                start: dt.datetime) -> Normalised:
     """``request`` with the matching ``rules`` applied, then the volatile values of ``kinds``
-    (None: a section of an older version, none) replaced relative to the run's ``start``."""
-    request = normalise(request, rules)
+    (None: a section of an older version, none) replaced relative to the run's ``start``; a rule
+    that cannot be applied (it ran past its time) is the case's ``CassetteError``, naming it."""
+    try:
+        request = normalise(request, rules)
+    except MatchRuleError as exc:
+        raise CassetteError(str(exc)) from None
     if not kinds:
         return Normalised(request, None)
     volatile = Volatile(kinds, start)
