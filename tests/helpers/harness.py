@@ -28,10 +28,11 @@ def runtime_for(root: Path, *, isolation: str = "none", masker: Masker | None = 
     """The project's runtime as a session builds it; ``models``: fields of ``ModelSource``
     (``mode``, ``replay``, ``match_rules``, ...)."""
     masker = masker or Masker(())
+    concurrency = models.pop("concurrency", 8)
     source = ModelSource(cassette_dir=models.pop("cassette_dir", "cassettes"), mode=models.pop("mode", "none"),
                          masker=masker, aliases=dict)
     source = dataclasses.replace(source, **models)
-    options = RuntimeOptions(concurrency=models.get("concurrency", 8), early_stop=False, env=None, models=source,
+    options = RuntimeOptions(concurrency=concurrency, early_stop=False, env=None, models=source,
                              isolation=isolation)
     project = LoadedProject(root, static=isolation == "process")
     return ProjectRuntime(project, options, masker=masker, host=NullHost())
@@ -67,3 +68,43 @@ def first_failure(outcome: CaseOutcome) -> str:
         if record.failures:
             return record.failures[0]
     raise AssertionError(f"no run failed: {[r.status for r in outcome.records]}")
+
+
+def write_project(root: Path, files: dict[str, str]) -> Path:
+    """Write a Connic project's files (``{"agents/a.yaml": "...", ...}``, dedented) under ``root``."""
+    import textwrap
+
+    (root / "agents").mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), "utf-8")
+    return root
+
+
+def answer(content: str | None = None, *calls: tuple[str, dict[str, object]]) -> Any:
+    """One scripted model turn: tool calls (``(name, arguments)``), or the final ``content``."""
+    from pytest_connic.models.base import ModelResponse, ToolCallRequest
+
+    return ModelResponse(content=content, input_tokens=10, output_tokens=2,
+                         tool_calls=[ToolCallRequest(f"call_{n}", name, dict(args)) for n, (name, args) in enumerate(calls)])
+
+
+class Scripted:
+    """A provider stand-in for recording: each invocation of an agent answers its turns in order
+    (``script[agent]``, a list of ``answer(...)``); the requests it got are kept."""
+
+    def __init__(self, script: dict[str, list[Any]]) -> None:
+        self.script = script
+        self.requests: list[Any] = []
+
+    def __call__(self, agent_name: str) -> Any:
+        turns = iter(self.script[agent_name])
+        outer = self
+
+        class Invocation:
+            async def complete(self, request: Any) -> Any:
+                outer.requests.append(request)
+                return next(turns)
+
+        return Invocation()

@@ -47,6 +47,9 @@ class ModelSource:
     replay: str = "strict"
     #: ``connic_volatile``: the kinds of volatile value a recording leaves out of its digests
     volatile: tuple[str, ...] = KINDS
+    #: the model recordings and live runs call, by agent name (None: LiteLLM, the ``[live]`` extra);
+    #: for library use and tests, any object with ``async complete(request)``
+    live: Callable[[str], Model] | None = None
 
     def replaying(self) -> ModelSource:
         """The same source, replaying only (never recording, never live)."""
@@ -180,8 +183,8 @@ def models_at(
     ``pytest_connic_make_model`` receives (None for the ``connic`` fixture); ``taken()``: the file
     names of the other cases' cassettes in that folder."""
     mode = source.mode
-    live = None
-    if mode not in REPLAY_ONLY:  # replay only: the live backend is never imported
+    live = source.live
+    if mode not in REPLAY_ONLY and live is None:  # replay only: the live backend is never imported
         from pytest_connic.models.live import LiteLLMModel
 
         shared = LiteLLMModel(aliases=source.aliases(), masker=source.masker)

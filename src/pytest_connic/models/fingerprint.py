@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_connic.models.base import CassetteError, ModelRequest, ModelResponse
@@ -59,10 +59,15 @@ class Normalised:
 
 
 def normalised(request: ModelRequest, rules: Sequence[MatchRule], kinds: Sequence[str] | None,
-               start: dt.datetime) -> Normalised:
-    """``request`` with the matching ``rules`` applied, then the volatile values of ``kinds``
-    (None: a section of an older version, none) replaced relative to the run's ``start``; a rule
-    that cannot be applied (it ran past its time) is the case's ``CassetteError``, naming it."""
+               start: dt.datetime, mask: Callable[[object], object] | None = None) -> Normalised:
+    """``request`` with its secrets masked (``mask``, the session's masker: a cassette's replayed
+    answers hold ``***`` where the recording's held a secret), the matching ``rules`` applied, then
+    the volatile values of ``kinds`` replaced relative to the run's ``start``. ``kinds`` None: a
+    section of an older version, compared as it was recorded (no masking, no volatile values). A
+    rule that cannot be applied (it ran past its time) is the case's ``CassetteError``, naming it."""
+    if kinds is not None and mask is not None:
+        request = dataclasses.replace(request, system_prompt=str(mask(request.system_prompt)),
+                                      messages=[dict(m) for m in mask(request.messages)])  # type: ignore[attr-defined]
     try:
         request = normalise(request, rules)
     except MatchRuleError as exc:

@@ -595,15 +595,19 @@ class RunModelsImpl:
         turn = tape.turns[index]
         if turn.request is None:
             return {}
-        normal = normalised(request, self.case.rules(), kinds_of(turn.request), self.start)
+        normal = normalised(request, self.case.rules(), kinds_of(turn.request), self.start, self.case.masker.data)
         sections = [t.request for t in tape.turns[: index + 1]]
         divergence = find(turn.request, normal, request, texts_by_index(sections))
         if divergence is None:
             return echo_now(turn.request, normal.found)
-        if self._session is not None:
-            in_history = session_difference(turn.request, normal.request, self._session, self._session_replayed)
-            if in_history:
-                divergence = Divergence(in_history, "session", legacy=divergence.legacy)
+        in_history = (session_difference(turn.request, normal.request, self._session, self._session_replayed)
+                      if self._session is not None else None)
+        if in_history:
+            divergence = Divergence(in_history, "session", legacy=divergence.legacy)
+        elif divergence.rule is None and self._rules_changed(divergence, request, normal.request, turn.request):
+            divergence.rule = ("the matching rules changed this message before it was compared: digests "
+                               "recorded before a rule was added do not know it; refresh them with "
+                               "--connic-record-mode=digests (docs/models.md, \"Matching rules\")")
         where = f"{self.case.shown_path}: {turn.where}"
         message = (f"{where}: the request of {request.agent_name!r} in run {self.index + 1} differs from the "
                    f"recorded one: {divergence.text()}{_hint(divergence)}")
@@ -613,6 +617,16 @@ class RunModelsImpl:
             self._noted.add(key)
             self.notes.append(message)
         return echo_now(turn.request, normal.found)
+
+    def _rules_changed(self, divergence: Divergence, request: ModelRequest, normal: ModelRequest,
+                       recorded: Mapping[str, object]) -> bool:
+        """Whether the matching rules changed the message that differs (a rule added after the
+        digests were recorded)."""
+        at = divergence.index
+        if at is None or not self.case.rules():
+            return False
+        plain = normalised(request, (), kinds_of(recorded), self.start, self.case.masker.data).request.messages
+        return at < len(plain) and plain[at] != normal.messages[at]
 
     def add_recorded(self, key: TapeKey, turn: Turn) -> None:
         with self.case._lock:
@@ -685,7 +699,7 @@ class InvocationModel:
     def _section(self, request: ModelRequest, response: ModelResponse) -> dict[str, object]:
         """The ``request`` section a turn recorded now keeps (models/fingerprint.py)."""
         case = self.run.case
-        normal = normalised(request, case.rules(), case.volatile, self.run.start)
+        normal = normalised(request, case.rules(), case.volatile, self.run.start, case.masker.data)
         return section(normal, case.volatile, since=self._sent, system=self._sent == 0, response=response)
 
 

@@ -18,6 +18,8 @@ from pytest_connic.runtime.state import InvocationState
 
 #: the longest error quoted from a tool or a child
 _ERROR = 200
+#: causes that already say what the request now holds (an error): no diff follows them
+_SAID_WHOLE = ("the child agent",)
 
 
 def in_user_terms(inv: InvocationState, exc: ReplayDiverged, messages: Sequence[dict[str, object]],
@@ -25,12 +27,13 @@ def in_user_terms(inv: InvocationState, exc: ReplayDiverged, messages: Sequence[
     """The run's failure for ``exc``: what changed, where the recorded answers were, the fix."""
     divergence = exc.divergence
     cause = _cause(inv, divergence, messages, history)
-    what = divergence.text()
     if cause is None:
         return (f"replay diverged: the request of agent '{inv.config.name}' differs from its recording "
-                f"({exc.where}): {what}. {_fix(inv, divergence, cause)}")
+                f"({exc.where}): {divergence.text()}. {_fix(inv, divergence, cause)}")
+    if divergence.diff and not cause.startswith(_SAID_WHOLE) and " now raises " not in cause:
+        cause = f"{cause}: {divergence.diff}"
     return (f"replay diverged: {cause}; the model's recorded answers were made for the request before "
-            f"that change ({exc.where}: {what}). {_fix(inv, divergence, cause)}")
+            f"that change ({exc.where}, {divergence.summary}). {_fix(inv, divergence, cause)}")
 
 
 def _cause(inv: InvocationState, divergence: Divergence, messages: Sequence[dict[str, object]],
@@ -59,7 +62,8 @@ def _cause(inv: InvocationState, divergence: Divergence, messages: Sequence[dict
     call = _call_of(inv.record, messages, history, index)
     if call is None:
         return None
-    return _tool_cause(inv.record, call, divergence)
+    mocks = inv.scope.case.get("mocks")
+    return _tool_cause(inv.record, call, f"tests/mocks/{mocks}.py" if isinstance(mocks, str) and mocks else None)
 
 
 def _call_of(record: RunRecord, messages: Sequence[dict[str, object]], history: int, index: int) -> ToolCallRecord | None:
@@ -81,14 +85,17 @@ def _call_of(record: RunRecord, messages: Sequence[dict[str, object]], history: 
     return None
 
 
-def _tool_cause(record: RunRecord, call: ToolCallRecord, divergence: Divergence) -> str:
+def _tool_cause(record: RunRecord, call: ToolCallRecord, mocks_module: str | None) -> str:
     if call.name == "trigger_agent":
         trigger = _trigger_of(record, call)
         child = trigger.child_run if trigger is not None else None
         if child is not None and child.status != "completed":
             return _child_cause(child)
     where = f" at {call.traceback['where']}" if call.traceback and call.traceback.get("where") else ""
-    who = f"the mock {call.mock_function} of tool {call.name}" if call.mocked and call.mock_function else call.name
+    who = call.name
+    if call.mocked and call.mock_function:
+        module = mocks_module
+        who = f"the mock {call.mock_function}{f' ({module})' if module else ''} of tool {call.name}"
     if call.error is not None:
         return f"{who} now raises {_short(call.error)}{where}"
     if call.aborted:
