@@ -220,9 +220,9 @@ def test_uuid4_and_now_in_a_tool_and_a_prompt_replay_quietly_a_day_later(tmp_pat
     time_machine = pytest.importorskip("time_machine")
     root = write_project(tmp_path, STAMPED)
     record(root, TICKET_SCRIPT, "tickets", "files a ticket")
-    with time_machine.travel(dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1, hours=3), tick=True):
-        with project_runtime(root) as runtime:
-            outcome = run_case(runtime, "tickets", "files a ticket")
+    a_day_later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1, hours=3)
+    with time_machine.travel(a_day_later, tick=True), project_runtime(root) as runtime:
+        outcome = run_case(runtime, "tickets", "files a ticket")
     assert outcome.verdict_passed, outcome.failure_reason
 
 
