@@ -186,3 +186,21 @@ def test_a_divergence_shows_the_cases_trace_and_the_tools_traceback(
         "tools/shop.py:7: KeyError",
     ])
     result.stdout.fnmatch_lines(["FAILED tests/shop.yaml::orders - replay diverged: new_order now raises*"])
+
+
+def test_a_backtracking_ini_rule_ends_the_session_by_itself_with_a_located_error(
+    shop: ConnicProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39: a rule that backtracks for ever (``(a|aa)+$`` on sixty ``a`` and a ``!``) no longer
+    spins pytest's process: a real session, without pytest-timeout, ends by itself with the rule's
+    place, and its reports are written."""
+    shop.suite("shop", SUITE.replace('payload: "one book"', 'payload: "' + "a" * 60 + '!"'))
+    record(shop, monkeypatch)
+    shop.write("pytest.ini", "[pytest]\nconnic_match_rules =\n    {replace: '(a|aa)+$', with: x}\n")
+    result = shop.pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:timeout",
+                                                "--connic-json", "report.json", timeout=120)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([esc("*ini connic_match_rules, line 1.replace: the regular expression "
+                                     "'(a|aa)+$' ran past its bound of 2s and was stopped*")])
+    report = json.loads((shop.root / "report.json").read_text("utf-8"))
+    assert "ran past its bound" in report["cases"][0]["failure_reason"]
