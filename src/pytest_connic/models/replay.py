@@ -289,7 +289,8 @@ class CaseModels:
                     "environment variable or of the --connic-env file) that masking could not remove; "
                     "the cassette was not written (docs/models.md, \"Secrets\")"
                 )
-            write_text_atomic(self.path, text)
+            if not self._written(text):
+                return None
             if self.unrecorded_notes is not None:
                 self.unrecorded_notes.forget(str(self.path))
             return self.path
@@ -325,8 +326,19 @@ class CaseModels:
         data = read_regular_file(self.path, root=self.root, size_limit=self.size_limit, what="cassette",
                                  setting="connic_cassette_size_limit", error=CassetteError)
         text = refresh_digests(data.decode("utf-8"), self._cassette, self.refreshed, self.shown_path)
-        write_text_atomic(self.path, text)
-        return self.path
+        return self.path if self._written(text) else None
+
+    def _written(self, text: str) -> bool:
+        """Write the cassette; a file system that refuses (a full disk, no permission) is the case's
+        error in one located line (``unrecorded``), never a traceback."""
+        try:
+            write_text_atomic(self.path, text)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            self.unrecorded = (f"{self.shown_path}: the cassette could not be written ({reason}); the file "
+                               "already there, if any, was left as it was")
+            return False
+        return True
 
     def refresh(self, turn: Turn, fingerprint: dict[str, object]) -> None:
         """``digests`` mode: remember the ``request`` section of the request that ``turn``

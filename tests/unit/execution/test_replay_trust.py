@@ -337,3 +337,31 @@ def test_a_backtracking_matching_rule_fails_its_case_with_its_location(tmp_path:
     assert reason.startswith("cassettes/counter/ticks.yaml:2:5: match[0].replace: the regular expression "), reason
     assert "ran past its bound" in reason
 
+
+
+def test_a_cassette_that_cannot_be_written_is_the_cases_error_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Re-recording on a full disk: the case errs with the cassette's path and the reason, no
+    traceback, and the file already there is left as it was (issue 39)."""
+    import errno
+
+    from pytest_connic.models import replay
+
+    files = dict(COUNTER)
+    files["tests/counter.yaml"] = files["tests/counter.yaml"].replace("RUNS", "1")
+    root = write_project(tmp_path, files)
+    record(root, {"counter": [answer(None, ("tick", {})), answer("ticked")]}, "counter", "ticks")
+    cassette = root / "cassettes" / "counter" / "ticks.yaml"
+    before = cassette.read_bytes()
+
+    def full(path: Path, text: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(replay, "write_text_atomic", full)
+    script = Scripted({"counter": [answer(None, ("tick", {})), answer("ticked")]})
+    with project_runtime(root, mode="all", live=script) as runtime:
+        outcome = run_case(runtime, "counter", "ticks")
+    assert outcome.status == "error"
+    assert outcome.recording_error == ("cassettes/counter/ticks.yaml: the cassette could not be written (No space "
+                                       "left on device); the file already there, if any, was left as it was")
+    assert cassette.read_bytes() == before
