@@ -82,6 +82,12 @@ def write_project(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
+def llm_agent(name: str, prompt: str, tools: list[str]) -> str:
+    """The YAML of an LLM agent ``name`` on ``openai/gpt-4o-mini`` with ``prompt`` and ``tools``."""
+    return (f'version: "1.0"\nname: {name}\ntype: llm\nmodel: openai/gpt-4o-mini\ndescription: the {name} agent\n'
+            f"system_prompt: {prompt}\ntools: [{', '.join(tools)}]\n")
+
+
 def answer(content: str | None = None, *calls: tuple[str, dict[str, object]]) -> Any:
     """One scripted model turn: tool calls (``(name, arguments)``), or the final ``content``."""
     from pytest_connic.models.base import ModelResponse, ToolCallRequest

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.harness import Scripted, answer, first_failure, project_runtime, run_case, write_project
+from helpers.harness import Scripted, answer, first_failure, llm_agent, project_runtime, run_case, write_project
 from pytest_connic.records.events import DivergenceNoteEvent
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "order-desk"
@@ -69,15 +69,7 @@ def test_lenient_replay_keeps_the_verdict_and_notes_the_difference(broken_desk: 
 # -- recorded against a scripted provider, then changed ---------------------------------------
 
 NOTIFIER = {
-    "agents/analyzer.yaml": """
-        version: "1.0"
-        name: analyzer
-        type: llm
-        model: openai/gpt-4o-mini
-        description: decides who to alert
-        system_prompt: You alert the right team.
-        tools: [trigger_agent]
-    """,
+    "agents/analyzer.yaml": llm_agent("analyzer", "You alert the right team.", ["trigger_agent"]),
     "agents/dispatcher.yaml": """
         version: "1.0"
         name: dispatcher
@@ -131,15 +123,7 @@ def test_a_parent_whose_child_now_fails_fails_naming_the_child_and_its_error(tmp
 
 
 MOCKED = {
-    "agents/billing.yaml": """
-        version: "1.0"
-        name: billing
-        type: llm
-        model: openai/gpt-4o-mini
-        description: charges customers
-        system_prompt: You charge the customer.
-        tools: [pay.charge]
-    """,
+    "agents/billing.yaml": llm_agent("billing", "You charge the customer.", ["pay.charge"]),
     "tools/pay.py": '''
         def charge(amount: float) -> dict:
             """Charge the customer."""
@@ -177,15 +161,7 @@ def test_a_note_for_a_changed_mock_names_the_mock_never_the_clock_or_a_run_id(tm
 
 
 STAMPED = {
-    "agents/tickets.yaml": """
-        version: "1.0"
-        name: tickets
-        type: llm
-        model: openai/gpt-4o-mini
-        description: files tickets
-        system_prompt: You file tickets.
-        tools: [db.insert]
-    """,
+    "agents/tickets.yaml": llm_agent("tickets", "You file tickets.", ["db.insert"]),
     "tools/db.py": '''
         import datetime
         import uuid
@@ -227,15 +203,7 @@ def test_uuid4_and_now_in_a_tool_and_a_prompt_replay_quietly_a_day_later(tmp_pat
 
 
 SIGNER = {
-    "agents/signer.yaml": """
-        version: "1.0"
-        name: signer
-        type: llm
-        model: openai/gpt-4o-mini
-        description: signs requests
-        system_prompt: You sign.
-        tools: [sign.request]
-    """,
+    "agents/signer.yaml": llm_agent("signer", "You sign.", ["sign.request"]),
     "tools/sign.py": '''
         import os
         import time
@@ -279,15 +247,7 @@ def test_a_tool_signing_against_the_real_clock_passes_in_a_month_old_replay(
 
 
 COUNTER = {
-    "agents/counter.yaml": """
-        version: "1.0"
-        name: counter
-        type: llm
-        model: openai/gpt-4o-mini
-        description: counts
-        system_prompt: You count.
-        tools: [count.tick]
-    """,
+    "agents/counter.yaml": llm_agent("counter", "You count.", ["count.tick"]),
     "tools/count.py": '''
         def tick(context) -> dict:
             """Tick, saying which run ticked."""

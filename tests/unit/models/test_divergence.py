@@ -163,3 +163,10 @@ def test_a_bad_request_section_is_a_located_cassette_error(request_text: str, me
     with pytest.raises(CassetteError) as info:
         parse_cassette(text, "c.yaml")
     assert str(info.value).startswith("c.yaml:5:") and message in str(info.value)
+
+
+def test_a_hand_written_section_is_compared_on_the_parts_it_has() -> None:
+    request = req(USER, tool({"id": 1}))
+    assert diverges({"model": "openai/gpt-4o-mini"}, request) is None
+    changed = diverges({"model": "openai/gpt-4.1"}, request)
+    assert changed is not None and changed.text() == "model differs: recorded 'openai/gpt-4.1', now 'openai/gpt-4o-mini'"
