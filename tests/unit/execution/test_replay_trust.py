@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.harness import Scripted, answer, first_failure, llm_agent, project_runtime, run_case, write_project
+from helpers.harness import (
+    Scripted,
+    answer,
+    first_failure,
+    llm_agent,
+    project_runtime,
+    run_case,
+    write_project,
+)
 from pytest_connic.records.events import DivergenceNoteEvent
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "order-desk"
