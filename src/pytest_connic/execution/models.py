@@ -13,7 +13,8 @@ from pytest_connic.models.base import Model
 from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, SessionStart, cassette_path
 from pytest_connic.models.matching import MatchRule
 from pytest_connic.models.pricing import Prices
-from pytest_connic.models.replay import REPLAY_ONLY, CaseModels, RunModelsImpl, UnrecordedNotes
+from pytest_connic.models.replay import CaseModels, UnrecordedNotes
+from pytest_connic.models.runs import REPLAY_ONLY, RunModelsImpl
 from pytest_connic.models.volatile import KINDS
 from pytest_connic.models.world import RunWorld
 from pytest_connic.records.events import DivergenceNoteEvent
