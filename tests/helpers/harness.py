@@ -7,35 +7,22 @@ As pytest-xdist's ``test_remote.py`` drives one worker, these tests drive the ex
 
 from __future__ import annotations
 
-import dataclasses
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
-from pytest_connic.execution.models import ModelSource
-from pytest_connic.project.loaded import LoadedProject
+from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
+from pytest_connic.execution.case import ProjectRuntime
 from pytest_connic.records.run import CaseOutcome
-from pytest_connic.runtime.ports import NullHost
 from pytest_connic.secrets import Masker
-from pytest_connic.suite.loader import load_suite
 
 
 def runtime_for(root: Path, *, isolation: str = "none", masker: Masker | None = None,
-                **models: Any) -> ProjectRuntime:
-    """The project's runtime as a session builds it; ``models``: fields of ``ModelSource``
-    (``mode``, ``replay``, ``match_rules``, ...)."""
-    masker = masker or Masker(())
-    concurrency = models.pop("concurrency", 8)
-    source = ModelSource(cassette_dir=models.pop("cassette_dir", "cassettes"), mode=models.pop("mode", "none"),
-                         masker=masker, aliases=dict)
-    source = dataclasses.replace(source, **models)
-    options = RuntimeOptions(concurrency=concurrency, early_stop=False, env=None, models=source,
-                             isolation=isolation)
-    project = LoadedProject(root, static=isolation == "process")
-    return ProjectRuntime(project, options, masker=masker, host=NullHost())
+                **settings: Any) -> ProjectRuntime:
+    """The project's runtime as a session builds it (``execution/assembly.py``); ``settings``:
+    fields of ``RunSettings`` (``mode``, ``replay``, ``match_rules``, ``live``, ...)."""
+    return assemble(root, RunSettings(isolation=isolation, **settings), masker=masker)
 
 
 @contextmanager
@@ -49,17 +36,8 @@ def project_runtime(root: Path, **kwargs: Any) -> Iterator[ProjectRuntime]:
 
 
 def run_case(runtime: ProjectRuntime, suite: str, case: str) -> CaseOutcome:
-    """Run the case ``case`` of ``tests/<suite>.yaml`` and return its outcome (warnings the run
-    emits are recorded, not raised: see ``outcome.records``)."""
-    root = runtime.project.root
-    loaded = load_suite(root / "tests" / f"{suite}.yaml", root)
-    assert loaded is not None, f"tests/{suite}.yaml is no suite"
-    spec = next((c for c in loaded.cases if c.name == case), None)
-    assert spec is not None, f"no case {case!r} in tests/{suite}.yaml: {[c.name for c in loaded.cases]}"
-    assert spec.error is None, spec.error
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        return runtime.run_case(loaded, spec, f"tests/{suite}.yaml::{case}")
+    """Run the case ``case`` of ``tests/<suite>.yaml`` and return its outcome."""
+    return run_suite_case(runtime, f"tests/{suite}.yaml", case)
 
 
 def first_failure(outcome: CaseOutcome) -> str:
