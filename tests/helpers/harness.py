@@ -7,11 +7,13 @@ As pytest-xdist's ``test_remote.py`` drives one worker, these tests drive the ex
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from helpers.project import ProjectFiles
 from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
 from pytest_connic.execution.case import ProjectRuntime
 from pytest_connic.records.run import CaseOutcome
@@ -92,3 +94,45 @@ class Scripted:
                 return next(turns)
 
         return Invocation()
+
+
+class CaseProject(ProjectFiles):
+    """A Connic project in a temporary folder whose cases run below pytest: ``case`` returns the
+    typed ``CaseOutcome`` (records, events, tool calls, failures) to assert on. ``settings`` are
+    ``RunSettings`` fields every run here gets (``isolation="none"`` unless a test says otherwise:
+    user code in this process, as most tests do not test the worker processes)."""
+
+    def __init__(self, root: Path, **settings: Any) -> None:
+        super().__init__(root)
+        self.settings: dict[str, Any] = {"isolation": "none", **settings}
+        #: the messages of the warnings the last ``case``/``cases`` call's runs emitted, in order
+        self.warnings: list[str] = []
+
+    @contextmanager
+    def runtime(self, **settings: Any) -> Iterator[ProjectRuntime]:
+        """A runtime of the project (closed afterwards), with ``settings`` over the project's."""
+        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}))
+        try:
+            yield runtime
+        finally:
+            runtime.close()
+
+    def case(self, suite: str, name: str, **settings: Any) -> CaseOutcome:
+        """Run the case ``name`` of ``tests/<suite>.yaml`` in a runtime of its own."""
+        return self.cases(suite, name, **settings)[name]
+
+    def cases(self, suite: str, *names: str, **settings: Any) -> dict[str, CaseOutcome]:
+        """Run the cases ``names`` of ``tests/<suite>.yaml`` (all of them without names), in file
+        order, in one runtime (as one session does); their outcomes by name."""
+        from pytest_connic.suite.loader import load_suite
+
+        loaded = load_suite(self.root / "tests" / f"{suite}.yaml", self.root)
+        assert loaded is not None, f"tests/{suite}.yaml is no suite"
+        wanted = list(names) or [c.name for c in loaded.cases]
+        outcomes: dict[str, CaseOutcome] = {}
+        with warnings.catch_warnings(record=True) as caught, self.runtime(**settings) as runtime:
+            warnings.simplefilter("always")
+            for name in wanted:
+                outcomes[name] = run_suite_case(runtime, f"tests/{suite}.yaml", name)
+        self.warnings = [str(w.message) for w in caught]
+        return outcomes
