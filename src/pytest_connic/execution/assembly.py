@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.execution.case import ProjectRuntime, RunListener, RuntimeOptions
 from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.execution.models import ModelSource
@@ -93,7 +94,7 @@ def assemble(root: Path, settings: RunSettings, *, masker: Masker | None = None,
                           host=host if host is not None else NullHost(), run_listeners=run_listeners, stop=stop)
 
 
-class CaseNotFound(LookupError):
+class CaseNotFound(ConnicError, LookupError):
     """``run_suite_case`` was asked for a suite or a case the project does not have (or that is
     invalid): the message says which, and what there is."""
 
