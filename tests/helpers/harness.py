@@ -8,7 +8,7 @@ As pytest-xdist's ``test_remote.py`` drives one worker, these tests drive the ex
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from helpers.project import ProjectFiles
 from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
 from pytest_connic.execution.case import ProjectRuntime
 from pytest_connic.records.run import CaseOutcome
+from pytest_connic.runtime.ports import Host, NullHost
 from pytest_connic.secrets import Masker
 
 
@@ -96,22 +97,44 @@ class Scripted:
         return Invocation()
 
 
+class HookHost(NullHost):
+    """A host that answers as a project's ``pytest_connic_*`` hooks would, from plain functions:
+    ``make_model(agent, model, case, run_index)``, ``guardrail(rule, direction, content, context)``,
+    ``predefined_tool(name, params, context)`` (each may be None: the runtime's default)."""
+
+    def __init__(self, make_model: Callable[..., object] | None = None, guardrail: Callable[..., object] | None = None,
+                 predefined_tool: Callable[..., object] | None = None) -> None:
+        super().__init__()
+        self._make_model, self._guardrail, self._predefined_tool = make_model, guardrail, predefined_tool
+
+    def make_model(self, agent: Any, model: str, case: Any, run_index: int) -> object | None:
+        return self._make_model(agent, model, case, run_index) if self._make_model else None
+
+    def guardrail(self, rule: Any, direction: str, content: str, context: dict[str, object]) -> object | None:
+        return self._guardrail(rule, direction, content, context) if self._guardrail else None
+
+    def predefined_tool(self, name: str, params: dict[str, object], context: dict[str, object]) -> object | None:
+        return self._predefined_tool(name, params, context) if self._predefined_tool else None
+
+
 class CaseProject(ProjectFiles):
     """A Connic project in a temporary folder whose cases run below pytest: ``case`` returns the
     typed ``CaseOutcome`` (records, events, tool calls, failures) to assert on. ``settings`` are
     ``RunSettings`` fields every run here gets (``isolation="none"`` unless a test says otherwise:
-    user code in this process, as most tests do not test the worker processes)."""
+    user code in this process, as most tests do not test the worker processes). ``host``: what the
+    project's ``pytest_connic_*`` hooks would answer (``HookHost``)."""
 
-    def __init__(self, root: Path, **settings: Any) -> None:
+    def __init__(self, root: Path, *, host: Host | None = None, **settings: Any) -> None:
         super().__init__(root)
         self.settings: dict[str, Any] = {"isolation": "none", **settings}
+        self.host = host
         #: the messages of the warnings the last ``case``/``cases`` call's runs emitted, in order
         self.warnings: list[str] = []
 
     @contextmanager
     def runtime(self, **settings: Any) -> Iterator[ProjectRuntime]:
         """A runtime of the project (closed afterwards), with ``settings`` over the project's."""
-        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}))
+        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host)
         try:
             yield runtime
         finally:
