@@ -66,8 +66,8 @@ class ConnicMasking:
                 if isinstance(reporter.attrs.get(key), str):
                     reporter.attrs[key] = masker.text(reporter.attrs[key])
 
-        reporter.record_testreport = record_masked
-        reporter._connic_masked = True
+        reporter.record_testreport = record_masked  # type: ignore[method-assign]
+        reporter._connic_masked = True  # type: ignore[attr-defined]
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, pluggy.Result[pytest.CollectReport], None]:

@@ -22,9 +22,12 @@ fails the plugin's tests, not a user's session.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from _pytest._code.code import (
@@ -40,6 +43,8 @@ from _pytest._io import TerminalWriter
 
 if TYPE_CHECKING:
     from _pytest._code.code import TracebackStyle as TracebackStyle  # noqa: PLC0414 -- re-exported for typing
+    from _pytest.junitxml import LogXML, _NodeReporter
+    from pluggy import HookRelay
 
 __all__ = [
     "ExceptionChainRepr", "ReprEntry", "ReprEntryNative", "ReprFileLocation", "ReprLocals", "ReprTraceback",
@@ -101,7 +106,7 @@ def missing(config: pytest.Config) -> list[str]:
 
 # -- the JUnit writer ----------------------------------------------------------------------------
 
-def junit_xml(config: pytest.Config) -> Any:
+def junit_xml(config: pytest.Config) -> LogXML | None:
     """pytest's JUnit writer of this session (``LogXML``), None without ``--junitxml``."""
     try:
         from _pytest.junitxml import xml_key
@@ -110,7 +115,7 @@ def junit_xml(config: pytest.Config) -> Any:
     return config.stash.get(xml_key, None)
 
 
-def junit_node(config: pytest.Config, report: pytest.TestReport) -> Any:
+def junit_node(config: pytest.Config, report: pytest.TestReport) -> _NodeReporter | None:
     """The ``_NodeReporter`` pytest's JUnit writer records ``report`` in, None without one."""
     xml = junit_xml(config)
     return None if xml is None else xml.node_reporter(report)
@@ -160,20 +165,23 @@ def drop_last_warning(config: pytest.Config, nodeid: str, fslocation: tuple[str,
 
 # -- the rootdir -----------------------------------------------------------------------------------
 
-def parse_known_args(config: pytest.Config, args: list[str]) -> Any:
+def parse_known_args(config: pytest.Config, args: list[str]) -> argparse.Namespace:
     """``args`` parsed with every option pytest knows (the namespace)."""
     return config._parser.parse_known_args(args)
 
 
-def determine_setup(**known: Any) -> tuple[object, ...]:
-    """pytest's own rootdir and ini file search (``_pytest.config.findpaths``), given the keyword
-    arguments this pytest's version of it takes."""
+def determine_setup(*, inifile: str | None, override_ini: list[str] | None, args: list[str],
+                    rootdir_cmd_arg: str | None, invocation_dir: Path) -> tuple[object, ...]:
+    """pytest's own rootdir and ini file search (``_pytest.config.findpaths``), with the keyword
+    arguments this pytest's version of it takes (pytest 8.0 has no ``invocation_dir``)."""
     import inspect
 
     from _pytest.config.findpaths import determine_setup as setup
 
+    known: dict[str, object] = {"inifile": inifile, "override_ini": override_ini, "args": args,
+                                "rootdir_cmd_arg": rootdir_cmd_arg, "invocation_dir": invocation_dir}
     accepted = inspect.signature(setup).parameters
-    found: tuple[object, ...] = setup(**{k: v for k, v in known.items() if k in accepted})
+    found: tuple[object, ...] = setup(**{k: v for k, v in known.items() if k in accepted})  # type: ignore[arg-type]
     return found
 
 
@@ -191,7 +199,8 @@ def structured_node_ids() -> bool:
     return any("_id" in getattr(cls, "__slots__", ()) for cls in pytest.Item.__mro__)
 
 
-def catch_warnings_for_item(config: pytest.Config, ihook: Any, when: str, item: pytest.Item) -> Any:
+def catch_warnings_for_item(config: pytest.Config, ihook: HookRelay, when: str,
+                            item: pytest.Item) -> AbstractContextManager[None]:
     """pytest's capture of an item's warnings (its filters, its summary), as for its own phases."""
     from _pytest.warnings import catch_warnings_for_item as catch
 
