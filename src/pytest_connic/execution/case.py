@@ -256,8 +256,7 @@ class ProjectRuntime:
             except UserImportError:  # the agent's load error, from describing it
                 pass
         doing.append(f"loading agent '{name}'")
-        report = await lease.call(_WORKER_DESCRIBE, doing[-1], (root, name), {})
-        assert isinstance(report, AgentReport), report  # what ``loaded.worker_describe`` returns
+        report = AgentReport.from_data(await lease.call(_WORKER_DESCRIBE, doing[-1], (root, name), {}))
         self.project.adopt(name, report)
 
     def _reachable(self, agent_name: str) -> list[str]:

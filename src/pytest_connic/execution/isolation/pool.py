@@ -19,11 +19,9 @@ import asyncio
 import atexit
 import contextlib
 import contextvars
-import copy
 import functools
 import itertools
 import os
-import pickle
 import signal
 import sys
 import threading
@@ -34,10 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import msgspec
+
 from pytest_connic.errors import ConnicError
-from pytest_connic.execution.isolation import coverage_share
+from pytest_connic.execution.isolation import coverage_share, wire
+from pytest_connic.execution.isolation.exceptions import decode_exception, encode_exception
+from pytest_connic.execution.isolation.values import from_ext, to_data
 from pytest_connic.execution.isolation.wire import (
     Back,
+    BadFrame,
     Call,
     CallResult,
     Copies,
@@ -68,13 +71,7 @@ from pytest_connic.execution.isolation.wire import (
     Untransferable,
     WorkerExited,
     WorkerSettings,
-    World,
-    decode_exception,
-    encode_exception,
-    from_template,
-    from_worker,
     unhandled,
-    unpickled_copies,
 )
 from pytest_connic.execution.isolation.worker import main
 from pytest_connic.project.located import safe_text
@@ -100,6 +97,7 @@ DEFAULT_MEMORY_MB = 4096
 
 
 _T = TypeVar("_T")
+_M = TypeVar("_M")
 
 
 class WorkerStartError(ConnicError):
@@ -148,17 +146,18 @@ def _without_main() -> Iterator[None]:
 _ENDED = object()
 
 
-def _next(conn: Connection[_T, object], sentinel: int) -> object:
-    """The next object a process sent on ``conn``; ``_ENDED`` once the process ended with nothing
+def _next(conn: Connection[_T, object], sentinel: int, decoder: wire.Decoder[_M]) -> _M | object:
+    """The next message a process sent on ``conn``; ``_ENDED`` once the process ended with nothing
     more to read, the pipe broke or closed (``close`` may close it under the reading thread, even
-    in the middle of ``recv``, whose handle is then None), or what came cannot be unpickled."""
+    in the middle of ``recv_bytes``, whose handle is then None); ``BadFrame`` (raised) when what
+    came is not a message of ``decoder``'s direction."""
     from multiprocessing.connection import wait
 
     try:
         if conn not in wait([conn, sentinel]):
             return _ENDED
-        return conn.recv()
-    except (EOFError, OSError, pickle.UnpicklingError):
+        return wire.receive(conn, decoder)
+    except (EOFError, OSError):
         return _ENDED
     except (TypeError, ValueError):
         if conn.closed:
@@ -255,8 +254,9 @@ class Worker:
     services: set[asyncio.Task[None]] = field(default_factory=set)
 
     def send(self, message: ToWorker) -> None:
+        frame = wire.encode(message)
         with self.send_lock:
-            self.conn.send(message)
+            self.conn.send_bytes(frame)
 
     def kill(self, reason: str) -> None:
         """SIGKILL the worker's process group; the template then kills every process left of its
@@ -273,16 +273,18 @@ class Worker:
 
     def messages(self) -> Iterator[FromWorker]:
         """What the worker sends, until it ends: its pipe closes, or the template reports its end,
-        even while a process user code left behind still holds the pipe open (anything that is
-        not a worker's message is passed over)."""
+        even while a process user code left behind still holds the pipe open. A frame that is not
+        a worker's message stops the worker (killed, its calls told why): nothing of it is read."""
         sentinel = self.process.sentinel
         while True:
-            received = _next(self.conn, sentinel)
+            try:
+                received = _next(self.conn, sentinel, wire.FROM_WORKER)
+            except BadFrame as exc:
+                self.kill(f"it sent pytest's process something that is not a message of the protocol: {exc}")
+                return
             if received is _ENDED:
                 return
-            message = from_worker(received)
-            if message is not None:
-                yield message
+            yield received  # type: ignore[misc]
 
     def read(self) -> None:
         """The reader thread: handles what the worker sends, then notices the worker's death."""
@@ -334,7 +336,7 @@ class Worker:
                 if not isinstance(exc, Exception):
                     raise
                 return
-            self._reply(ServiceReturned(rid, value))
+            self._reply(ServiceReturned(rid, to_data(value)))
 
         def start() -> None:
             task = pending.context.copy().run(asyncio.ensure_future, serve())
@@ -348,10 +350,11 @@ class Worker:
             return
         try:
             self.send(message)
+        except BadFrame as exc:  # a service result past the frame's limit
+            with contextlib.suppress(OSError, ValueError):
+                self.send(ServiceRaised(message.rid, encode_exception(exc, safe_text(exc))))
         except (OSError, ValueError):
             pass
-        except Exception as exc:  # noqa: BLE001  (a service result that does not pickle)
-            self.send(ServiceRaised(message.rid, encode_exception(exc, safe_text(exc))))
 
     def _died(self) -> None:
         self.dead = True
@@ -403,16 +406,11 @@ def _settle(pending: _Pending, message: CallResult, worker: Worker) -> None:
     if future.done():
         return
     label = pending.label
-    pending.copied = unpickled_copies(message.copies)
+    pending.copied = dict(message.copies)
     outcome = message.outcome
     match outcome:
-        case Returned(data=data):
-            try:
-                future.set_result(pickle.loads(data))
-            except Exception as exc:  # noqa: BLE001  (a class pytest's process cannot import)
-                future.set_exception(UserCodeEnded(
-                    f"{label} returned a value pytest's process cannot rebuild "
-                    f"({type(exc).__name__}: {safe_text(exc)}); return JSON-like data"))
+        case Returned(value=value):
+            future.set_result(value)
         case Untransferable(why=why):
             future.set_exception(UserCodeEnded(
                 f"{label} returned a value that cannot leave its worker process ({why}); return JSON-like data"))
@@ -460,6 +458,8 @@ class Template:
         #: the module of the project the template said it is importing while it loads
         self.loading: str | None = None
         self.dead = False
+        #: why pytest's process ended the template (a frame that was not a message), None: it did not
+        self.broken: str | None = None
         self._lock = threading.Lock()
         #: one joiner at a time: two threads polling the fork server's status pipe at once, one reads
         #: the exit code and the other the end of the pipe, which multiprocessing reports as 255
@@ -476,7 +476,7 @@ class Template:
         settings = WorkerSettings(root=str(self.root), cwd=os.getcwd(), env=dict(os.environ),
                                   sys_path=list(sys.path), memory_mb=self.memory_mb,
                                   coverage=coverage_share.settings_of_current())
-        process = ctx.Process(target=main, args=(child, settings), name="connic-template", daemon=True)
+        process = ctx.Process(target=main, args=(child, wire.encode(settings)), name="connic-template", daemon=True)
         with _without_main():
             process.start()
         child.close()
@@ -491,12 +491,15 @@ class Template:
     def _read(self, process: BaseProcess, conn: Connection[ToTemplate, object]) -> None:
         sentinel = process.sentinel
         while True:
-            received = _next(conn, sentinel)
+            try:
+                received = _next(conn, sentinel, wire.FROM_TEMPLATE)
+            except BadFrame as exc:  # the template is not itself: it goes
+                self.broken = f"it sent pytest's process something that is not a message of the protocol: {exc}"
+                self.kill()
+                break
             if received is _ENDED:
                 break
-            message = from_template(received)
-            if message is not None:
-                self.handle(message)
+            self.handle(received)  # type: ignore[arg-type]
         self._died(process, conn)
 
     def handle(self, message: FromTemplate) -> None:
@@ -571,6 +574,8 @@ class Template:
         if not self.ready.is_set():
             cause = f"ended with exit code {code}" if code is not None and code >= 0 else \
                 f"was killed by signal {-code} ({_signal_name(-code)})" if code is not None else "was lost"
+            if self.broken is not None:
+                cause = f"was stopped: {self.broken}"
             self.outcome = LoadFailed(f"the worker process {cause.removeprefix('was ')}")
             self.ready.set()
         with self._lock:
@@ -590,7 +595,7 @@ class Template:
             if self.dead or not names or self.conn is None:
                 return
             with contextlib.suppress(OSError, ValueError):
-                self.conn.send(Preload(tuple(names), timeout_s))
+                wire.send(self.conn, Preload(tuple(names), timeout_s))
 
     def fork(self, memory_mb: int | None, callback: Callable[[Worker | str], None]) -> None:
         """Ask for a worker; ``callback`` gets it (or why there is none) on the reader thread."""
@@ -609,7 +614,7 @@ class Template:
             token = next(self._tokens)
             self._forks[token] = _Asked(callback, parent, memory_mb)
             try:
-                conn.send(Fork(token, settings))
+                wire.send(conn, Fork(token, settings))
                 send_handle(conn, child.fileno(), self.pid or 0)
                 # the worker writes where pytest's process writes now (pytest's capture, -s: the
                 # terminal), not where the template's descriptors pointed when it started
@@ -957,8 +962,9 @@ class Lease:
         return worker
 
     async def call(self, ref: Ref, label: str, args: tuple[object, ...], kwargs: dict[str, object],
-                   world: World | None = None) -> object:
-        """``world``: the run's recorded wall clock for this call and its seed (worker.py)."""
+                   world: tuple[str | None, int | None] | None = None) -> object:
+        """Call ``ref`` in the run's worker with ``args`` and ``kwargs`` as data; ``world``: the
+        run's recorded wall clock for this call and its seed (worker.py)."""
         worker = await self.acquire()
         loop = asyncio.get_running_loop()
         cid = next(self._ids)
@@ -967,17 +973,18 @@ class Lease:
         if type(kwargs.get("context")) is dict:
             back = (*back, "context")
         pending = worker.pending[cid] = _Pending(loop, future, contextvars.copy_context(), label)
-        sent = _snapshot(back, args, kwargs)
+        data_args = tuple(to_data(a) for a in args)
+        data_kwargs = {k: to_data(v) for k, v in kwargs.items()}
+        sent = snapshot(back, data_args, data_kwargs)
         try:
-            worker.send(Call(cid, ref, args, kwargs, back, world))
-        except (OSError, ValueError, BrokenPipeError):
+            worker.send(Call(cid, ref, data_args, data_kwargs, back, world))
+        except (OSError, ValueError):
             worker.pending.pop(cid, None)
             if not future.done():
                 future.set_exception(UserCodeEnded(f"{label} lost its worker process"))
-        except Exception as exc:  # noqa: BLE001  (arguments that do not pickle)
+        except BadFrame as exc:  # arguments past the frame's limit
             worker.pending.pop(cid, None)
-            raise UserCodeEnded(f"the arguments of {label} cannot be sent to its worker process "
-                                f"({type(exc).__name__}: {safe_text(exc)})") from None
+            raise UserCodeEnded(f"the arguments of {label} cannot be sent to its worker process ({exc})") from None
         try:
             return await future
         except asyncio.CancelledError:
@@ -1014,12 +1021,12 @@ class Lease:
         self.pool.discard(worker, worker.stopped or reason)
 
 
-def _snapshot(back: Back, args: tuple[object, ...], kwargs: dict[str, object]) -> Copies:
-    """What the mutable arguments held when the call was sent (the base of ``_copy_back``)."""
-    try:
-        return {key: copy.deepcopy(args[key] if isinstance(key, int) else kwargs[key]) for key in back}
-    except Exception:  # noqa: BLE001  (an argument that does not copy: its mutations replace it)
-        return {}
+def snapshot(back: Back, args: tuple[object, ...], kwargs: dict[str, object]) -> Copies:
+    """What the worker received of the arguments it copies back (the base of ``_copy_back``):
+    their data form (``args``, ``kwargs``: built afresh by ``values.to_data``, never changed), so
+    a value that crossed as its description and came back unchanged is left alone in the caller's
+    object."""
+    return {key: args[key] if isinstance(key, int) else kwargs[key] for key in back}
 
 
 def _copy_back(copied: Copies, sent: Copies, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
@@ -1068,8 +1075,10 @@ def _merge(ours: object, base: object, theirs: object) -> None:
 
 
 def _same(a: object, b: object) -> bool:
+    """Equal values; a value of the protocol's own as it was sent (``values.from_ext``) is
+    compared as the worker read it."""
     try:
-        return bool(a is b or a == b)
+        return bool(a is b or a == b or (isinstance(a, msgspec.msgpack.Ext) and from_ext(a) == b))
     except Exception:  # noqa: BLE001  (a user value whose __eq__ raises)
         return False
 

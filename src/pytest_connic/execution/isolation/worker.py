@@ -38,17 +38,20 @@ import threading
 import types
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, NoReturn, ParamSpec, TypeVar
+
+import msgspec
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution.executors import ReusingDaemonExecutor
-from pytest_connic.execution.isolation import coverage_share, procs
+from pytest_connic.execution.isolation import coverage_share, procs, wire
+from pytest_connic.execution.isolation.exceptions import decode_exception, encode_exception
+from pytest_connic.execution.isolation.values import to_data
 from pytest_connic.execution.isolation.wire import (
+    BadFrame,
     Call,
     CallResult,
-    Copies,
     Exited,
     Fork,
     Forked,
@@ -66,20 +69,16 @@ from pytest_connic.execution.isolation.wire import (
     Ref,
     Release,
     Released,
+    Returned,
     ServiceRaised,
     ServiceRequest,
     ServiceReturned,
     Started,
     ToTemplate,
     ToWorker,
+    Untransferable,
     WorkerExited,
     WorkerSettings,
-    decode_exception,
-    encode_exception,
-    pickled_copies,
-    pickled_result,
-    to_template,
-    to_worker,
     unhandled,
 )
 from pytest_connic.project.loaded import LoadedProject
@@ -130,8 +129,9 @@ class _Worker:
         self.loop_lock = threading.Lock()
 
     def send(self, message: FromWorker) -> None:
+        frame = wire.encode(message)
         with self.send_lock:
-            self.conn.send(message)
+            self.conn.send_bytes(frame)
 
     # -- connic.tools, forwarded to pytest's process --------------------------------------
     def install_placeholders(self) -> None:
@@ -145,7 +145,7 @@ class _Worker:
         future: Future[object] = Future()
         rid = next(self.request_ids)
         self.requests[rid] = future
-        self.send(ServiceRequest(CALL_ID.get(), rid, name, params))
+        self.send(ServiceRequest(CALL_ID.get(), rid, name, {str(k): to_data(v) for k, v in params.items()}))
         return await asyncio.wrap_future(future)
 
     def handle_service_returned(self, message: ServiceReturned) -> None:
@@ -205,7 +205,7 @@ class _Worker:
         try:
             self.call(message)
         except BaseException as exc:  # noqa: BLE001  (no thread left: memory is short)
-            self._reply(replace(message, back=()), exc, None)
+            self._reply(msgspec.structs.replace(message, back=()), exc, None)
 
     def call(self, call: Call) -> None:
         if call.world is not None:
@@ -270,22 +270,19 @@ class _Worker:
         """Send a call's outcome with the arguments to copy back (mutated in place, even when the
         call raised, as in-process)."""
         _flush_stdio()  # what the call printed is in pytest's capture before its outcome arrives
+        if isinstance(exc, MemoryError):
+            self.send(CallResult(call.cid, OutOfMemory()))
+            return
         args, kwargs = call.args, call.kwargs
-        copies: Copies = {key: (args[key] if isinstance(key, int) else kwargs[key]) for key in call.back
-                          if (isinstance(key, int) and key < len(args)) or key in kwargs}
-        returned = pickled_copies(copies)
-        if exc is None:
-            self.send(CallResult(call.cid, pickled_result(result), returned))
-        elif isinstance(exc, MemoryError):
-            self.send(CallResult(call.cid, OutOfMemory(), None))
-        elif isinstance(exc, SystemExit):
-            code = exc.code if exc.code is None or isinstance(exc.code, int) else safe_text(exc.code)
-            self.send(CallResult(call.cid, Exited(code), returned))
-        elif isinstance(exc, Exception):
-            self.send(CallResult(call.cid, Raised(encode_exception(exc, safe_text(exc))), returned))
-        else:  # KeyboardInterrupt, GeneratorExit, CancelledError, a custom BaseException
-            where = user_location(exc, self.root)
-            self.send(CallResult(call.cid, RaisedBase(type(exc).__name__, safe_text(exc), where), returned))
+        copies = [(key, to_data(args[key] if isinstance(key, int) else kwargs[key])) for key in call.back
+                  if (isinstance(key, int) and key < len(args)) or key in kwargs]
+        outcome = _outcome(exc, result, self.root)
+        try:
+            frame = wire.encode(CallResult(call.cid, outcome, copies))
+        except BadFrame as too_big:
+            frame = wire.encode(CallResult(call.cid, Untransferable(str(too_big))))
+        with self.send_lock:
+            self.conn.send_bytes(frame)
 
     def handle_release(self, message: Release) -> None:
         """The run that leased this worker ended (asked only when coverage is measured): save
@@ -314,12 +311,10 @@ class _Worker:
     def serve(self) -> None:
         while True:
             try:
-                received = self.conn.recv()
-            except (EOFError, OSError):  # pytest's process went away: so do we, with our threads
+                message = wire.receive(self.conn, wire.TO_WORKER)
+            except (EOFError, OSError, BadFrame):  # pytest's process went away: so do we, with our threads
                 os._exit(0)
-            message = to_worker(received)
-            if message is not None:
-                self.handle(message)
+            self.handle(message)
 
     def handle(self, message: ToWorker) -> None:
         match message:
@@ -333,6 +328,18 @@ class _Worker:
                 self.handle_release(message)
             case _:
                 unhandled(message)
+
+
+def _outcome(exc: BaseException | None, result: object, root: Path) -> Returned | Raised | Exited | RaisedBase:
+    """A call's outcome for the wire: its result as data, or what it raised."""
+    if exc is None:
+        return Returned(to_data(result))
+    if isinstance(exc, SystemExit):
+        return Exited(exc.code if exc.code is None or isinstance(exc.code, int) else safe_text(exc.code))
+    if isinstance(exc, Exception):
+        return Raised(encode_exception(exc, safe_text(exc)))
+    # KeyboardInterrupt, GeneratorExit, CancelledError, a custom BaseException
+    return RaisedBase(type(exc).__name__, safe_text(exc), user_location(exc, root))
 
 
 class _World:
@@ -413,9 +420,11 @@ def _no_breakpoint(*args: object, **kwargs: object) -> None:
         "--connic-isolation=none) so user code runs in pytest's process and the debugger can stop there")
 
 
-def main(conn: Connection[FromTemplate, object], settings: WorkerSettings) -> None:
-    """The template's entry point (``multiprocessing.Process`` target): load the project, then
-    fork a worker per request until pytest's process closes the pipe."""
+def main(conn: Connection[FromTemplate, object], encoded: bytes) -> None:
+    """The template's entry point (``multiprocessing.Process`` target; ``encoded``: its
+    ``WorkerSettings``): load the project, then fork a worker per request until pytest's process
+    closes the pipe."""
+    settings = wire.decode(wire.SETTINGS, encoded)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.breakpointhook = _no_breakpoint
     guard_ast_parse()  # a run's tool calls run in threads: user code and the SDK may parse at once
@@ -423,7 +432,7 @@ def main(conn: Connection[FromTemplate, object], settings: WorkerSettings) -> No
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
     procs.become_subreaper()  # a worker's detached descendants come here when it ends
-    conn.send(Started(os.getpid()))
+    wire.send(conn, Started(os.getpid()))
     try:  # user code may start processes of its own (a daemonic process may not)
         import multiprocessing
 
@@ -442,14 +451,14 @@ def main(conn: Connection[FromTemplate, object], settings: WorkerSettings) -> No
             project = worker.project = load_project(Path(settings.root), worker.adopt)
         worker.rebind(project.modules())
     except BaseException as exc:  # noqa: BLE001  (reported to pytest's process)
-        conn.send(LoadFailed(f"{type(exc).__name__}: {safe_text(exc)}"))
+        wire.send(conn, LoadFailed(f"{type(exc).__name__}: {safe_text(exc)}"))
         return
     coverage_share.save(measuring)
     import gc
 
     gc.collect()
     gc.freeze()  # the workers' collections leave the template's objects alone: shared, not copied
-    conn.send(Ready(os.getpid()))
+    wire.send(conn, Ready(os.getpid()))
     _Template(conn, settings, worker, measuring).serve()
 
 
@@ -491,13 +500,17 @@ class _Template:
             if self.conn not in ready:
                 continue
             try:
-                message = to_template(self.conn.recv())
-                if message is not None:
-                    self.handle(message)
-                    continue
-            except (EOFError, OSError):  # pytest's process went away
-                pass
-            self.shutdown()  # the pipe closed (or something else than a message came)
+                message = wire.receive(self.conn, wire.TO_TEMPLATE)
+            except (EOFError, OSError, BadFrame):  # pytest's process went away
+                self.shutdown()  # the pipe closed (or something else than a message came)
+            self.handle(message)
+
+    def tell(self, message: FromTemplate) -> None:
+        """Send pytest's process ``message``; a pipe that broke means it went away: so do we."""
+        try:
+            wire.send(self.conn, message)
+        except OSError:
+            self.shutdown()
 
     def handle(self, message: ToTemplate) -> None:
         match message:
@@ -541,13 +554,13 @@ class _Template:
         if not hasattr(os, "fork"):  # pragma: no cover  (Windows)
             _close(fd, *stdio)
             why = "process isolation forks its workers, which Windows cannot: use --connic-isolation=none"
-            self.conn.send(ForkFailed(token, why))
+            self.tell(ForkFailed(token, why))
             return
         try:
             pid = os.fork()
         except OSError as exc:  # out of processes
             _close(fd, *stdio)
-            self.conn.send(ForkFailed(token, f"{type(exc).__name__}: {safe_text(exc)}"))
+            self.tell(ForkFailed(token, f"{type(exc).__name__}: {safe_text(exc)}"))
             return
         if pid == 0:
             try:
@@ -559,7 +572,7 @@ class _Template:
                 os._exit(1)
         _close(fd, *stdio)
         self.workers.add(pid)
-        self.conn.send(Forked(token, pid))
+        self.tell(Forked(token, pid))
 
     def become_worker(self, settings: ForkSettings, fd: int) -> None:
         """In the forked child: a worker of one run, in the template's state."""
@@ -599,14 +612,14 @@ class _Template:
             if pid in self.workers:
                 self.workers.discard(pid)
                 with contextlib.suppress(OSError, ValueError):
-                    self.conn.send(WorkerExited(pid, status))
+                    wire.send(self.conn, WorkerExited(pid, status))
         for child in procs.children(os.getpid()):
             if child not in self.workers:
                 procs.kill_tree(child)
                 with contextlib.suppress(OSError):
                     os.kill(child, signal.SIGKILL)
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> NoReturn:
         """pytest's process is gone or asked: every worker and what they started ends, then this."""
         for pid in self.workers:
             with contextlib.suppress(OSError):
@@ -633,7 +646,7 @@ class _ImportReporter:
         try:
             path = Path(str(origin)).resolve()
             if path.is_relative_to(self.root):
-                self.conn.send(Importing(path.relative_to(self.root).as_posix()))
+                wire.send(self.conn, Importing(path.relative_to(self.root).as_posix()))
         except (OSError, ValueError):
             pass
 
