@@ -78,7 +78,7 @@ def _codec() -> float:
     result = {"sum": 10, "items": [1, 2, 3], "note": "done"}
     context = dict(CONTEXT, calls=1)
     if hasattr(wire, "FROM_WORKER"):  # the data wire
-        from pytest_connic.execution.isolation.pool import snapshot
+        from pytest_connic.execution.isolation.copyback import snapshot
         from pytest_connic.execution.isolation.values import to_data
 
         def one() -> None:

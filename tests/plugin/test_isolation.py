@@ -408,7 +408,7 @@ def test_the_template_ends_on_its_own_when_the_session_ends(project: ConnicProje
     """The session's end closes the template's pipe while a reader thread polls it; the template
     reads the end and exits (code 0). Only closed, the polled socket stayed open and the template
     was killed (-9) after a 2 s wait, at the end of every session whose template ran no case."""
-    from pytest_connic.execution.isolation import pool
+    from pytest_connic.execution.isolation import template as pool
 
     ended: list[int | None] = []
     close = pool.Template.close

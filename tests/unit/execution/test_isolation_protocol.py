@@ -13,16 +13,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pytest_connic.execution.isolation import pool, wire, worker
+from pytest_connic.execution.isolation import endpoint, template, template_process, wire, worker
+from pytest_connic.execution.isolation import template as template_module
 
 ISOLATION = Path(wire.__file__).parent
 
 #: direction -> (its union, its decoder, the class that receives it)
 DIRECTIONS: dict[str, tuple[object, wire.Decoder[typing.Any], type]] = {
-    "to the template": (wire.ToTemplate, wire.TO_TEMPLATE, worker._Template),
-    "from the template": (wire.FromTemplate, wire.FROM_TEMPLATE, pool.Template),
-    "to a worker": (wire.ToWorker, wire.TO_WORKER, worker._Worker),
-    "from a worker": (wire.FromWorker, wire.FROM_WORKER, pool.Worker),
+    "to the template": (wire.ToTemplate, wire.TO_TEMPLATE, template_process.TemplateProcess),
+    "from the template": (wire.FromTemplate, wire.FROM_TEMPLATE, template.Template),
+    "to a worker": (wire.ToWorker, wire.TO_WORKER, worker.Endpoint),
+    "from a worker": (wire.FromWorker, wire.FROM_WORKER, endpoint.Worker),
 }
 
 SETTINGS = wire.ForkSettings(cwd="/", env={"A": "1"}, sys_path=["/x"])
@@ -147,10 +148,10 @@ def test_a_pipe_closed_in_the_middle_of_a_read_ends_the_reader_quietly(monkeypat
 
     conn = _ClosedUnderTheReader()
     monkeypatch.setattr(multiprocessing.connection, "wait", lambda objects, timeout=None: [conn])
-    template = pool.Template(tmp_path, None)
+    template = template_module.Template(tmp_path, None)
     template._read(_EndedProcess(), conn)  # type: ignore[arg-type]
     assert template.dead
     conn.closed = False  # the same error on an open pipe is a bug, and propagates
     with pytest.raises(TypeError):
-        pool.Template(tmp_path, None)._read(_EndedProcess(), conn)  # type: ignore[arg-type]
+        template_module.Template(tmp_path, None)._read(_EndedProcess(), conn)  # type: ignore[arg-type]
 

@@ -154,12 +154,12 @@ def test_a_malformed_traceback_is_a_bad_frame() -> None:
 
 
 def test_a_tuple_in_the_context_that_came_back_unchanged_is_left_alone() -> None:
-    from pytest_connic.execution.isolation.pool import _copy_back, snapshot
+    from pytest_connic.execution.isolation.copyback import copy_back, snapshot
 
     context: dict[str, object] = {"point": (1, 2), "n": 1}
     data = to_data(context)
     sent = snapshot(("context",), (), {"context": data})
     theirs = crossed({"point": (1, 2), "n": 2})
     context["point"] = (3, 4)  # another call of the same turn changed it meanwhile
-    _copy_back({"context": theirs}, sent, (), {"context": context})
+    copy_back({"context": theirs}, sent, (), {"context": context})
     assert context == {"point": (3, 4), "n": 2}

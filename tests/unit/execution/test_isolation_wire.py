@@ -6,8 +6,9 @@ import sys
 import types
 from pathlib import Path
 
+from pytest_connic.execution.isolation.copyback import copy_back
 from pytest_connic.execution.isolation.exceptions import RemoteUserError, decode_exception, encode_exception
-from pytest_connic.execution.isolation.pool import _copy_back, _reference
+from pytest_connic.execution.isolation.pool import _reference
 from pytest_connic.execution.isolation.wire import EncodedException
 from pytest_connic.project.located import safe_text
 from pytest_connic.runtime.state import describe
@@ -73,10 +74,10 @@ def test_an_unprintable_exception_is_printed_safely() -> None:
 def test_mutations_in_the_worker_are_copied_into_the_callers_objects() -> None:
     context: dict[str, object] = {"a": 1}
     items = [1]
-    _copy_back({0: {"a": 2, "b": 3}, 1: [1, 2]}, {}, (context, items), {})
+    copy_back({0: {"a": 2, "b": 3}, 1: [1, 2]}, {}, (context, items), {})
     assert context == {"a": 2, "b": 3} and items == [1, 2]
     kw: dict[str, object] = {"old": True}
-    _copy_back({"context": {"new": True}}, {}, (), {"context": kw})
+    copy_back({"context": {"new": True}}, {}, (), {"context": kw})
     assert kw == {"new": True}
 
 
@@ -87,8 +88,8 @@ def test_calls_in_flight_at_once_merge_their_changes_into_the_shared_context() -
     first = {"keep": 1, "gone": 0, "nested": {"a": 1, "b": 2}, "hooked": ["greet"], "first": True}
     second = {"keep": 1, "nested": {"a": 1}, "hooked": ["greet"], "second": True}
 
-    _copy_back({"context": first}, sent, (), {"context": context})
-    _copy_back({"context": second}, sent, (), {"context": context})
+    copy_back({"context": first}, sent, (), {"context": context})
+    copy_back({"context": second}, sent, (), {"context": context})
 
     assert context == {"keep": 1, "nested": {"a": 1, "b": 2}, "hooked": ["greet", "greet"],
                        "first": True, "second": True}

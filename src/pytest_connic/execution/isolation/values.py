@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.jsonsafe import to_jsonable
 from pytest_connic.project.sdk import ToolFile
 
@@ -41,7 +42,7 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _ENCODE = msgspec.msgpack.Encoder().encode
 
 
-class NotData(ValueError):
+class NotData(ConnicError):
     """What arrived is not a value of the wire (too deep, or a type the wire does not carry)."""
 
 

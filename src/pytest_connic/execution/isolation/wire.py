@@ -13,11 +13,11 @@ Each side has one handler method per message it receives (``handle_<message>``),
 message's class (``match``, checked exhaustive by mypy: ``unhandled``). The message set, by
 direction (as pytest-xdist's ``workermanage.py`` and ``remote.py`` name theirs):
 
-- pytest's process to the template (``worker._Template``): ``Preload``, ``Fork`` (followed on
+- pytest's process to the template (``worker.TemplateProcess``): ``Preload``, ``Fork`` (followed on
   the pipe by three descriptors: the worker's end of its own pipe, its fds 1 and 2);
 - the template to pytest's process (``pool.Template``): ``Started``, ``Importing``, ``Ready``,
   ``LoadFailed``, ``Forked``, ``ForkFailed``, ``WorkerExited``;
-- pytest's process to a worker (``worker._Worker``): ``Call``, ``ServiceReturned``,
+- pytest's process to a worker (``worker.Endpoint``): ``Call``, ``ServiceReturned``,
   ``ServiceRaised``, ``Release``;
 - a worker to pytest's process (``pool.Worker``): ``CallResult`` (its ``outcome`` one of
   ``Returned``, ``Untransferable``, ``Raised``, ``Exited``, ``OutOfMemory``, ``RaisedBase``),
@@ -29,15 +29,13 @@ cross as an :class:`EncodedException` (``errors.py``), their traceback as data.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, TypeVar
+from typing import NoReturn, Protocol, TypedDict, TypeVar
 
 import msgspec
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.execution.isolation.coverage_share import CoverageSettings
 from pytest_connic.execution.isolation.values import NotData, checked, ext_hook, might_not_be_data
-
-if TYPE_CHECKING:
-    from multiprocessing.connection import Connection
 
 #: the largest frame a side reads (a result past it crosses as ``Untransferable``)
 MAX_FRAME = 64 * 1024 * 1024
@@ -50,7 +48,15 @@ Back = tuple[int | str, ...]
 Copies = dict[int | str, object]
 
 
-class BadFrame(Exception):
+class Pipe(Protocol):
+    """One end of a ``multiprocessing`` pipe, as the wire uses it (frames of bytes only)."""
+
+    def send_bytes(self, buf: bytes, offset: int = 0, size: int | None = None) -> None: ...
+
+    def recv_bytes(self, maxlength: int | None = None) -> bytes: ...
+
+
+class BadFrame(ConnicError):
     """A frame that is not a message of its direction: malformed, mistyped, too deep or too big."""
 
 
@@ -129,8 +135,8 @@ class EncodedException(_Struct, frozen=True):
     qualname: str
     type_name: str
     text: str
-    args: tuple[Any, ...] = ()
-    attrs: dict[str, Any] = {}
+    args: tuple[object, ...] = ()
+    attrs: dict[str, object] = {}
     trace: Trace | None = None
 
 
@@ -205,8 +211,8 @@ class Call(_Message, frozen=True):
 
     cid: int
     ref: Ref
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
     back: Back = ()
     world: tuple[str | None, int | None] | None = None
 
@@ -215,7 +221,7 @@ class ServiceReturned(_Message, frozen=True):
     """The value of the ``connic.tools`` service request ``rid``."""
 
     rid: int
-    value: Any
+    value: object
 
 
 class ServiceRaised(_Message, frozen=True):
@@ -233,7 +239,7 @@ class Release(_Message, frozen=True):
 class Returned(_Message, frozen=True):
     """The call returned this value (its data form)."""
 
-    value: Any
+    value: object
 
 
 class Untransferable(_Message, frozen=True):
@@ -275,7 +281,7 @@ class CallResult(_Message, frozen=True):
 
     cid: int
     outcome: CallOutcome
-    copies: list[tuple[int | str, Any]] = []
+    copies: list[tuple[int | str, object]] = []
 
 
 class ServiceRequest(_Message, frozen=True):
@@ -285,7 +291,7 @@ class ServiceRequest(_Message, frozen=True):
     cid: int | None
     rid: int
     name: str
-    params: dict[str, Any]
+    params: dict[str, object]
 
 
 class Released(_Message, frozen=True):
@@ -358,12 +364,12 @@ def _check_error(error: EncodedException) -> None:
     checked(error.attrs)
 
 
-def send(conn: Connection[Any, Any], message: Message) -> None:
+def send(conn: Pipe, message: Message) -> None:
     """Send ``message`` on ``conn`` as one frame."""
     conn.send_bytes(encode(message))
 
 
-def receive(conn: Connection[Any, Any], decoder: Decoder[_M]) -> _M:
+def receive(conn: Pipe, decoder: Decoder[_M]) -> _M:
     """The next message on ``conn`` (``EOFError``/``OSError`` when the pipe ends, ``BadFrame``
     when what came is not a message of ``decoder``'s direction)."""
     try:
