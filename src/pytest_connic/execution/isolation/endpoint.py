@@ -19,6 +19,7 @@ from pytest_connic.execution.isolation import wire
 from pytest_connic.execution.isolation.exceptions import decode_exception, encode_exception
 from pytest_connic.execution.isolation.values import to_data
 from pytest_connic.execution.isolation.wire import (
+    REPLY_BROKEN,
     BadFrame,
     CallResult,
     Copies,
@@ -117,15 +118,19 @@ class WorkerProcess:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.exitcode: int | None = None
+        #: how the worker was lost when the template ended before reporting its end
+        self.lost: str | None = None
         self.ended = threading.Event()
         self._lock = threading.Lock()
         self.sentinel, self._wake = os.pipe()
 
-    def end(self, status: int | None) -> None:
-        """The template reaped it (``status``), or the template is gone (None)."""
+    def end(self, status: int | None, lost: str | None = None) -> None:
+        """The template reaped it (``status``), or the template is gone (None; ``lost``: how, in
+        words: ``the project's template process was killed by signal 9 (SIGKILL)``)."""
         with self._lock:
             if self.ended.is_set():
                 return
+            self.lost = lost
             if status is not None:
                 self.exitcode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             self.ended.set()
@@ -262,6 +267,21 @@ class Worker:
         except (OSError, ValueError):
             pass
 
+    def cause(self) -> str:
+        """How this worker's calls ended, in words (once it is dead)."""
+        code = self.process.exitcode
+        if self.stopped is not None:
+            return f"was stopped with its worker process ({self.stopped})"
+        if code is None:
+            lost = self.process.lost
+            return f"lost its worker process: {lost}" if lost else "lost its worker process"
+        if code < 0:
+            return f"was killed by signal {-code} ({signal_name(-code)})"
+        if code == REPLY_BROKEN:
+            return ("could not send its outcome: user code broke its worker process's reply path "
+                    f"(the worker ended with exit code {REPLY_BROKEN})")
+        return f"ended its process with exit code {code}"
+
     def _died(self) -> None:
         self.dead = True
         self.process.join(2)
@@ -270,15 +290,7 @@ class Worker:
             self.kill("-")
             self.stopped = stopped
             self.process.join(5)
-        code = self.process.exitcode
-        if self.stopped is not None:
-            cause = f"was stopped with its worker process ({self.stopped})"
-        elif code is None:
-            cause = "lost its worker process"
-        elif code < 0:
-            cause = f"was killed by signal {-code} ({signal_name(-code)})"
-        else:
-            cause = f"ended its process with exit code {code}"
+        cause = self.cause()
         for pending in list(self.pending.values()):
             error = UserCodeEnded(f"{pending.label} {cause}")
             pending.loop.call_soon_threadsafe(_fail, pending.future, error)

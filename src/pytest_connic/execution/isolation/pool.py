@@ -319,10 +319,9 @@ class Lease:
         sent = snapshot(back, data_args, data_kwargs)
         try:
             worker.send(Call(cid, ref, data_args, data_kwargs, back, world))
-        except (OSError, ValueError):
-            worker.pending.pop(cid, None)
-            if not future.done():
-                future.set_exception(UserCodeEnded(f"{label} lost its worker process"))
+        except (OSError, ValueError):  # the worker is ending: its reader fails the call with the cause
+            if worker.dead and worker.pending.pop(cid, None) is not None and not future.done():
+                future.set_exception(UserCodeEnded(f"{label} {worker.cause()}"))
         except BadFrame as exc:  # arguments past the frame's limit
             worker.pending.pop(cid, None)
             raise UserCodeEnded(f"the arguments of {label} cannot be sent to its worker process ({exc})") from None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_connic.execution.isolation import coverage_share, wire
+from pytest_connic.execution.isolation import coverage_share, procs, wire
 from pytest_connic.execution.isolation.endpoint import (
     ENDED,
     Worker,
@@ -130,6 +130,10 @@ class Template:
         self.dead = False
         #: why pytest's process ended the template (a frame that was not a message), None: it did not
         self.broken: str | None = None
+        #: the template's mark (``procs.mark``): what holds it was started below the template
+        self.mark = 0
+        #: the session closes the template (its end is no loss)
+        self.closing = False
         self._lock = threading.Lock()
         #: one joiner at a time: two threads polling the fork server's status pipe at once, one reads
         #: the exit code and the other the end of the pipe, which multiprocessing reports as 255
@@ -193,6 +197,7 @@ class Template:
 
     def handle_started(self, message: Started) -> None:
         self.pid = message.pid
+        self.mark = message.mark
 
     def handle_importing(self, message: Importing) -> None:
         self.loading = message.module
@@ -251,10 +256,13 @@ class Template:
         with self._lock:
             forks, self._forks = list(self._forks.values()), {}
             workers, self._workers = list(self._workers.values()), {}
+        lost = "the session ended" if self.closing else f"the project's template process {_ended(code)}"
         for asked in forks:
-            asked.callback("the project's template process ended")
+            asked.callback(lost)
         for forked in workers:  # they die with the template (``die_with_parent``)
-            forked.end(None)
+            forked.end(None, lost)
+        if not self.closing:  # killed from outside: what its workers started is ended here
+            procs.kill_marked(self.mark)
         with contextlib.suppress(OSError):
             conn.close()
 
@@ -320,6 +328,7 @@ class Template:
         (pytest's end of its pipe closes); killed if it does not within 2 s."""
         if self.process is None:
             return
+        self.closing = True
         if not self.ready.is_set():  # still loading: nothing of a run to end gracefully
             self.kill()
         if self.conn is not None:
@@ -328,6 +337,15 @@ class Template:
             if self._join(self.process, 2) is None:
                 self.kill()
                 self._join(self.process, 2)
+
+
+def _ended(code: int | None) -> str:
+    """How a process ended, in words (``code`` as ``multiprocessing`` gives it; None: unknown)."""
+    if code is None:
+        return "ended"
+    if code < 0:
+        return f"was killed by signal {-code} ({signal_name(-code)})"
+    return f"ended with exit code {code}"
 
 
 #: templates started while pytest collects (``prestart``), taken by the project's pool

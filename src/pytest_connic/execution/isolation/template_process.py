@@ -84,7 +84,7 @@ def main(conn: Connection[FromTemplate, object], encoded: bytes) -> None:
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
     procs.become_subreaper()  # a worker's detached descendants come here when it ends
-    wire.send(conn, Started(os.getpid()))
+    wire.send(conn, Started(os.getpid(), procs.mark()))
     try:  # user code may start processes of its own (a daemonic process may not)
         import multiprocessing
 

@@ -40,6 +40,9 @@ from pytest_connic.execution.isolation.values import NotData, checked, ext_hook,
 #: the largest frame a side reads (a result past it crosses as ``Untransferable``)
 MAX_FRAME = 64 * 1024 * 1024
 
+#: the exit code of a worker whose reply path user code broke (``worker.Endpoint._answer``)
+REPLY_BROKEN = 87
+
 #: ("module", module name, qualname) or ("fresh", module name, file, qualname)
 Ref = tuple[str, ...]
 #: the arguments a call copies back: positional indexes of its dict and list arguments, "context"
@@ -158,9 +161,11 @@ class Fork(_Message, frozen=True):
 
 # -- the template -> pytest's process ---------------------------------------------------------
 class Started(_Message, frozen=True):
-    """The template runs (its process group is its pid)."""
+    """The template runs (its process group is its pid); ``mark``: the inode of the pipe every
+    process forked below it holds (``procs.kill_marked``: what outlives a killed template)."""
 
     pid: int
+    mark: int = 0
 
 
 class Importing(_Message, frozen=True):

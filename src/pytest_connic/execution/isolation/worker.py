@@ -48,6 +48,7 @@ from pytest_connic.execution.isolation import coverage_share, wire
 from pytest_connic.execution.isolation.exceptions import decode_exception, encode_exception
 from pytest_connic.execution.isolation.values import to_data
 from pytest_connic.execution.isolation.wire import (
+    REPLY_BROKEN,
     BadFrame,
     Call,
     CallResult,
@@ -112,6 +113,13 @@ class Endpoint:
         self.loop = asyncio.new_event_loop()
         self.loop_thread: threading.Thread | None = None
         self.loop_lock = threading.Lock()
+        #: the calls whose outcome was sent (``_answer`` checks that its reply sent one)
+        self.answered: set[int] = set()
+        # the reply path, bound now, before any user code runs here: a run that patches this
+        # class (or this module) cannot change how this worker answers
+        for name in ("handle", "handle_call", "call", "send", "_answer", "_reply", "_run_sync", "_start_task",
+                     "_reply_task"):
+            setattr(self, name, getattr(self, name))
 
     def send(self, message: FromWorker) -> None:
         frame = wire.encode(message)
@@ -190,7 +198,7 @@ class Endpoint:
         try:
             self.call(message)
         except BaseException as exc:  # noqa: BLE001  (no thread left: memory is short)
-            self._reply(msgspec.structs.replace(message, back=()), exc, None)
+            self._answer(msgspec.structs.replace(message, back=()), exc, None)
 
     def call(self, call: Call) -> None:
         if call.world is not None:
@@ -198,7 +206,7 @@ class Endpoint:
         try:
             func = self.resolve(call.ref)
         except BaseException as exc:  # noqa: BLE001  (a module of the user's failing to load here)
-            self._reply(call, exc, None)
+            self._answer(call, exc, None)
             return
         if inspect.iscoroutinefunction(func):
             self.start_loop()
@@ -217,13 +225,13 @@ class Endpoint:
     def _reply_task(self, call: Call, task: asyncio.Task[object]) -> None:
         """A coroutine's outcome; a ``BaseException`` it raised arrives boxed (``_boxed``)."""
         if task.cancelled():
-            self._reply(call, asyncio.CancelledError(), None)
+            self._answer(call, asyncio.CancelledError(), None)
             return
         exc = task.exception()
         result = None if exc is not None else task.result()
         if isinstance(result, _Raised):
             exc, result = result.exc, None
-        self._reply(call, exc, result)
+        self._answer(call, exc, result)
 
     def _run_sync(self, call: Call, func: Callable[..., object]) -> None:
         def run() -> None:
@@ -231,7 +239,7 @@ class Endpoint:
             try:
                 result = func(*call.args, **call.kwargs)
             except BaseException as exc:  # noqa: BLE001  (sent to pytest's process)
-                self._reply(call, exc, None)
+                self._answer(call, exc, None)
                 return
             if inspect.isawaitable(result):
                 awaitable = result
@@ -247,9 +255,21 @@ class Endpoint:
                 self.start_loop()
                 self.loop.call_soon_threadsafe(start)
                 return
-            self._reply(call, None, result)
+            self._answer(call, None, result)
 
         contextvars.Context().run(run)
+
+    def _answer(self, call: Call, exc: BaseException | None, result: object) -> None:
+        """Send a call's outcome; when that fails or sends nothing (user code broke the reply
+        path: a patched module, a replaced function), the worker ends at once with
+        ``wire.REPLY_BROKEN``, which pytest's process reports, instead of leaving the run to wait
+        for its whole ``timeout_s``."""
+        try:
+            self._reply(call, exc, result)
+        except BaseException:  # noqa: BLE001  (whatever broke it, this worker can no longer answer)
+            os._exit(REPLY_BROKEN)
+        if call.cid not in self.answered:
+            os._exit(REPLY_BROKEN)
 
     def _reply(self, call: Call, exc: BaseException | None, result: object) -> None:
         """Send a call's outcome with the arguments to copy back (mutated in place, even when the
@@ -257,6 +277,7 @@ class Endpoint:
         _flush_stdio()  # what the call printed is in pytest's capture before its outcome arrives
         if isinstance(exc, MemoryError):
             self.send(CallResult(call.cid, OutOfMemory()))
+            self.answered.add(call.cid)
             return
         args, kwargs = call.args, call.kwargs
         copies = [(key, to_data(args[key] if isinstance(key, int) else kwargs[key])) for key in call.back
@@ -268,6 +289,7 @@ class Endpoint:
             frame = wire.encode(CallResult(call.cid, Untransferable(str(too_big))))
         with self.send_lock:
             self.conn.send_bytes(frame)
+            self.answered.add(call.cid)
 
     def handle_release(self, message: Release) -> None:
         """The run that leased this worker ended (asked only when coverage is measured): save
