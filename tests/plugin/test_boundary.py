@@ -89,3 +89,70 @@ def test_a_pickle_from_a_worker_runs_no_code_and_a_later_failure_still_fails(pro
                         "later failure": "failed"}
     [run] = next(c for c in report["cases"] if c["test_name"].startswith("a returned"))["runs_detail"]
     assert "Hostile object at" in json.dumps(run["output"])  # its repr: data, not the object
+
+
+DYING = '''
+import os
+import time
+
+
+def kills_template(payload: dict) -> dict:
+    """Leaves a plain fork behind, then kills the project's template process (its parent)."""
+    child = os.fork()
+    if child == 0:
+        time.sleep(600)
+        os._exit(0)
+    with open("child.pid", "w") as fh:
+        fh.write(str(child))
+    os.kill(os.getppid(), 9)
+    time.sleep(60)
+    return {}
+
+
+def breaks_reply(payload: dict) -> dict:
+    """Breaks what the worker answers with."""
+    from pytest_connic.execution.isolation import wire
+    wire.encode = None
+    return {}
+
+
+def fine(payload: dict) -> dict:
+    return {"ok": True}
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_template_is_said_the_next_case_runs_and_nothing_outlives_pytest(project: ConnicProject) -> None:
+    import pytest
+
+    if not Path("/proc/self").is_dir():
+        pytest.skip("process trees need /proc")
+    project.tool("t", DYING)
+    for name in ("kills_template", "breaks_reply", "fine"):
+        project.agent(name.replace("_", "-"), type="tool", tool_name=f"t.{name}")
+    project.suite("kills-template", "tests:\n  - name: dies\n    payload: hi\n")
+    project.suite("breaks-reply", "tests:\n  - name: broken\n    payload: hi\n    timeout_s: 600\n")
+    project.suite("zafter", "agent: fine\ntests:\n  - name: after\n    payload: hi\n")
+    result = project.pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", "-p", "no:timeout", "--junitxml",
+        "junit.xml", timeout=240)  # well under the broken case's timeout_s: it must end at once
+    result.stdout.fnmatch_lines([
+        "*case 'broken' (breaks-reply) failed*",
+        "*the tool `t.breaks_reply` could not send its outcome: user code broke its worker process's reply path*",
+    ])
+    result.stdout.fnmatch_lines([
+        "*case 'dies' (kills-template) failed*",
+        ("*the tool `t.kills_template` lost its worker process: the project's template process was killed by "
+         "signal 9 (SIGKILL)*"),
+    ])
+    result.assert_outcomes(passed=1, failed=2)  # the case after it ran, with a new template
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    child = int((project.root / "child.pid").read_text())
+    assert not _alive(child)
