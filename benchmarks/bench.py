@@ -17,6 +17,12 @@ Figures (issue "Fast at every scale"):
   collect      1,000 suites x 10 cases (pytest --collect-only -q) vs the floor: the same YAML
                files (suites and agent files) parsed with PyYAML's C loader in a bare process,
                nothing else; the median of alternating runs (issue "Fast again": at most 3x)
+  fork         the fork floor: a bare fork, exit and reap of a process holding what a template
+               holds (the SDK, the template's modules, a project read statically, gc.freeze)
+  fresh        issue 40's table in one run: overhead under both isolations against hand-written
+               tests, the fork floor and the isolation cost per run above it (process minus
+               in-process per case, against the floor's wall time: target <= 1.5x), collection,
+               start-up, and one case of 16 runs x 0.5 s at concurrency 8 (benchmarks/isolation.py)
   world        1,000 LLM-agent cases replayed from cassettes with a recorded world (``world:``:
                the clock travels in the worker per call, random seeded) vs the same cassettes
                without it (target <= 1.05x per run)
@@ -189,7 +195,8 @@ def bench_collect(tmp: Path, rounds: int = 5) -> None:
           "target <= 3x)", flush=True)
 
 
-def bench_overhead(tmp: Path) -> None:
+def bench_overhead(tmp: Path) -> tuple[float, float]:
+    """The figures; returns the 1,000 cases' times under process isolation and in-process."""
     connic, plain = tmp / "oc", tmp / "op"
     tool_project(connic, 100, 10)
     python_project(plain, 100, 10)
@@ -202,6 +209,76 @@ def bench_overhead(tmp: Path) -> None:
     figure("", c, warm, "hand-written pytest, same 1,000 calls (warm)", "<= 1.3x")
     # user code in pytest's process: the harness without issue 26's fresh worker per run
     figure("  in-process", n, cold, "hand-written pytest, same 1,000 calls (cold)", "<= 1.3x")
+    return c, n
+
+
+FORK_FLOOR = '''
+import os, sys, time
+from pathlib import Path
+import pytest_connic.execution.isolation.template_process as tp
+project = tp.load_project(Path(sys.argv[1]), lambda name, module: None)  # what a template holds
+import gc
+gc.collect()
+gc.freeze()
+N = int(sys.argv[2])
+best = None
+for _ in range(5):
+    wall, cpu, kids = time.perf_counter(), time.process_time(), os.times()
+    for _ in range(N):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    after = os.times()
+    round_ = ((time.perf_counter() - wall) / N, (time.process_time() - cpu) / N,
+              (after.children_user + after.children_system - kids.children_user - kids.children_system) / N)
+    best = round_ if best is None or round_[0] < best[0] else best
+rss = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+print(f"{best[0]} {best[1]} {best[2]} {rss}")
+'''
+
+
+def fork_floor(root: Path, forks: int = 200) -> tuple[float, float, float, float]:
+    """A bare fork, exit and reap of a process holding what a template holds (the SDK, the
+    template's modules, the project read statically, ``gc.freeze``d): wall, parent CPU and child
+    CPU per fork (best of 5 rounds), and its resident size in MiB."""
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
+    out = subprocess.run([PY, "-c", FORK_FLOOR, str(root), str(forks)], cwd=root, env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    wall, parent, child, rss = (float(x) for x in out)
+    return wall, parent, child, rss
+
+
+def bench_fork(tmp: Path) -> None:
+    root = tmp / "fork"
+    tool_project(root, 1, 1)
+    wall, parent, child, rss = fork_floor(root)
+    print(f"fork floor   {wall * 1000:8.2f}ms wall per fork-exit-reap of a template-sized process ({rss:.0f} MiB): "
+          f"parent CPU {parent * 1000:.2f}ms, child CPU {child * 1000:.2f}ms", flush=True)
+
+
+def bench_fresh(tmp: Path) -> None:
+    """Issue 40's table in one run: the overhead against hand-written tests under both isolations,
+    the fork floor and the isolation cost per run above it, collection, concurrency, start-up."""
+    c, n = bench_overhead(tmp)
+    root = tmp / "oc"
+    wall, parent, child, rss = fork_floor(root)
+    cost = (c - n) / 1000
+    print(f"fork floor   {wall * 1000:8.2f}ms wall per fork-exit-reap of a template-sized process ({rss:.0f} MiB): "
+          f"parent CPU {parent * 1000:.2f}ms, child CPU {child * 1000:.2f}ms", flush=True)
+    print(f"isolation    {cost * 1000:8.2f}ms per run (process minus in-process, 1,000 runs): "
+          f"{cost / wall:.2f}x the fork floor (target <= 1.5x)", flush=True)
+    bench_collection(tmp)
+    bench_startup(tmp)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("isolation_bench", HERE / "isolation.py")
+    assert spec is not None and spec.loader is not None
+    isolation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(isolation)
+    nap = tmp / "nap"
+    isolation.project(nap)
+    isolation.concurrency(nap, rounds=3)
 
 
 SLOW_MODEL = '''
@@ -495,10 +572,12 @@ def bench_world(tmp: Path) -> None:
 
 FIGURES["world"] = bench_world
 FIGURES["collect"] = bench_collect
+FIGURES["fork"] = bench_fork
+FIGURES["fresh"] = bench_fresh  # not in the default list: it repeats overhead, collection, startup
 
 
 def main(argv: list[str]) -> None:
-    wanted = argv or list(FIGURES)
+    wanted = argv or [name for name in FIGURES if name != "fresh"]
     print(_machine(), flush=True)
     with tempfile.TemporaryDirectory(prefix="connic-bench-") as tmp:
         prime(Path(tmp))

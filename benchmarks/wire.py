@@ -8,6 +8,9 @@ through a real pool (``WorkerPool``, a ``Lease``), and the codec alone.
                the run context, changes the context and returns a small dict: encode, send,
                decode and run in the worker, the answer back, the copy-back into the context;
                median of 7 rounds of 2,000 calls, after 500 calls of warm-up.
+  fresh run    one run after another, each one call in its own fresh worker (a lease, the call,
+               the release that ends the worker): the wall time and pytest's process's CPU time
+               per run (median of 5 rounds of 300 runs, after one of warm-up).
   codec        the CPU time of the same call's messages (its Call and its CallResult), encoded and decoded in
                one process, without the pipe: the part of the round trip the wire itself costs.
 
@@ -71,6 +74,29 @@ async def _round_trips(root: Path) -> tuple[list[float], list[float]]:
         pool.close()
 
 
+async def _runs(root: Path, runs: int = 300) -> tuple[float, float]:
+    """``runs`` runs of one call each, one after another, each in a fresh worker (its own lease):
+    the median wall and pytest's process's CPU time per run, over 5 rounds."""
+    from pytest_connic.execution.isolation.pool import WorkerPool
+
+    pool = WorkerPool(root, size=1)
+    ref = ("module", "tools.calc", "add")
+    walls, cpus = [], []
+    try:
+        for round_ in range(6):
+            started, cpu = time.perf_counter(), time.process_time()
+            for _ in range(runs):
+                lease = pool.lease(60)
+                await lease.call(ref, "add", (PARAMS, dict(CONTEXT)), {})
+                await lease.release()
+            if round_:  # the first round is a warm-up (the template's start)
+                walls.append((time.perf_counter() - started) / runs)
+                cpus.append((time.process_time() - cpu) / runs)
+        return statistics.median(walls), statistics.median(cpus)
+    finally:
+        pool.close()
+
+
 def _codec() -> float:
     """One call's messages through the codec of this checkout (µs), without the pipe."""
     from pytest_connic.execution.isolation import wire
@@ -113,10 +139,13 @@ def main() -> None:
         _project(root)
         os.chdir(root)
         walls, cpus = asyncio.run(_round_trips(root))
+        run_wall, run_cpu = asyncio.run(_runs(root))
     print(f"checkout     {Path(pytest_connic.__file__).parents[1]}")
     print(f"round trip   {statistics.median(walls) * 1e6:8.1f} µs per call, wall (rounds: "
           + ", ".join(f"{t * 1e6:.0f}" for t in walls) + ")")
     print(f"             {statistics.median(cpus) * 1e6:8.1f} µs per call, CPU of pytest's process (its threads)")
+    print(f"fresh run    {run_wall * 1e6:8.1f} µs per run of one call in a fresh worker, wall; "
+          f"{run_cpu * 1e6:.1f} µs CPU of pytest's process")
     print(f"codec        {_codec():8.1f} µs CPU per call (its Call and CallResult encoded and decoded)")
     print(f"load average {os.getloadavg()[0]:.2f}")
 

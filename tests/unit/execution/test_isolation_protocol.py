@@ -26,7 +26,7 @@ DIRECTIONS: dict[str, tuple[object, wire.Decoder[typing.Any], type]] = {
     "from a worker": (wire.FromWorker, wire.FROM_WORKER, endpoint.Worker),
 }
 
-SETTINGS = wire.ForkSettings(cwd="/", env={"A": "1"}, sys_path=["/x"])
+SETTINGS = wire.ForkSettings.of("/", {"A": "1", "ODD": "\udcff"}, ["/x"])
 ERROR = wire.EncodedException("builtins", "ValueError", "ValueError", "v", ("v",))
 #: one instance of every message
 SAMPLES: list[object] = [
@@ -155,3 +155,11 @@ def test_a_pipe_closed_in_the_middle_of_a_read_ends_the_reader_quietly(monkeypat
     with pytest.raises(TypeError):
         template_module.Template(tmp_path, None)._read(_EndedProcess(), conn)  # type: ignore[arg-type]
 
+
+
+def test_names_that_are_not_utf8_cross_as_they_are() -> None:
+    """A path or variable holding a byte that is not UTF-8 (a lone surrogate in Python) crosses
+    unchanged: the worker runs with pytest's environment exactly."""
+    crossed = wire.decode(wire.TO_TEMPLATE, wire.encode(wire.Fork(1, SETTINGS)))
+    assert isinstance(crossed, wire.Fork) and crossed.settings is not None
+    assert crossed.settings.env == {"A": "1", "ODD": "\udcff"} and crossed.settings.cwd == "/"

@@ -20,8 +20,10 @@ import sys
 from typing import Any, cast
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.execution.isolation.values import text as _text
 from pytest_connic.execution.isolation.values import to_data
 from pytest_connic.execution.isolation.wire import EncodedException, Trace
+from pytest_connic.jsonsafe import to_jsonable
 from pytest_connic.usertb import TracebackData, attach, capture, remember_import
 
 #: how many stand-in classes are kept (their names come from a worker)
@@ -61,8 +63,10 @@ def encode_exception(exc: BaseException, text: str) -> EncodedException:
     except Exception:  # noqa: BLE001  # pragma: no cover - the error still crosses, without frames
         trace = None
     args = tuple(to_data(a) for a in exc.args) if isinstance(exc.args, tuple) else ()
-    return EncodedException(str(cls.__module__), str(cls.__qualname__), cls.__name__, text, args, attrs,
-                            cast("Trace | None", trace))
+    # every string as a message carries it (a lone surrogate in a file name, a text: its escape)
+    data = to_jsonable(trace) if trace is not None else None
+    return EncodedException(_text(str(cls.__module__)), _text(str(cls.__qualname__)), _text(cls.__name__),
+                            _text(text), args, attrs, cast("Trace | None", data))
 
 
 def decode_exception(encoded: EncodedException) -> BaseException:

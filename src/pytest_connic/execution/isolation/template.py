@@ -139,6 +139,8 @@ class Template:
         #: the exit code and the other the end of the pipe, which multiprocessing reports as 255
         self._join_lock = threading.Lock()
         self._tokens = itertools.count(1)
+        #: the settings of the last ``Fork`` sent (the template keeps them)
+        self._sent: ForkSettings | None = None
         self._forks: dict[int, _Asked] = {}
         self._workers: dict[int, WorkerProcess] = {}
 
@@ -147,8 +149,9 @@ class Template:
         in the background. Raises ``RuntimeError``/``OSError`` when no process or thread is left."""
         ctx = _context()
         parent, child = ctx.Pipe(duplex=True)
-        settings = WorkerSettings(root=str(self.root), cwd=os.getcwd(), env=dict(os.environ),
-                                  sys_path=list(sys.path), memory_mb=self.memory_mb,
+        settings = WorkerSettings(raw_root=wire.raw(str(self.root)),
+                                  process=ForkSettings.of(os.getcwd(), dict(os.environ), list(sys.path)),
+                                  memory_mb=self.memory_mb,
                                   coverage=coverage_share.settings_of_current())
         process = ctx.Process(target=main, args=(child, wire.encode(settings)), name="connic-template", daemon=True)
         with _without_main():
@@ -277,31 +280,33 @@ class Template:
 
     def fork(self, memory_mb: int | None, callback: Callable[[Worker | str], None]) -> None:
         """Ask for a worker; ``callback`` gets it (or why there is none) on the reader thread."""
-        ctx = _context()
-        parent, child = ctx.Pipe(duplex=True)
-        settings = ForkSettings(cwd=os.getcwd(), env=dict(os.environ), sys_path=list(sys.path))
-        from multiprocessing.reduction import send_handle
+        from multiprocessing.connection import Pipe
 
+        parent, child = Pipe(duplex=True)
+        settings: ForkSettings | None = ForkSettings.of(os.getcwd(), dict(os.environ), list(sys.path))
         with self._lock:
             conn = self.conn
             if self.dead or conn is None:
                 parent.close()
                 child.close()
-                callback("the project's template process ended")
+                _later(callback, "the project's template process ended")
                 return
             token = next(self._tokens)
             self._forks[token] = _Asked(callback, parent, memory_mb)
+            if settings == self._sent:
+                settings = None  # the template keeps the last ones
+            else:
+                self._sent = settings
             try:
                 wire.send(conn, Fork(token, settings))
-                send_handle(conn, child.fileno(), self.pid or 0)
                 # the worker writes where pytest's process writes now (pytest's capture, -s: the
                 # terminal), not where the template's descriptors pointed when it started
-                for fd in _stdio():
-                    send_handle(conn, fd, self.pid or 0)
+                _send_fds(conn, [child.fileno(), *_stdio()])
             except (OSError, ValueError) as exc:
+                self._sent = None
                 self._forks.pop(token, None)
                 parent.close()
-                callback(f"{type(exc).__name__}: {safe_text(exc)}")
+                _later(callback, f"{type(exc).__name__}: {safe_text(exc)}")
             finally:
                 child.close()
 
@@ -415,6 +420,24 @@ def taken(root: Path, memory_mb: int | None) -> Template | None:
             return None
         return _PRESTARTED.pop(root)
 
+
+
+def _later(callback: Callable[[Worker | str], None], why: str) -> None:
+    """Tell ``callback`` why there is no worker, on a thread of its own: as a fork's outcome comes
+    on the reader thread, never in the caller's (which holds the pool's lock)."""
+    try:
+        threading.Thread(target=callback, args=(why,), name="connic-fork-failed", daemon=True).start()
+    except RuntimeError:  # no thread left: the waiting run's fork timeout tells it
+        pass
+
+
+def _send_fds(conn: Connection[ToTemplate, object], fds: list[int]) -> None:
+    """Pass ``fds`` to the template in one message (``reduction.sendfds``)."""
+    import socket
+    from multiprocessing.reduction import sendfds
+
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        sendfds(sock, fds)
 
 
 def _stdio() -> tuple[int, int]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NoReturn, ParamSpec, TypeVar
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution.isolation import coverage_share, procs, wire
+from pytest_connic.execution.isolation.values import text
 from pytest_connic.execution.isolation.wire import (
     BadFrame,
     Fork,
@@ -91,10 +92,10 @@ def main(conn: Connection[FromTemplate, object], encoded: bytes) -> None:
         multiprocessing.current_process().daemon = False
     except (AssertionError, AttributeError):  # pragma: no cover
         pass
-    os.chdir(settings.cwd)
+    os.chdir(settings.process.cwd)
     os.environ.clear()
-    os.environ.update(settings.env)
-    sys.path[:] = settings.sys_path
+    os.environ.update(settings.process.env)
+    sys.path[:] = settings.process.sys_path
     measuring = coverage_share.start(settings.coverage)  # import-time lines count too
     worker = Endpoint(settings)
     try:
@@ -103,7 +104,7 @@ def main(conn: Connection[FromTemplate, object], encoded: bytes) -> None:
             project = worker.project = load_project(Path(settings.root), worker.adopt)
         worker.rebind(project.modules())
     except BaseException as exc:  # noqa: BLE001  (reported to pytest's process)
-        wire.send(conn, LoadFailed(f"{type(exc).__name__}: {safe_text(exc)}"))
+        wire.send(conn, LoadFailed(text(f"{type(exc).__name__}: {safe_text(exc)}")))
         return
     coverage_share.save(measuring)
     import gc
@@ -131,6 +132,8 @@ class TemplateProcess:
                  measuring: Measurement | None) -> None:
         self.conn = conn
         self.settings = settings
+        #: what the last ``Fork`` that carried settings said (a ``Fork`` without them: the same)
+        self.fork_settings = settings.process
         self.worker = worker
         self.measuring = measuring
         self.workers: set[int] = set()
@@ -194,11 +197,14 @@ class TemplateProcess:
 
     def handle_fork(self, message: Fork) -> None:
         """Fork a worker; the descriptors it takes follow the message on the pipe."""
-        from multiprocessing.reduction import recv_handle
+        import socket
+        from multiprocessing.reduction import recvfds
 
-        fd = recv_handle(self.conn)
-        stdio = (recv_handle(self.conn), recv_handle(self.conn))
-        self.fork(message.token, message.settings, fd, stdio)
+        with socket.socket(fileno=os.dup(self.conn.fileno())) as sock:
+            fd, out, err = recvfds(sock, 3)
+        if message.settings is not None:
+            self.fork_settings = message.settings
+        self.fork(message.token, self.fork_settings, fd, (out, err))
 
     def fork(self, token: int, settings: ForkSettings, fd: int, stdio: tuple[int, int]) -> None:
         """Fork a worker whose pipe is ``fd`` and whose descriptors 1 and 2 are ``stdio`` (pytest's
@@ -212,7 +218,7 @@ class TemplateProcess:
             pid = os.fork()
         except OSError as exc:  # out of processes
             _close(fd, *stdio)
-            self.tell(ForkFailed(token, f"{type(exc).__name__}: {safe_text(exc)}"))
+            self.tell(ForkFailed(token, text(f"{type(exc).__name__}: {safe_text(exc)}")))
             return
         if pid == 0:
             try:
@@ -240,11 +246,12 @@ class TemplateProcess:
                 os.setpgid(0, 0)
         procs.become_subreaper()  # a detached grandchild stays this worker's child while it lives
         procs.die_with_parent()
-        if os.getcwd() != settings.cwd:
-            os.chdir(settings.cwd)
-        if os.environ != settings.env:
+        cwd, env = settings.cwd, settings.env
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
+        if os.environ != env:
             os.environ.clear()
-            os.environ.update(settings.env)
+            os.environ.update(env)
         sys.path[:] = settings.sys_path
         worker = self.worker
         worker.coverage = coverage_share.restart(self.measuring, self.settings.coverage)
@@ -298,7 +305,7 @@ class _ImportReporter:
         try:
             path = Path(str(origin)).resolve()
             if path.is_relative_to(self.root):
-                wire.send(self.conn, Importing(path.relative_to(self.root).as_posix()))
+                wire.send(self.conn, Importing(text(path.relative_to(self.root).as_posix())))
         except (OSError, ValueError):
             pass
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -119,6 +119,11 @@ def _described(value: object) -> object:
     return data
 
 
+def text(value: str) -> str:
+    """``value`` as a message carries it: a lone surrogate as its escape."""
+    return _text(value)
+
+
 def _text(value: str) -> str:
     """A string UTF-8 can carry (a lone surrogate becomes ``\\udxxx``, as reports write it)."""
     return value if value.isascii() else to_jsonable(value)
@@ -145,8 +150,8 @@ def _key(key: object) -> object:
             return int(key)
         big = _int(int(key))
         return big if isinstance(big, str) else str(int(key))
-    text = to_jsonable([key])[0]  # type: ignore[index]
-    return text if isinstance(text, str) else repr(text)
+    keyed = cast("Mapping[str, object]", {key: None})
+    return next(iter(to_jsonable(keyed)))  # its repr, as a report writes the key
 
 
 # -- the receiving side -------------------------------------------------------------------------

@@ -72,25 +72,54 @@ class _Message(msgspec.Struct, frozen=True, array_like=True, tag=True):
 
 
 # -- what a process takes of pytest's process -------------------------------------------------
+def raw(text: str) -> bytes:
+    """``text`` as bytes that keep any lone surrogate (a path or variable that is not UTF-8)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def cooked(data: bytes) -> str:
+    """The text ``raw`` gave."""
+    return data.decode("utf-8", "surrogatepass")
+
+
+class ForkSettings(_Struct, frozen=True):
+    """What a worker takes of pytest's process when it is forked for a run: its working directory,
+    environment and ``sys.path``, as bytes (``raw``: a name that is not UTF-8 crosses as it is)."""
+
+    raw_cwd: bytes
+    raw_env: dict[bytes, bytes]
+    raw_sys_path: list[bytes]
+
+    @classmethod
+    def of(cls, cwd: str, env: dict[str, str], sys_path: list[str]) -> ForkSettings:
+        return cls(raw(cwd), {raw(k): raw(v) for k, v in env.items()}, [raw(p) for p in sys_path])
+
+    @property
+    def cwd(self) -> str:
+        return cooked(self.raw_cwd)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {cooked(k): cooked(v) for k, v in self.raw_env.items()}
+
+    @property
+    def sys_path(self) -> list[str]:
+        return [cooked(p) for p in self.raw_sys_path]
+
+
 class WorkerSettings(_Struct, frozen=True):
     """What the template needs of pytest's process to load the project as it does (the argument
-    of ``worker.main``)."""
+    of ``template_process.main``): the project's root, and ``ForkSettings`` of collection time."""
 
-    root: str
-    cwd: str
-    env: dict[str, str]
-    sys_path: list[str]
+    raw_root: bytes
+    process: ForkSettings
     memory_mb: int | None
     #: coverage.py's settings when pytest's process measures coverage (``coverage_share.py``)
     coverage: CoverageSettings | None = None
 
-
-class ForkSettings(_Struct, frozen=True):
-    """What a worker takes of pytest's process when it is forked for a run."""
-
-    cwd: str
-    env: dict[str, str]
-    sys_path: list[str]
+    @property
+    def root(self) -> str:
+        return cooked(self.raw_root)
 
 
 # -- exceptions and their tracebacks (``usertb.TracebackData``, checked field by field) ---------
@@ -152,11 +181,13 @@ class Preload(_Message, frozen=True):
 
 
 class Fork(_Message, frozen=True):
-    """Fork a worker for a run; three descriptors follow on the pipe (``send_handle``): the
-    worker's end of its own pipe, then what its fds 1 and 2 become."""
+    """Fork a worker for a run; three descriptors follow on the pipe in one message
+    (``reduction.sendfds``): the worker's end of its own pipe, then what its fds 1 and 2 become.
+    ``settings``: None when they are those of the previous ``Fork`` (pytest's environment, working
+    directory and ``sys.path`` rarely change between runs: not sent again)."""
 
     token: int
-    settings: ForkSettings
+    settings: ForkSettings | None
 
 
 # -- the template -> pytest's process ---------------------------------------------------------

@@ -46,7 +46,7 @@ from pytest_connic.errors import ConnicError
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.isolation import coverage_share, wire
 from pytest_connic.execution.isolation.exceptions import decode_exception, encode_exception
-from pytest_connic.execution.isolation.values import to_data
+from pytest_connic.execution.isolation.values import text, to_data
 from pytest_connic.execution.isolation.wire import (
     REPLY_BROKEN,
     BadFrame,
@@ -342,11 +342,14 @@ def _outcome(exc: BaseException | None, result: object, root: Path) -> Returned 
     if exc is None:
         return Returned(to_data(result))
     if isinstance(exc, SystemExit):
-        return Exited(exc.code if exc.code is None or isinstance(exc.code, int) else safe_text(exc.code))
+        code = exc.code
+        return Exited(code if code is None or (isinstance(code, int) and to_data(code) == code) else
+                      text(safe_text(code)))
     if isinstance(exc, Exception):
         return Raised(encode_exception(exc, safe_text(exc)))
     # KeyboardInterrupt, GeneratorExit, CancelledError, a custom BaseException
-    return RaisedBase(type(exc).__name__, safe_text(exc), user_location(exc, root))
+    where = user_location(exc, root)
+    return RaisedBase(text(type(exc).__name__), text(safe_text(exc)), text(where) if where else None)
 
 
 class _World:
