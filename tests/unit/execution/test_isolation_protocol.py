@@ -26,7 +26,7 @@ DIRECTIONS: dict[str, tuple[object, wire.Decoder[typing.Any], type]] = {
     "from a worker": (wire.FromWorker, wire.FROM_WORKER, endpoint.Worker),
 }
 
-SETTINGS = wire.ForkSettings.of("/", {"A": "1", "ODD": "\udcff"}, ["/x"])
+SETTINGS = wire.ForkSettings.of("/\udcff", {b"A": b"1", b"ODD": b"\xff"}, ["/x"])
 ERROR = wire.EncodedException("builtins", "ValueError", "ValueError", "v", ("v",))
 #: one instance of every message
 SAMPLES: list[object] = [
@@ -144,10 +144,19 @@ def test_a_pipe_closed_in_the_middle_of_a_read_ends_the_reader_quietly(monkeypat
                                                                        tmp_path: Path) -> None:
     """The session's end closes the template's pipe from another thread; the reader thread ends
     as for a closed pipe, not with an unhandled exception (pytest's thread-exception warning)."""
-    import multiprocessing.connection
-
     conn = _ClosedUnderTheReader()
-    monkeypatch.setattr(multiprocessing.connection, "wait", lambda objects, timeout=None: [conn])
+
+    class Readable:
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def readable(self) -> bool:
+            return True
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(template_module, "Waiter", Readable)
     template = template_module.Template(tmp_path, None)
     template._read(_EndedProcess(), conn)  # type: ignore[arg-type]
     assert template.dead
@@ -156,10 +165,9 @@ def test_a_pipe_closed_in_the_middle_of_a_read_ends_the_reader_quietly(monkeypat
         template_module.Template(tmp_path, None)._read(_EndedProcess(), conn)  # type: ignore[arg-type]
 
 
-
 def test_names_that_are_not_utf8_cross_as_they_are() -> None:
     """A path or variable holding a byte that is not UTF-8 (a lone surrogate in Python) crosses
     unchanged: the worker runs with pytest's environment exactly."""
     crossed = wire.decode(wire.TO_TEMPLATE, wire.encode(wire.Fork(1, SETTINGS)))
     assert isinstance(crossed, wire.Fork) and crossed.settings is not None
-    assert crossed.settings.env == {"A": "1", "ODD": "\udcff"} and crossed.settings.cwd == "/"
+    assert crossed.settings.env == {"A": "1", "ODD": "\udcff"} and crossed.settings.cwd == "/\udcff"

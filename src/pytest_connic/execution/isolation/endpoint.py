@@ -53,15 +53,34 @@ _M = TypeVar("_M")
 ENDED = object()
 
 
-def next_message(conn: Connection[_T, object], sentinel: int, decoder: wire.Decoder[_M]) -> _M | object:
+class Waiter:
+    """Waits for a process's pipe or its end (``sentinel``): one selector for the pipe's life (a
+    new one per message, as ``multiprocessing.connection.wait`` makes, was a visible part of a
+    fresh worker's cost in pytest's process)."""
+
+    def __init__(self, conn: Connection[_T, object], sentinel: int) -> None:
+        import selectors
+
+        self.conn = conn
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(conn.fileno(), selectors.EVENT_READ, "conn")
+        self.selector.register(sentinel, selectors.EVENT_READ, "sentinel")
+
+    def readable(self) -> bool:
+        """Whether the pipe has something to read (False: the process ended with nothing more)."""
+        return any(key.data == "conn" for key, _ in self.selector.select())
+
+    def close(self) -> None:
+        self.selector.close()
+
+
+def next_message(conn: Connection[_T, object], waiter: Waiter, decoder: wire.Decoder[_M]) -> _M | object:
     """The next message a process sent on ``conn``; ``ENDED`` once the process ended with nothing
     more to read, the pipe broke or closed (``close`` may close it under the reading thread, even
     in the middle of ``recv_bytes``, whose handle is then None); ``BadFrame`` (raised) when what
     came is not a message of ``decoder``'s direction."""
-    from multiprocessing.connection import wait
-
     try:
-        if conn not in wait([conn, sentinel]):
+        if not waiter.readable():
             return ENDED
         return wire.receive(conn, decoder)
     except (EOFError, OSError):
@@ -186,16 +205,19 @@ class Worker:
         """What the worker sends, until it ends: its pipe closes, or the template reports its end,
         even while a process user code left behind still holds the pipe open. A frame that is not
         a worker's message stops the worker (killed, its calls told why): nothing of it is read."""
-        sentinel = self.process.sentinel
-        while True:
-            try:
-                received = next_message(self.conn, sentinel, wire.FROM_WORKER)
-            except BadFrame as exc:
-                self.kill(f"it sent pytest's process something that is not a message of the protocol: {exc}")
-                return
-            if received is ENDED:
-                return
-            yield received  # type: ignore[misc]
+        waiter = Waiter(self.conn, self.process.sentinel)
+        try:
+            while True:
+                try:
+                    received = next_message(self.conn, waiter, wire.FROM_WORKER)
+                except BadFrame as exc:
+                    self.kill(f"it sent pytest's process something that is not a message of the protocol: {exc}")
+                    return
+                if received is ENDED:
+                    return
+                yield received  # type: ignore[misc]
+        finally:
+            waiter.close()
 
     def read(self) -> None:
         """The reader thread: handles what the worker sends, then notices the worker's death."""

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.isolation import coverage_share, procs, wire
 from pytest_connic.execution.isolation.endpoint import (
     ENDED,
+    Waiter,
     Worker,
     WorkerProcess,
     hang_up,
@@ -139,8 +141,9 @@ class Template:
         #: the exit code and the other the end of the pipe, which multiprocessing reports as 255
         self._join_lock = threading.Lock()
         self._tokens = itertools.count(1)
-        #: the settings of the last ``Fork`` sent (the template keeps them)
-        self._sent: ForkSettings | None = None
+        #: the working directory, environment and ``sys.path`` of the last ``Fork`` sent (the
+        #: template keeps them: a ``Fork`` whose settings are the same carries none)
+        self._sent: tuple[str, dict[bytes, bytes], list[str]] | None = None
         self._forks: dict[int, _Asked] = {}
         self._workers: dict[int, WorkerProcess] = {}
 
@@ -150,7 +153,7 @@ class Template:
         ctx = _context()
         parent, child = ctx.Pipe(duplex=True)
         settings = WorkerSettings(raw_root=wire.raw(str(self.root)),
-                                  process=ForkSettings.of(os.getcwd(), dict(os.environ), list(sys.path)),
+                                  process=ForkSettings.of(os.getcwd(), _environ(), list(sys.path)),
                                   memory_mb=self.memory_mb,
                                   coverage=coverage_share.settings_of_current())
         process = ctx.Process(target=main, args=(child, wire.encode(settings)), name="connic-template", daemon=True)
@@ -166,10 +169,10 @@ class Template:
             raise
 
     def _read(self, process: BaseProcess, conn: Connection[ToTemplate, object]) -> None:
-        sentinel = process.sentinel
+        waiter = Waiter(conn, process.sentinel)
         while True:
             try:
-                received = next_message(conn, sentinel, wire.FROM_TEMPLATE)
+                received = next_message(conn, waiter, wire.FROM_TEMPLATE)
             except BadFrame as exc:  # the template is not itself: it goes
                 self.broken = f"it sent pytest's process something that is not a message of the protocol: {exc}"
                 self.kill()
@@ -177,6 +180,7 @@ class Template:
             if received is ENDED:
                 break
             self.handle(received)  # type: ignore[arg-type]
+        waiter.close()
         self._died(process, conn)
 
     def handle(self, message: FromTemplate) -> None:
@@ -223,7 +227,7 @@ class Template:
             forked = self._workers[pid] = WorkerProcess(pid)
             worker = Worker(forked, asked.conn, asked.memory_mb)
         try:
-            threading.Thread(target=worker.read, name=f"connic-worker-reader-{pid}", daemon=True).start()
+            _READERS.submit(worker.read)  # a thread of the last worker's, when one is idle
         except RuntimeError as exc:  # no thread left (a pids limit)
             worker.kill("it could not start")
             asked.callback(f"RuntimeError: {safe_text(exc)}")
@@ -283,7 +287,7 @@ class Template:
         from multiprocessing.connection import Pipe
 
         parent, child = Pipe(duplex=True)
-        settings: ForkSettings | None = ForkSettings.of(os.getcwd(), dict(os.environ), list(sys.path))
+        now = (os.getcwd(), _environ(), list(sys.path))
         with self._lock:
             conn = self.conn
             if self.dead or conn is None:
@@ -293,10 +297,8 @@ class Template:
                 return
             token = next(self._tokens)
             self._forks[token] = _Asked(callback, parent, memory_mb)
-            if settings == self._sent:
-                settings = None  # the template keeps the last ones
-            else:
-                self._sent = settings
+            settings = None if now == self._sent else ForkSettings.of(*now)  # the template keeps the last
+            self._sent = now
             try:
                 wire.send(conn, Fork(token, settings))
                 # the worker writes where pytest's process writes now (pytest's capture, -s: the
@@ -420,6 +422,20 @@ def taken(root: Path, memory_mb: int | None) -> Template | None:
             return None
         return _PRESTARTED.pop(root)
 
+
+
+#: the threads that read the workers' pipes, reused from one worker to the next (a thread's start
+#: per run was a visible part of pytest's process's cost of a fresh worker)
+_READERS = ReusingDaemonExecutor("connic-worker-reader", idle_s=30.0)
+
+
+def _environ() -> dict[bytes, bytes]:
+    """pytest's environment as bytes (what a worker gets): a copy of ``os.environ``'s own bytes
+    where it has them (one C-level copy: comparing it with the last one is all a run pays)."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict) and all(isinstance(k, bytes) for k in list(data)[:1]):
+        return dict(data)
+    return {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
 
 
 def _later(callback: Callable[[Worker | str], None], why: str) -> None:

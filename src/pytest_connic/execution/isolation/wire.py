@@ -91,8 +91,9 @@ class ForkSettings(_Struct, frozen=True):
     raw_sys_path: list[bytes]
 
     @classmethod
-    def of(cls, cwd: str, env: dict[str, str], sys_path: list[str]) -> ForkSettings:
-        return cls(raw(cwd), {raw(k): raw(v) for k, v in env.items()}, [raw(p) for p in sys_path])
+    def of(cls, cwd: str, env: dict[bytes, bytes], sys_path: list[str]) -> ForkSettings:
+        """``env``: the environment's bytes (``os.environb``)."""
+        return cls(raw(cwd), env, [raw(p) for p in sys_path])
 
     @property
     def cwd(self) -> str:
@@ -100,7 +101,9 @@ class ForkSettings(_Struct, frozen=True):
 
     @property
     def env(self) -> dict[str, str]:
-        return {cooked(k): cooked(v) for k, v in self.raw_env.items()}
+        import os
+
+        return {os.fsdecode(k): os.fsdecode(v) for k, v in self.raw_env.items()}
 
     @property
     def sys_path(self) -> list[str]:

@@ -110,7 +110,8 @@ class Endpoint:
         self.conn = conn
         self.send_lock = threading.Lock()
         self.executor = ReusingDaemonExecutor("connic-call", idle_s=60.0)
-        self.loop = asyncio.new_event_loop()
+        #: the worker's event loop, made by its first coroutine (a run of sync code makes none)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.loop_lock = threading.Lock()
         #: the calls whose outcome was sent (``_answer`` checks that its reply sent one)
@@ -120,6 +121,12 @@ class Endpoint:
         for name in ("handle", "handle_call", "call", "send", "_answer", "_reply", "_run_sync", "_start_task",
                      "_reply_task"):
             setattr(self, name, getattr(self, name))
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The worker's event loop (``start_loop`` made it)."""
+        assert self._loop is not None, "start_loop first"
+        return self._loop
 
     def send(self, message: FromWorker) -> None:
         frame = wire.encode(message)
@@ -312,6 +319,7 @@ class Endpoint:
         never starts it)."""
         with self.loop_lock:
             if self.loop_thread is None:
+                self._loop = asyncio.new_event_loop()
                 self.loop_thread = threading.Thread(target=self.run_loop, name="connic-worker-loop", daemon=True)
                 self.loop_thread.start()
 
