@@ -24,7 +24,7 @@ Figures (issue "Fast at every scale"):
                in-process per case, against the floor's wall time: target <= 1.5x), collection,
                start-up, and one case of 16 runs x 0.5 s at concurrency 8 (benchmarks/isolation.py)
   world        1,000 LLM-agent cases replayed from cassettes with a recorded world (``world:``:
-               the clock travels in the worker per call, random seeded) vs the same cassettes
+               run ids replayed, random seeded in the worker) vs the same cassettes
                without it (target <= 1.05x per run)
 
 Bytecode. Plain pytest's collection time is mostly importing the test modules, which pytest

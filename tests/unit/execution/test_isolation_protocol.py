@@ -39,7 +39,7 @@ SAMPLES: list[object] = [
     wire.Forked(3, 11),
     wire.ForkFailed(3, "OSError: no"),
     wire.WorkerExited(11, 9),
-    wire.Call(1, ("module", "tools.calc", "add"), ({"a": 1},), {"context": {}}, (0, "context"), ("2026-01-01", 7)),
+    wire.Call(1, ("module", "tools.calc", "add"), ({"a": 1},), {"context": {}}, (0, "context"), 7),
     wire.ServiceReturned(2, {"ok": True}),
     wire.ServiceRaised(2, ERROR),
     wire.Release(),

@@ -305,7 +305,8 @@ class Lease:
     async def call(self, ref: Ref, label: str, args: tuple[object, ...], kwargs: dict[str, object],
                    world: tuple[str | None, int | None] | None = None) -> object:
         """Call ``ref`` in the run's worker with ``args`` and ``kwargs`` as data; ``world``: the
-        run's recorded wall clock for this call and its seed (worker.py)."""
+        run's recorded world for this call (``RunWorld.for_call``), of which the worker takes the
+        seed for ``random`` (user code reads the real clock)."""
         worker = await self.acquire()
         loop = asyncio.get_running_loop()
         cid = next(self._ids)
@@ -318,7 +319,7 @@ class Lease:
         data_kwargs = {k: to_data(v) for k, v in kwargs.items()}
         sent = snapshot(back, data_args, data_kwargs)
         try:
-            worker.send(Call(cid, ref, data_args, data_kwargs, back, world))
+            worker.send(Call(cid, ref, data_args, data_kwargs, back, world[1] if world is not None else None))
         except (OSError, ValueError):  # the worker is ending: its reader fails the call with the cause
             if worker.dead and worker.pending.pop(cid, None) is not None and not future.done():
                 future.set_exception(UserCodeEnded(f"{label} {worker.cause()}"))

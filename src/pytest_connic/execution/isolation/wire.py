@@ -245,15 +245,15 @@ class WorkerExited(_Message, frozen=True):
 # -- pytest's process -> a worker -------------------------------------------------------------
 class Call(_Message, frozen=True):
     """Call the function ``ref`` names with ``args`` and ``kwargs`` (data); ``back``: the
-    arguments to copy back after it; ``world``: the wall clock the call starts at in a replay
-    (ISO 8601, None: the real one) and the run's seed for ``random`` (models/world.py)."""
+    arguments to copy back after it; ``seed``: the run's seed for ``random``, applied before the
+    run's first call (models/world.py; user code reads the real clock)."""
 
     cid: int
     ref: Ref
     args: tuple[object, ...]
     kwargs: dict[str, object]
     back: Back = ()
-    world: tuple[str | None, int | None] | None = None
+    seed: int | None = None
 
 
 class ServiceReturned(_Message, frozen=True):

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import datetime as dt
 import inspect
 import os
 import random
@@ -79,8 +78,6 @@ from pytest_connic.usertb import attach, import_in
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-    from time_machine import Traveller, travel
-
     from pytest_connic.execution.isolation.coverage_share import Measurement
 
 
@@ -101,7 +98,8 @@ class Endpoint:
         self.fresh: dict[str, types.ModuleType] = {}
         self.functions: dict[Ref, Callable[..., object]] = {}
         self.project: LoadedProject | None = None
-        self.world = _World()
+        #: whether the run's seed was applied to ``random`` (before its first call)
+        self.seeded = False
         #: coverage.py measuring this worker (``coverage_share.py``; None: not measured)
         self.coverage: Measurement | None = None
 
@@ -208,8 +206,9 @@ class Endpoint:
             self._answer(msgspec.structs.replace(message, back=()), exc, None)
 
     def call(self, call: Call) -> None:
-        if call.world is not None:
-            self.world.enter(*call.world)
+        if call.seed is not None and not self.seeded:  # the run's seed, before its first call
+            random.seed(call.seed)
+            self.seeded = True
         try:
             func = self.resolve(call.ref)
         except BaseException as exc:  # noqa: BLE001  (a module of the user's failing to load here)
@@ -358,42 +357,6 @@ def _outcome(exc: BaseException | None, result: object, root: Path) -> Returned 
     # KeyboardInterrupt, GeneratorExit, CancelledError, a custom BaseException
     where = user_location(exc, root)
     return RaisedBase(text(type(exc).__name__), text(safe_text(exc)), text(where) if where else None)
-
-
-class _World:
-    """The recorded world of the run that leases this worker (models/world.py): ``random`` seeded
-    before its first call, and the wall clock held (``time-machine``, imported only then) at the
-    time each call reads, in the recording and in a replay alike, so a timestamp written into a
-    prompt is the same to the microsecond; monotonic clocks and ``perf_counter`` are not
-    touched. Calls are started one at a time on the main thread, so no lock is needed; the calls of
-    one run that overlap read the clock of the one started last."""
-
-    def __init__(self) -> None:
-        self.seeded = False
-        self.traveller: travel | None = None
-        self.coordinates: Traveller | None = None
-
-    def enter(self, at: str | None, seed: int | None) -> None:
-        if seed is not None and not self.seeded:
-            random.seed(seed)
-            self.seeded = True
-        if at is None:
-            return
-        destination = dt.datetime.fromisoformat(at)
-        if self.coordinates is not None:
-            self.coordinates.move_to(destination)
-            return
-        import time_machine
-
-        self.traveller = time_machine.travel(destination, tick=False)
-        self.coordinates = self.traveller.start()
-
-    def leave(self) -> None:
-        """The run ended: the real clock again, and the next run seeds ``random`` anew."""
-        if self.traveller is not None:
-            self.traveller.stop()
-        self.traveller = self.coordinates = None
-        self.seeded = False
 
 
 class _Raised:
