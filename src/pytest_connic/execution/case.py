@@ -32,7 +32,8 @@ from pytest_connic.project.load import ProjectError
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import relative
 from pytest_connic.records.events import DivergenceNoteEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.hosted import HostedSettings

@@ -20,7 +20,7 @@ from pytest_connic.models.world import RunWorld
 from pytest_connic.records.events import DivergenceNoteEvent
 
 if TYPE_CHECKING:
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
     from pytest_connic.runtime.services import RuntimeServices
     from pytest_connic.secrets import Masker
     from pytest_connic.suite.loader import Suite

@@ -13,7 +13,8 @@ from pytest_connic.plugin.session import ConnicSession
 from pytest_connic.plugin.session import state as state_of
 
 if TYPE_CHECKING:
-    from pytest_connic.records.run import CaseOutcome, RunRecord
+    from pytest_connic.records.outcome import CaseOutcome
+    from pytest_connic.records.run import RunRecord
 
 
 class ConnicCoverageMode:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pytest_connic.history.store import CaseRow, SessionRow
     from pytest_connic.plugin.session import ConnicSession
     from pytest_connic.plugin.xdist import WorkerNode
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
     from pytest_connic.secrets import Masker
 
 #: sessions read for trends and flakiness

@@ -16,7 +16,8 @@ from pytest_connic.plugin.xdist import ends_runs, is_worker, placeholder_outcome
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
-    from pytest_connic.records.run import CaseOutcome, RunRecord
+    from pytest_connic.records.outcome import CaseOutcome
+    from pytest_connic.records.run import RunRecord
 
 
 class ConnicReporting:

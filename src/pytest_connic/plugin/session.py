@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pytest_connic.project.envfile import AppliedEnv
     from pytest_connic.project.index import ProjectIndex
     from pytest_connic.project.loaded import LoadedProject
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
 
 
 class ConnicSession:
