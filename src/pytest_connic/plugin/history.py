@@ -341,7 +341,7 @@ class _Digests:
         self.parts = CaseParts(config.stash[SETTINGS_KEY])
 
     def cassette(self, root: Path, outcome: CaseOutcome) -> str | None:
-        from pytest_connic.models.cassette import cassette_path
+        from pytest_connic.models.cassette_paths import cassette_path
 
         try:
             return _digest([cassette_path(root / self.cassette_dir, outcome.suite_path, outcome.case_name,
