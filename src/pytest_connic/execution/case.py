@@ -26,7 +26,7 @@ from pytest_connic.execution.concurrency import RunGate, Ticket, gate_for
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.execution.outcomes import suite_outcome
-from pytest_connic.expressions import ExpressionError
+from pytest_connic.expressions.values import ExpressionError
 from pytest_connic.models.base import RunModelSource
 from pytest_connic.project.load import ProjectError
 from pytest_connic.project.loaded import LoadedProject
