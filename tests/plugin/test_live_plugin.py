@@ -245,7 +245,7 @@ def case_seconds(project: ConnicProject, nodeid: str, *args: str) -> float:
 def test_runs_of_a_case_call_a_live_provider_concurrently(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
     # tests/echo.yaml runs first and loads the project, so the timed case measures its runs only
     calc.suite("echo", "tests:\n  - name: warms up\n    payload: '{}'\n")
-    calc.agent("greeter", retry_options=FAST_RETRIES)
+    calc.agent("greeter", retry_options=FAST_RETRIES, max_concurrent_runs=4)  # Connic's default is 1
     calc.suite("greeter", "tests:\n  - name: greets\n    payload: hello\n    runs: 4\n")
     greets = "tests/greeter.yaml::greets"
     with serving(monkeypatch, lambda body: text("hi"), latency=0.2) as fp:

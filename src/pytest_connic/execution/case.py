@@ -22,7 +22,7 @@ from pytest_connic.checks.compiled import CompiledCase, ResolvedCase, compile_ca
 from pytest_connic.checks.evaluate import evaluate_run
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution import builders
-from pytest_connic.execution.concurrency import RunGate, Ticket, gate_for
+from pytest_connic.execution.concurrency import RunGate, Ticket, case_concurrency, gate_for
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.execution.outcomes import suite_outcome
@@ -40,7 +40,6 @@ from pytest_connic.runtime.invocation import Invocation, output_text
 from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
 from pytest_connic.runtime.payload import FilesError, load_fixtures
 from pytest_connic.runtime.services import RuntimeServices
-from pytest_connic.runtime.sessions import runs_in_order
 from pytest_connic.runtime.signals import UserCodeEnded
 from pytest_connic.runtime.state import RunScope
 from pytest_connic.usertb import TracebackData, for_record, import_in, import_traceback, masked
@@ -314,15 +313,14 @@ class CaseRun:
         self.compiled: CompiledCase = target.compiled
         self.outcome = target.outcome
         self.executor = executor
-        self.concurrency = runtime.options.concurrency
-        if runs_in_order(runtime.project.agents, target.agent_name):  # they share a session, in order
-            self.concurrency = 1
+        #: runs at once: the agent's ``max_concurrent_runs`` (Connic's default 1) and --connic-concurrency
+        self.concurrency = case_concurrency(runtime.project.agents, target.agent_name, runtime.options.concurrency)
         self.early_stop = runtime.options.early_stop if early_stop is None else early_stop
         self.run_listeners = runtime.run_listeners if run_listeners is None else run_listeners
         self.root = runtime.project.root
         self.fixtures: list[dict[str, str]] = []
         self.models: RunModelSource = target.models
-        self.gate: RunGate | None = None  #: ``max_concurrent_runs`` / ``concurrency`` (set in ``run``)
+        self.gate: RunGate | None = None  #: the agent's ``concurrency`` key rule (set in ``run``)
         self.tickets: dict[int, Ticket] = {}
 
     async def run(self) -> None:
