@@ -204,7 +204,7 @@ class ProjectRuntime:
         project adopts (``LoadedProject.adopt``: exact tool schemas, import errors, middleware that
         fails to load). ``ProjectError``: the agent's modules fail to load, or a worker could not
         import one (a crash; a hang, bounded by ``timeout_s``): the message names the module."""
-        from pytest_connic.execution.isolation.pool import WorkerStartError
+        from pytest_connic.execution.isolation.pool import WorkerSpawnError, WorkerStartError
 
         project = self.project
         if self.pool is None or not project.static:
@@ -226,6 +226,8 @@ class ProjectRuntime:
                                                                         timeout_s))
             except asyncio.TimeoutError:  # a hang: each case waits its own timeout_s
                 failure = f"{doing[-1]} did not finish within {timeout_s:g}s (timeout_s)"
+            except WorkerSpawnError:  # no process could start: the case's infrastructure error
+                raise
             except WorkerStartError as exc:
                 failure = str(exc)
             except UserCodeEnded as exc:  # an exit or a crash at import: the agent's later cases are told at once
@@ -324,7 +326,15 @@ class CaseRun:
         self.tickets: dict[int, Ticket] = {}
 
     async def run(self) -> None:
-        await self.runtime.describe(self.agent_name, float(self.case["timeout_s"]))
+        from pytest_connic.execution.isolation.pool import WorkerSpawnError
+
+        try:
+            await self.runtime.describe(self.agent_name, float(self.case["timeout_s"]))
+        except WorkerSpawnError as exc:  # the machine's trouble: an infrastructure error (exit 2)
+            self.outcome.records = [RunRecord(run_id=f"worker-{i}", agent_name=self.agent_name, index=i, status="failed",
+                                              error=str(exc), infrastructure_error=str(exc))
+                                    for i in range(self.outcome.runs)]
+            return
         try:
             names = list(self.case.get("files") or [])
             self.fixtures = load_fixtures(self.root, names) if names else []
@@ -511,19 +521,21 @@ class CaseRun:
 
     async def _lease(self, fresh_modules: bool, index: int = 0) -> Lease | RunRecord | None:
         """The run's worker process (``--connic-isolation=process``), taken before the run's clock
-        starts when the run will call user code; a worker that cannot start within the case's
-        ``timeout_s`` (a hanging import) or is stopped meanwhile is that run's failure."""
-        from pytest_connic.execution.isolation.pool import WorkerStartError
+        starts when the run will call user code; a worker that cannot load the project within the
+        case's ``timeout_s`` (a hanging import) or is stopped meanwhile is that run's failure, and
+        one that cannot start at all (no process, a failed fork) its infrastructure error."""
+        from pytest_connic.execution.isolation.pool import WorkerSpawnError, WorkerStartError
 
         pool = self.runtime.pool
         if pool is None:
             return None
         lease = pool.lease(float(self.case["timeout_s"]))
         if fresh_modules or self.runtime.has_user_code:
+            spawn = False
             try:
                 finished, _ = await self.runtime.stop.race(lease.acquire())
             except WorkerStartError as exc:
-                finished, error = True, str(exc)
+                finished, error, spawn = True, str(exc), isinstance(exc, WorkerSpawnError)
             else:
                 if finished:
                     return lease
@@ -531,7 +543,10 @@ class CaseRun:
             await lease.release()
             record = RunRecord(run_id=f"worker-{index}", agent_name=self.agent_name, index=index,
                                status="failed" if finished else "cancelled", error=error)
-            record.failures.append(error)
+            if spawn:  # no process could start: the machine's, an infrastructure error (exit 2)
+                record.infrastructure_error = error
+            else:  # the project did not load in time, or at all: the suite author's (exit 1)
+                record.failures.append(error)
             return record
         return lease
 
