@@ -106,8 +106,7 @@ def write_text_file(path: Path, text: str, *, follow: bool = True) -> None:
         existing = None
     if existing is not None and not stat.S_ISREG(existing) and not stat.S_ISLNK(existing) \
             and not stat.S_ISDIR(existing):
-        with open(path, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as stream:
-            stream.write(text)
+        _write_special(path, text)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=path.parent)
@@ -120,3 +119,22 @@ def write_text_file(path: Path, text: str, *, follow: bool = True) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _write_special(path: Path, text: str) -> None:
+    """Write to a FIFO or a device (``/dev/stdout``) directly. Opened without blocking: a FIFO no
+    process reads is refused at once (``ENXIO``) instead of waiting for a reader for ever."""
+    import errno
+
+    nonblock = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFOs of this kind
+    try:
+        fd = os.open(path, os.O_WRONLY | nonblock | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "a named pipe (FIFO) that no process reads; nothing was written",
+                          str(path)) from None
+        raise
+    if nonblock:
+        os.set_blocking(fd, True)  # a reader is there: the text is written whole
+    with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as stream:
+        stream.write(text)

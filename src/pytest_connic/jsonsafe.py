@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast, overload
 
+from pytest_connic.errors import ConnicError
 from pytest_connic.secrets import Masker
 
 #: a JSON scalar, a JSON value and a JSON object, as the plugin's reports, traces and records hold
@@ -153,6 +154,46 @@ def parse_json(text: object) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):  # RecursionError: JSON nested past Python's stack
         return text
+
+
+class JsonBoundsError(ConnicError, ValueError):
+    """JSON text that is not read: invalid, larger or deeper than its reader allows; the message
+    says which, without a location (the caller names the file)."""
+
+
+def load_bounded(text: str | bytes, *, max_depth: int, max_chars: int | None = None) -> Any:
+    """The JSON value of ``text``, read with bounds: at most ``max_chars`` characters, nested at
+    most ``max_depth`` levels, no ``NaN`` or ``Infinity`` (which JSON does not have);
+    :class:`JsonBoundsError` otherwise. Never a ``RecursionError``, whatever the nesting."""
+    if max_chars is not None and len(text) > max_chars:
+        raise JsonBoundsError(f"more than {max_chars} characters")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:  # the decoder's own bound (about the interpreter's recursion limit)
+        raise JsonBoundsError(f"nested deeper than {max_depth} levels") from None
+    except UnicodeDecodeError as exc:
+        raise JsonBoundsError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:
+        raise JsonBoundsError(f"invalid JSON: {exc}") from None
+    if depth_exceeds(value, max_depth):
+        raise JsonBoundsError(f"nested deeper than {max_depth} levels")
+    return value
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def depth_exceeds(data: object, limit: int) -> bool:
+    """Whether JSON ``data`` nests more than ``limit`` levels (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
 
 
 def _convert(value: object, path: frozenset[int], depth: int) -> JsonValue:

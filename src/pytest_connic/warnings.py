@@ -28,3 +28,8 @@ class UnknownAgentKeyWarning(ConnicLoadWarning):
 class ConnicHistoryWarning(ConnicWarning):
     """The history could not be read or written (read-only, locked, corrupt): the session goes on,
     the file is left as it is."""
+
+
+class ConnicMergeWarning(ConnicWarning):
+    """A merged shard holds cases whose suite file is not in this checkout (a shard of another
+    project, branch or checkout): merged as this project's cases, said once per shard."""

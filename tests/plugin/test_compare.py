@@ -239,7 +239,7 @@ def test_the_markdown_summary_under_github_actions(project: ConnicProject, monke
     assert "this session compared with report before.json" in text
     assert "| calc::adds | unchanged | 220 → 472 (+252) |" in text
     assert "- output: The sum of four and six is <del>ten</del><ins>10, checked twice</ins>." in text
-    assert '  - + <ins>multiply({&quot;a&quot;:10,&quot;b&quot;:1}) → {&quot;product&quot;:10}</ins>' in text
+    assert '  - \\+ <ins>multiply({"a":10,"b":1}) → {"product":10}</ins>' in text
 
 
 #: reads the page in an iframe ``width`` CSS pixels wide (headless Chromium's window is at least

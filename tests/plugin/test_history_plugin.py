@@ -116,11 +116,11 @@ def test_a_corrupt_history_is_left_intact_with_a_warning(offset: ConnicProject, 
     result = session(offset, monkeypatch, 0)
     result.assert_outcomes(passed=2)
     assert result.ret == 0
-    result.stdout.fnmatch_lines([("*history: not kept this time: history *history.sqlite cannot be read: file is "
-                                 "not a database; it was left as it is"),
+    result.stdout.fnmatch_lines([("*history: not kept this time: history *history.sqlite: not a pytest-connic "
+                                  "history (not a SQLite database); it was left as it is"),
                                  "*warnings summary*", "*history.sqlite:0",
-                                 ("*ConnicHistoryWarning: history *history.sqlite cannot be read: file is not a "
-                                 "database; it was left as it is*")])
+                                 ("*ConnicHistoryWarning: history *history.sqlite: not a pytest-connic history (not "
+                                  "a SQLite database); it was left as it is*")])
     assert path.read_bytes() == garbage
 
 

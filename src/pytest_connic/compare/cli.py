@@ -9,13 +9,14 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from pytest_connic.compare.cases import compare
 from pytest_connic.compare.render import Line, markdown, terminal
-from pytest_connic.compare.sides import CompareError, find_history, resolve
+from pytest_connic.compare.sides import CompareError, find_history, read_report, resolve
+from pytest_connic.files import IrregularFileError, file_kind
 from pytest_connic.jsonsafe import to_jsonable
 
 _ANSI = {"red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m", "bold": "\x1b[1m"}
@@ -61,32 +62,76 @@ def painted(line: Line, colour: bool) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    from pytest_connic.files import write_text_file
-
     root = Path.cwd()
     history = Path(args.history) if args.history else find_history(root)
     try:
+        outputs = checked_outputs(args, root, os.environ)
         subject = resolve(args.subject, history, root)
         reference = resolve(args.reference, history, root)
     except CompareError as exc:
         print(f"python -m pytest_connic compare: error: {exc}", file=sys.stderr)
         return 2
+    for note in (*subject.notes, *reference.notes):
+        print(f"python -m pytest_connic compare: warning: {note}", file=sys.stderr)
     section = compare(subject, reference)
     width = shutil.get_terminal_size((80, 24)).columns
     colour = use_colour(args.color, out)
     for line in terminal(section, width):
         print(painted(line, colour), file=out)
-    try:
-        if args.json:
-            write_text_file(Path(args.json), json.dumps({"comparison": section}, ensure_ascii=False, indent=2) + "\n")
-        write_summaries(markdown(section), args.summary, os.environ)
-        if args.html:
-            write_text_file(Path(args.html), html_page(section, subject_report(args.subject, root)))
-    except OSError as exc:
-        print(f"python -m pytest_connic compare: error: {exc.filename or ''}: cannot write: {exc.strerror or exc}",
-              file=sys.stderr)
-        return 1
-    return 0
+    problems = write_files(section, args, outputs, root)
+    for problem in problems:
+        print(f"python -m pytest_connic compare: error: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def checked_outputs(args: argparse.Namespace, root: Path, environ: Mapping[str, str]) -> dict[str, Path]:
+    """The command's output files by option (``--json``, ``--summary``, ``--html``), each checked
+    as pytest checks its reports: never an input of the project here (links followed), never two
+    options naming one file; ``CompareError`` (exit code 2) before anything is read or written."""
+    from pytest_connic.project.inputs import refused_output
+    from pytest_connic.project.layout import find_project_root
+
+    project = find_project_root(Path(os.path.realpath(root)))
+    roots = [project] if project is not None else []
+    named = {option: root / value for option in ("json", "summary", "html") if (value := getattr(args, option))}
+    step = step_summary(environ)
+    seen: dict[str, str] = {}
+    candidates = [(f"--{option}", path) for option, path in named.items()]
+    if step is not None:
+        candidates.append(("$GITHUB_STEP_SUMMARY", step))
+    for option, path in candidates:
+        what = refused_output(path, roots)
+        if what is not None:
+            raise CompareError(f"{path}: {option} names {what}; an output is never written over the project's "
+                               "inputs: choose a path outside them")
+        real = os.path.realpath(path)
+        if real in seen:
+            raise CompareError(f"{path}: {option} and {seen[real]} name the same file; give each output its own path")
+        seen[real] = option
+    return named
+
+
+def write_files(section: dict[str, object], args: argparse.Namespace, outputs: Mapping[str, Path],
+                root: Path) -> list[str]:
+    """Each output written on its own (one that fails never stops another); the failures, one
+    located line each."""
+    from pytest_connic.files import write_text_file
+
+    writers: list[tuple[str, Path, Callable[[], str]]] = []
+    if "json" in outputs:
+        writers.append(("JSON comparison (--json)", outputs["json"],
+                        lambda: json.dumps({"comparison": section}, ensure_ascii=False, indent=2) + "\n"))
+    if "html" in outputs:
+        writers.append(("HTML page (--html)", outputs["html"],
+                        lambda: html_page(section, subject_report(args.subject, root))))
+    problems = []
+    for what, path, text in writers:
+        try:
+            write_text_file(path, text())
+        except OSError as exc:
+            problems.append(failure_line(what, path, exc))
+    summary = outputs.get("summary")
+    return problems + write_summaries(markdown(section), None if summary is None else str(summary), os.environ)
 
 
 def html_page(section: dict[str, object], report: dict[str, object] | None) -> str:
@@ -99,31 +144,81 @@ def html_page(section: dict[str, object], report: dict[str, object] | None) -> s
 
 
 def subject_report(ref: str, root: Path) -> dict[str, object] | None:
-    """The subject's whole ``--connic-json`` report when it is one (its cases show on the page)."""
+    """The subject's whole ``--connic-json`` report when it is one (its cases show on the page),
+    read with the same bounds as when it was compared."""
     path = Path(ref) if Path(ref).is_absolute() else root / ref
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and ref.endswith(".json") else None
-    except (OSError, ValueError):
+    if not (ref.endswith(".json") and path.is_file()):
         return None
-    return data if isinstance(data, dict) else None
+    try:
+        data = read_report(path)
+    except CompareError:
+        return None
+    return dict(data)
 
 
-def write_summaries(text: str, path: str | None, environ: Mapping[str, str]) -> list[str]:
+def failure_line(what: str, path: Path | str, exc: OSError) -> str:
+    """``<path>: cannot write the <what>: [Errno 28] No space left on device``"""
+    where = exc.filename if isinstance(exc.filename, str) else str(path)
+    reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.strerror else str(exc)
+    return f"{where}: cannot write the {what}: {reason}"
+
+
+def step_summary(environ: Mapping[str, str]) -> Path | None:
+    """``$GITHUB_STEP_SUMMARY`` under GitHub Actions (``GITHUB_ACTIONS=true``), else None."""
+    step = environ.get("GITHUB_STEP_SUMMARY")
+    return Path(step) if step and environ.get("GITHUB_ACTIONS") == "true" else None
+
+
+def write_summaries(text: str, path: str | None, environ: Mapping[str, str],
+                    refused: Callable[[Path], str | None] = lambda _path: None) -> list[str]:
     """The Markdown summary to ``path`` (replaced), and appended to ``$GITHUB_STEP_SUMMARY`` when
-    it is set under GitHub Actions (``GITHUB_ACTIONS=true``), as GitHub asks of every step; the
-    paths written."""
+    it is set under GitHub Actions (``GITHUB_ACTIONS=true``), as GitHub asks of every step; each
+    on its own. ``refused``: why a step summary path may not be written (a project's input), or
+    None. The failures, one located line each (never raised)."""
     from pytest_connic.files import write_text_file
 
-    written = []
+    problems = []
     if path:
-        write_text_file(Path(path), text)
-        written.append(path)
-    step = environ.get("GITHUB_STEP_SUMMARY")
-    if step and environ.get("GITHUB_ACTIONS") == "true":
-        with open(step, "a", encoding="utf-8") as file:
-            file.write(text + "\n")
-        written.append(step)
-    return written
+        try:
+            write_text_file(Path(path), text)
+        except OSError as exc:
+            problems.append(failure_line("Markdown summary", path, exc))
+    step = step_summary(environ)
+    if step is not None:
+        why = refused(step)
+        if why is not None:
+            problems.append(f"{step}: $GITHUB_STEP_SUMMARY names {why}; the summary was not appended to it")
+            return problems
+        try:
+            append_regular(step, text + "\n")
+        except IrregularFileError as exc:
+            problems.append(f"{exc}: the summary was not appended to $GITHUB_STEP_SUMMARY")
+        except OSError as exc:
+            problems.append(failure_line("Markdown summary ($GITHUB_STEP_SUMMARY)", step, exc))
+    return problems
+
+
+def append_regular(path: Path, text: str) -> None:
+    """Append ``text`` to the regular file at ``path`` (created when absent). Anything else (a
+    FIFO, a device, a directory) is refused before it is opened and on the descriptor opened, which
+    never blocks: ``IrregularFileError``."""
+    try:
+        kind = file_kind(os.stat(path).st_mode)
+    except FileNotFoundError:
+        kind = None
+    if kind is not None:
+        raise IrregularFileError(f"{path}: the step summary is {kind}; only a regular file is written")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+                 | getattr(os, "O_NOCTTY", 0), 0o666)
+    try:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise IrregularFileError(f"{path}: the step summary is {kind}; only a regular file is written")
+        data = text.encode("utf-8", "backslashreplace")
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
 
 
 def main(argv: Sequence[str]) -> int:

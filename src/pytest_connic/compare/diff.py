@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from pytest_connic.jsonsafe import parse_json
+from pytest_connic.jsonsafe import JsonBoundsError, depth_exceeds, load_bounded
 
 #: a word, a run of white space, or one other character
 _TOKENS = re.compile(r"\s+|\w+|[^\w\s]")
@@ -27,18 +27,45 @@ def words(text: str) -> list[str]:
 
 def word_diff(before: str, after: str) -> list[Op]:
     """``[[op, text], ...]`` turning ``before`` into ``after``, word by word; long unchanged
-    stretches are elided (``["…", ""]``)."""
-    a, b = words(before), words(after)
-    ops: list[Op] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    stretches are elided (``["…", ""]``). Linear in the words but for the stretch between the
+    common start and end, which is matched word by word only while that stays cheap
+    (:data:`MAX_PAIRS`), else shown as one change."""
+    return _elided([[op, "".join(items)] for op, items in _sequence_ops(words(before), words(after))])
+
+
+#: the most word pairs (words before × words after, between the common start and end) matched
+#: word by word: difflib's matching costs up to their product, and more
+MAX_PAIRS = 250_000
+
+
+def _sequence_ops(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, Sequence[str]]]:
+    """``(op, items)`` turning ``a`` into ``b``: the common start and end found in linear time,
+    the middle matched by difflib while it has at most ``MAX_PAIRS`` pairs, else one removal and
+    one addition."""
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < min(len(a), len(b)) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    mid_a, mid_b = a[start:len(a) - end], b[start:len(b) - end]
+    ops: list[tuple[str, Sequence[str]]] = [("=", a[:start])] if start else []
+    opcodes: Sequence[tuple[str, int, int, int, int]]
+    if len(mid_a) * len(mid_b) > MAX_PAIRS:
+        opcodes = [("replace", 0, len(mid_a), 0, len(mid_b))]
+    else:
+        opcodes = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in opcodes:
         if tag == "equal":
-            ops.append(["=", "".join(a[i1:i2])])
+            ops.append(("=", mid_a[i1:i2]))
             continue
         if i2 > i1:
-            ops.append(["-", "".join(a[i1:i2])])
+            ops.append(("-", mid_a[i1:i2]))
         if j2 > j1:
-            ops.append(["+", "".join(b[j1:j2])])
-    return _elided(ops)
+            ops.append(("+", mid_b[j1:j2]))
+    if end:
+        ops.append(("=", a[len(a) - end:]))
+    return ops
 
 
 def _elided(ops: list[Op]) -> list[Op]:
@@ -101,11 +128,26 @@ def output_diff(before: object, after: object) -> dict[str, object] | None:
     or arrays, else ``{"kind": "text", "words": [...]}``; None when they are equal."""
     if before == after:
         return None
-    a, b = parse_json(before), parse_json(after)
+    a, b = _json_of(before), _json_of(after)
     if isinstance(a, (dict, list)) and isinstance(b, (dict, list)):
         keys = key_diff(a, b)
         return {"kind": "json", "keys": keys} if keys else None
     return {"kind": "text", "words": word_diff(_text(before), _text(after))}
+
+
+def _json_of(value: object) -> object:
+    """The JSON value a text output holds (read with a bound on its depth, so a key diff never
+    recurses past it), else the output itself."""
+    if not isinstance(value, str):
+        return value if not depth_exceeds(value, MAX_JSON_DEPTH) else None
+    try:
+        return load_bounded(value, max_depth=MAX_JSON_DEPTH)
+    except JsonBoundsError:
+        return value
+
+
+#: the deepest JSON output compared key by key (deeper ones are compared as text)
+MAX_JSON_DEPTH = 100
 
 
 def _text(value: object) -> str:
@@ -133,10 +175,6 @@ def tool_diff(before: Sequence[dict[str, object]], after: Sequence[dict[str, obj
     if a == b:
         return []
     ops: list[Op] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            ops += [["=", t] for t in a[i1:i2]]
-            continue
-        ops += [["-", t] for t in a[i1:i2]]
-        ops += [["+", t] for t in b[j1:j2]]
+    for op, calls in _sequence_ops(a, b):
+        ops += [[op, call] for call in calls]
     return ops

@@ -4,8 +4,11 @@ applies) and a Markdown summary for CI (GitHub's step summary)."""
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from typing import Any
+
+from wcwidth import wcwidth
 
 from pytest_connic.compare.cases import cost_text, deltas, header, tokens_text, verdict_text
 from pytest_connic.compare.diff import Op
@@ -93,8 +96,9 @@ def lines(section: dict[str, Any]) -> list[tuple[int, Line]]:
 
 
 def fit(indent: int, line: Line, width: int | None) -> list[Line]:
-    """``line`` wrapped to ``width`` columns (between words; a word wider than a line is cut),
-    continuation lines indented two more columns; each line starts with its indent."""
+    """``line`` wrapped to ``width`` columns (between words; a word wider than a line is cut, in
+    one pass over it), continuation lines indented two more columns; each line starts with its
+    indent."""
     if width is None:
         return [[(" " * indent, ""), *line]]
     import re
@@ -112,20 +116,38 @@ def fit(indent: int, line: Line, width: int | None) -> list[Line]:
                 used = indent + 2
                 if token.isspace():
                     continue
-            while w > width - used and w > room:  # a word wider than a line: cut it
-                head = token
-                while display_width(head) > width - used:
-                    head = head[:-1]
-                current.append((head, style))
-                out.append(current)
-                token = token[len(head):]
+            if w > width - used and w > room:  # a word wider than a line: cut it
+                *full, token = cut_word(token, width - used, width - indent - 2, room)
+                for piece in full:
+                    current.append((piece, style))
+                    out.append(current)
+                    current = [(" " * (indent + 2), "")]
+                    used = indent + 2
                 w = display_width(token)
-                current = [(" " * (indent + 2), "")]
-                used = indent + 2
             current.append((token, style))
             used += w
     out.append(current)
     return [_rstripped(line) for line in out]
+
+
+def cut_word(word: str, first: int, rest: int, room: int) -> list[str]:
+    """``word`` in pieces, in one pass (each character's width measured once): the first at most
+    ``first`` columns wide (it may be empty), each next at most ``rest`` (at least one character),
+    and the last what is left once that is at most ``room`` columns."""
+    widths = [max(wcwidth(char), 0) for char in word]
+    left = sum(widths)
+    pieces: list[str] = []
+    start, used, limit = 0, 0, first
+    for i, w in enumerate(widths):
+        if used + w > limit and (i > start or not pieces):  # this piece is full
+            pieces.append(word[start:i])
+            start, used, limit = i, 0, max(rest, 1)
+            if left <= room:
+                break
+        used += w
+        left -= w
+    pieces.append(word[start:])
+    return pieces
 
 
 def _rstripped(line: Line) -> Line:
@@ -155,24 +177,69 @@ def plain(section: dict[str, Any], width: int | None = None) -> list[str]:
 
 # --------------------------------------------------------------------------- Markdown
 
+#: what Markdown (CommonMark, GitHub's tables and strikethrough) reads in a line of text: each is
+#: escaped with a backslash, which CommonMark allows before any ASCII punctuation; ``&`` and ``<``
+#: too, so that no entity or tag is read (an HTML escape would show as ``&#x27;`` once escaped)
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>&|~!#])")
+
+
 def _md(text: str) -> str:
-    """Text safe in Markdown and in GitHub's HTML: escaped, line breaks as ``↵``."""
-    escaped = html.escape(text.replace("\r\n", "\n").replace("\n", "↵ "))
-    for char in "\\`*_[]|#~":
-        escaped = escaped.replace(char, "\\" + char)
-    return escaped
+    """User text as Markdown text that renders as itself: punctuation Markdown reads escaped with
+    a backslash (not as HTML), line breaks as ``↵``, control characters escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", cell_text(text.replace("\r\n", "\n").replace("\n", "↵ ")))
+
+
+def _code(text: str) -> str:
+    """User text as a Markdown code span (shown as it is: no escape works inside one)."""
+    text = cell_text(text.replace("\r\n", "\n").replace("\n", "↵ "))
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _md_words(ops: list[Op]) -> str:
-    out, size = [], 0
-    for op, text in ops:
-        piece = {"=": _md(text), "-": f"<del>{_md(text)}</del>", "+": f"<ins>{_md(text)}</ins>"}.get(op, " … ")
-        size += len(piece)
-        if size > MARKDOWN_DIFF:
+    """A word diff in Markdown, at most about :data:`MARKDOWN_DIFF` characters: the piece that
+    reaches the bound is cut there (once), and ``… (cut)`` says so."""
+    out, left = [], MARKDOWN_DIFF
+    for number, (op, text) in enumerate(ops, 1):
+        cut = len(text) > left
+        text = text[:left]
+        left -= len(text)
+        out.append({"=": _md(text), "-": f"<del>{_md(text)}</del>", "+": f"<ins>{_md(text)}</ins>"}.get(op, " … "))
+        if cut or (left <= 0 and number < len(ops)):
             out.append(" … (cut)")
             break
-        out.append(piece)
     return "".join(out)
+
+
+def _md_case(change: dict[str, Any]) -> list[str]:
+    """One changed case's folded block: its rate, output, tool calls, decisions and deltas."""
+    # inside an HTML block GitHub reads no Markdown: escaped as HTML only
+    out = [f"<details><summary>{html.escape(_shown(change['name']), quote=False)}</summary>", ""]
+    if change["rate"]:
+        out.append(f"- {_md(change['rate']['text'])}")
+    output = change["output"]
+    if output and output["kind"] == "text":
+        out.append(f"- output: {_md_words(output['words'])}")
+    elif output:
+        out.append("- output (JSON keys): " + "; ".join(
+            f"{_code(k['path'])} "
+            + (f"<del>{_md(_value(k['before']))}</del>" if "before" in k else "(absent)") + " → "
+            + (f"<ins>{_md(_value(k['after']))}</ins>" if "after" in k else "(absent)") for k in output["keys"]))
+    if change["tools"]:
+        out.append("- tool calls:")
+        for op, text in change["tools"]:  # the marks escaped: ``- -`` would be a list in a list
+            shown = _md(text)
+            out.append("  - " + {"-": f"\\- <del>{shown}</del>", "+": f"\\+ <ins>{shown}</ins>"}.get(op, f"= {shown}"))
+    for decision in change["decisions"]:
+        out.append(f"- {_md(decision['what'])}: {_md(str(decision['before'] or '—'))} → {_md(str(decision['after'] or '—'))}")
+    out.append(f"- {_md(deltas(change))}")
+    what = list(change["configuration"]) + (["cassette re-recorded"] if change["cassette_changed"] else [])
+    if what:
+        out.append(f"- changed: {_md(', '.join(what))}")
+    for note in change["notes"]:
+        out.append(f"- ({_md(note)})")
+    return [*out, "", "</details>", ""]
 
 
 def markdown(section: dict[str, Any], *, title: str = "Connic: what changed") -> str:
@@ -185,54 +252,49 @@ def markdown(section: dict[str, Any], *, title: str = "Connic: what changed") ->
         for change in changed:
             verdict = change["verdict"]
             out.append(f"| {_md(change['name'])} | "
-                       + (f"{verdict['before']} → **{verdict['after']}**" if verdict else "unchanged")
+                       + (f"{_md(str(verdict['before']))} → **{_md(str(verdict['after']))}**" if verdict else "unchanged")
                        + f" | {_md(tokens_text(change['tokens']).removeprefix('tokens '))}"
                        f" | {_md((cost_text(change['cost']) or '—').removeprefix('cost '))} |")
         out.append("")
     for change in changed[:MARKDOWN_CASES]:
-        # inside an HTML block GitHub reads no Markdown: escaped as HTML only
-        out.append(f"<details><summary>{html.escape(change['name'].replace(chr(10), ' '))}</summary>")
-        out.append("")
-        if change["rate"]:
-            out.append(f"- {_md(change['rate']['text'])}")
-        output = change["output"]
-        if output and output["kind"] == "text":
-            out.append(f"- output: {_md_words(output['words'])}")
-        elif output:
-            out.append("- output (JSON keys): " + "; ".join(
-                f"`{_md(k['path'])}` "
-                + (f"<del>{_md(_value(k['before']))}</del>" if "before" in k else "(absent)") + " → "
-                + (f"<ins>{_md(_value(k['after']))}</ins>" if "after" in k else "(absent)") for k in output["keys"]))
-        if change["tools"]:
-            out.append("- tool calls:")
-            for op, text in change["tools"]:
-                shown = _md(text)
-                out.append(f"  - {op} " + {"-": f"<del>{shown}</del>", "+": f"<ins>{shown}</ins>"}.get(op, shown))
-        for decision in change["decisions"]:
-            out.append(f"- {_md(decision['what'])}: {_md(str(decision['before'] or '—'))} → {_md(str(decision['after'] or '—'))}")
-        out.append(f"- {_md(deltas(change))}")
-        for note in change["notes"]:
-            out.append(f"- ({_md(note)})")
-        out += ["", "</details>", ""]
+        out += _md_case(change)
     if len(changed) > MARKDOWN_CASES:
         out.append(f"… and {len(changed) - MARKDOWN_CASES} more changed case(s) (see the JSON or HTML report)")
     for key, what in (("only_subject", "Only in the subject"), ("only_reference", "Only in the reference")):
         if section[key]:
-            out.append(f"**{what}:** " + ", ".join(f"{_md(c['name'])} ({c['verdict']})" for c in section[key]))
+            out.append(f"**{what}:** " + ", ".join(f"{_md(c['name'])} ({_md(str(c['verdict']))})" for c in section[key]))
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
-def results_markdown(cases: Sequence[tuple[str, str, str]]) -> str:
-    """A session's results in Markdown: ``N/M cases passed`` and the cases that did not pass
-    (``cases``: name, status, failure reason; masked by the caller)."""
-    passed = sum(1 for _, status, _ in cases if status == "passed")
-    out = [f"### Connic: {passed}/{len(cases)} cases passed", ""]
+#: rows of a results table shown open; a longer table folds its passing cases in ``<details>``
+MARKDOWN_OPEN_ROWS = 10
+#: passing cases a summary lists (GitHub keeps 1 MiB of a step summary)
+MARKDOWN_PASSED = 500
+
+
+def results_markdown(cases: Sequence[tuple[str, str, str, str]]) -> str:
+    """A session's results in Markdown: ``N/M cases passed`` and a table of the cases (``cases``:
+    name, status, passed runs over runs, failure reason; masked by the caller): the cases that did
+    not pass first (at most :data:`MARKDOWN_CASES`), and the passing ones, folded in a
+    ``<details>`` block when the table would have more than :data:`MARKDOWN_OPEN_ROWS` rows."""
+    passed = [c for c in cases if c[1] == "passed"]
     failing = [c for c in cases if c[1] != "passed"]
+    out = [f"### Connic: {len(passed)}/{len(cases)} cases passed", ""]
+    head = ["| Result | Case | Runs | Reason |", "| --- | --- | --- | --- |"]
+
+    def rows(chosen: Sequence[tuple[str, str, str, str]]) -> list[str]:
+        return [f"| {_md(status.upper())} | {_md(name)} | {_md(runs)} | {_md(reason[:300])} |"
+                for name, status, runs, reason in chosen]
+
+    if len(cases) <= MARKDOWN_OPEN_ROWS:
+        return "\n".join([*out, *head, *rows([*failing, *passed])]) + "\n"
     if failing:
-        out += ["| Result | Case | Reason |", "| --- | --- | --- |"]
-        for name, status, reason in failing[:MARKDOWN_CASES]:
-            out.append(f"| {status.upper()} | {_md(name)} | {_md(reason[:300])} |")
+        out += [*head, *rows(failing[:MARKDOWN_CASES]), ""]
         if len(failing) > MARKDOWN_CASES:
-            out.append(f"\n… and {len(failing) - MARKDOWN_CASES} more")
+            out += [f"… and {len(failing) - MARKDOWN_CASES} more that did not pass", ""]
+    if passed:
+        more = [f"… and {len(passed) - MARKDOWN_PASSED} more passed case(s)", ""] if len(passed) > MARKDOWN_PASSED else []
+        out += [f"<details><summary>{len(passed)} passed case(s)</summary>", "", *head,
+                *rows(passed[:MARKDOWN_PASSED]), "", *more, "</details>"]
     return "\n".join(out).rstrip() + "\n"

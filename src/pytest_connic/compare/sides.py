@@ -3,7 +3,6 @@ each read into the same shape, :class:`Side`."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from collections.abc import Mapping
@@ -11,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.files import IrregularFileError, read_bounded
 from pytest_connic.history.behaviour import case_behaviour, parse_behaviour
 from pytest_connic.history.store import CaseRow, HistoryError, HistoryStore, StoredSession
+from pytest_connic.jsonsafe import JsonBoundsError, load_bounded
 
 
 class CompareError(ConnicError):
@@ -43,6 +44,8 @@ class CaseSide:
 class Side:
     label: str  #: ``session 12 of 2026-12-02T10:00:00+00:00 at commit 4f2a9c1e0b7d``, ``report main.json``
     cases: dict[str, CaseSide] = field(default_factory=dict)
+    #: what reading it skipped (damaged rows of the history), one warning each
+    notes: list[str] = field(default_factory=list)
 
 
 def case_from_row(row: CaseRow) -> CaseSide:
@@ -95,21 +98,46 @@ def case_from_report(entry: Mapping[str, object]) -> CaseSide:
         float(latency) if isinstance(latency, (int, float)) else None, behaviour)
 
 
-def from_report(path: Path) -> Side:
-    """A ``--connic-json`` report file."""
+#: the largest report file compared, and the deepest nesting read (a real report is far below both)
+MAX_REPORT_BYTES = 256 << 20
+MAX_REPORT_DEPTH = 200
+
+
+def read_report(path: Path) -> dict[str, object]:
+    """A ``--connic-json`` report file's data: a regular file of at most ``MAX_REPORT_BYTES``,
+    JSON nested at most ``MAX_REPORT_DEPTH`` deep, an object with a ``cases`` list."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CompareError(f"{path}: cannot read the report: {exc}") from None
-    except ValueError as exc:
-        raise CompareError(f"{path}: not a --connic-json report: invalid JSON: {exc}") from None
+        data = load_bounded(read_bounded(path, "report", MAX_REPORT_BYTES), max_depth=MAX_REPORT_DEPTH)
+    except IrregularFileError as exc:
+        raise CompareError(str(exc)) from None
+    except OSError as exc:
+        raise CompareError(f"{path}: cannot read the report: {exc.strerror or exc}") from None
+    except JsonBoundsError as exc:
+        raise CompareError(f"{path}: not a --connic-json report: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise CompareError(f"{path}: not a --connic-json report: no 'cases' list")
-    cases = [case_from_report(c) for c in data["cases"] if isinstance(c, dict)]
+    return data
+
+
+def from_report(path: Path) -> Side:
+    """A ``--connic-json`` report file."""
+    entries = read_report(path)["cases"]
+    assert isinstance(entries, list)  # read_report checked it
+    cases = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            continue
+        try:
+            cases.append(case_from_report(entry))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CompareError(f"{path}: cases[{index}]: not a case of a --connic-json report "
+                               f"({type(exc).__name__}: {exc})") from None
     return Side(f"report {path}", {c.nodeid: c for c in cases})
 
 
 _SESSION_REF = re.compile(r"last|-\d+|\d+")
+#: the largest session number SQLite can hold (a signed 64-bit integer)
+MAX_SESSION = 2**63 - 1
 
 
 def resolve(ref: str, history: Path | None, root: Path, *, git_root: Path | None = None) -> Side:
@@ -117,7 +145,7 @@ def resolve(ref: str, history: Path | None, root: Path, *, git_root: Path | None
     ``last``, ``-N`` (the N-th last), a session number, or a git commit or branch that git
     resolves in ``git_root`` (default ``root``): its last session."""
     path = root / ref if not Path(ref).is_absolute() else Path(ref)
-    if path.is_file() and not _is_history(path):
+    if path.exists() and not path.is_dir() and not (path.is_file() and _is_history(path)):  # a FIFO: refused
         side = from_report(path)
         side.label = f"report {ref}"  # as the user named it
         return side
@@ -128,25 +156,20 @@ def resolve(ref: str, history: Path | None, root: Path, *, git_root: Path | None
                            "pytest --connic-history PATH; or name a --connic-json report file)")
     store = HistoryStore(history)
     try:
-        return _from_history(ref, store, git_root or root)
+        side = _from_history(ref, store, git_root or root)
     except HistoryError as exc:
         raise CompareError(str(exc)) from None
+    skipped = store.skipped_text()
+    if skipped is not None:
+        side.notes.append(skipped)
+    return side
 
 
 def _from_history(ref: str, store: HistoryStore, root: Path) -> Side:
     if not store.path.exists():
         raise CompareError(f"{ref!r}: the history {store.path} does not exist (no session was kept there)")
     if _SESSION_REF.fullmatch(ref):
-        back = 1 if ref == "last" else -int(ref) if ref.startswith("-") else 0
-        if back:
-            found = store.sessions(limit=back)
-            if len(found) < back:
-                raise CompareError(f"{ref!r}: the history {store.path} holds {len(found)} session(s)")
-            return from_session(found[0])
-        found = store.sessions(session_id=int(ref), limit=1)
-        if not found:
-            raise CompareError(f"{ref!r}: no session {ref} in the history {store.path}")
-        return from_session(found[-1])
+        return _numbered(ref, store)
     commit = git_commit(root, ref)
     if commit is None:
         raise CompareError(f"{ref!r}: neither a report file, a session (last, -N, a number) nor a git commit "
@@ -154,6 +177,21 @@ def _from_history(ref: str, store: HistoryStore, root: Path) -> Side:
     found = store.sessions(limit=1, commit=commit)
     if not found:
         raise CompareError(f"{ref!r}: no session at commit {commit[:12]} in the history {store.path}")
+    return from_session(found[-1])
+
+
+def _numbered(ref: str, store: HistoryStore) -> Side:
+    """``last``, ``-N`` or a session number: that one session read, checked against SQLite's
+    range before it reaches SQL (out of range is no such session)."""
+    number = 1 if ref == "last" else int(ref.lstrip("-")) if len(ref.lstrip("-")) <= 19 else MAX_SESSION + 1
+    if ref == "last" or ref.startswith("-"):
+        found = store.sessions(limit=1, offset=number - 1) if 1 <= number <= MAX_SESSION else []
+        if not found:
+            raise CompareError(f"{ref!r}: no such session: the history {store.path} holds {store.count()} session(s)")
+        return from_session(found[0])
+    found = store.sessions(session_id=number, limit=1) if 1 <= number <= MAX_SESSION else []
+    if not found:
+        raise CompareError(f"{ref!r}: no session {ref} in the history {store.path}")
     return from_session(found[-1])
 
 

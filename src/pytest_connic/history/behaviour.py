@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+from pytest_connic.jsonsafe import JsonBoundsError, load_bounded
+
 #: runs of one case whose behaviour is kept (the first ones started)
 KEPT_RUNS = 10
 #: characters kept of a tool call's arguments, result or error, and of a run's error
@@ -91,7 +93,81 @@ def parse_behaviour(text: str | None) -> dict[str, object] | None:
     if not text:
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = load_bounded(text, max_depth=MAX_DEPTH, max_chars=MAX_CHARS)
+    except JsonBoundsError:
         return None
-    return value if isinstance(value, dict) and isinstance(value.get("runs"), list) else None
+    return value if isinstance(value, dict) and behaviour_problem(value) is None else None
+
+
+#: the deepest a stored behaviour nests: an output is masked to 64 levels (``jsonsafe``), 3 below
+#: the top; and the most characters one holds (10 runs of bounded outputs and short tool calls)
+MAX_DEPTH = 80
+MAX_CHARS = 64 << 20
+
+_NUMBER = (int, float)
+#: the keys of a behaviour, of one of its runs, of one tool call and of its tokens, with the JSON
+#: types each may hold (a key left out is allowed: every reader of it takes it as missing)
+_CASE: dict[str, tuple[type, ...]] = {"agent": (str,), "name": (str,), "suite": (str,), "line": (int,),
+                                      "runs": (list,), "runs_started": (int,)}
+_RUN: dict[str, tuple[type, ...]] = {
+    "status": (str, type(None)), "passed": (bool,), "error": (str, type(None)), "tools": (list,),
+    "guardrails": (list,), "approvals": (list,), "tokens": (dict,), "cost": (*_NUMBER, type(None)),
+    "latency_ms": (*_NUMBER, type(None))}
+_CALL: dict[str, tuple[type, ...]] = {"name": (str,), "args": (str, type(None)), "result": (str, type(None)),
+                                      "error": (str, type(None)), "aborted": (bool,)}
+_TOKENS: dict[str, tuple[type, ...]] = {"input": (int,), "output": (int,)}
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _fields(value: object, types: dict[str, tuple[type, ...]], where: str) -> str | None:
+    if not isinstance(value, dict):
+        return f"{where} is {_kind(value)}, not an object"
+    for key, kinds in types.items():
+        if key in value:
+            item = value[key]
+            if (isinstance(item, bool) and bool not in kinds) or not isinstance(item, kinds):
+                return f"{where}.{key} is {_kind(item)}"
+    return None
+
+
+def behaviour_problem(value: object) -> str | None:
+    """What is wrong with a parsed behaviour (a value of the wrong JSON type where the history
+    keeps another), in words with its path (``runs[0].tools[1] is a string, not an object``); None
+    for a sound one."""
+    problem = _fields(value, _CASE, "(behaviour)")
+    if problem is not None or not isinstance(value, dict):
+        return problem
+    for i, run in enumerate(value.get("runs") or []):
+        where = f"runs[{i}]"
+        problem = _fields(run, _RUN, where)
+        if problem is None and isinstance(run, dict):
+            problem = _fields(run.get("tokens", {}), _TOKENS, f"{where}.tokens")
+            for key in ("tools", "guardrails", "approvals"):
+                for j, item in enumerate(run.get(key) or []):
+                    problem = problem or _fields(item, _CALL if key == "tools" else {}, f"{where}.{key}[{j}]")
+        if problem is not None:
+            return problem
+    return None
+
+
+def parts_problem(value: object) -> str | None:
+    """What is wrong with parsed ``config_parts`` (``{part: digest}``, both text); None if sound."""
+    if not isinstance(value, dict):
+        return f"(config_parts) is {_kind(value)}, not an object"
+    wrong = next((k for k, v in value.items() if not isinstance(v, str)), None)
+    return None if wrong is None else f"[{wrong!r}] is {_kind(value[wrong])}, not a string"
+
+
+def column_problem(column: str, text: str) -> str | None:
+    """What is wrong with the JSON text of a stored ``behaviour`` or ``config_parts`` column (too
+    large, nested too deep, not JSON, a value of the wrong type), in words; None for a sound one."""
+    try:
+        value = load_bounded(text, max_depth=MAX_DEPTH, max_chars=MAX_CHARS)
+    except JsonBoundsError as exc:
+        return f"column {column} holds {exc}"
+    problem = behaviour_problem(value) if column == "behaviour" else parts_problem(value)
+    return None if problem is None else f"column {column}: {problem}"

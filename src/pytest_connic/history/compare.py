@@ -3,14 +3,17 @@ that newly passes, and one whose pass rate moved outside the interval it had las
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pytest_connic.history.behaviour import MAX_CHARS
 from pytest_connic.history.store import CaseRow
+from pytest_connic.jsonsafe import JsonBoundsError, load_bounded
 
 #: verdicts that say something about the case (the others: it did not get one)
 VERDICTS = ("passed", "failed")
+#: the verdicts of a case that did not pass, for what changed (flakiness counts only ``VERDICTS``)
+_NOT_PASSING = ("failed", "error")
 
 
 @dataclass(frozen=True)
@@ -26,13 +29,19 @@ def percent(rate: float | None) -> str:
 
 
 def change(current: CaseRow, previous: CaseRow | None) -> Change | None:
-    """How ``current`` differs from ``previous`` (the same case in the session compared with)."""
-    if previous is None or current.verdict not in VERDICTS or previous.verdict not in VERDICTS:
+    """How ``current`` differs from ``previous`` (the same case in the session compared with). An
+    error counts as not passing: a case that passes after an error is newly passing."""
+    if previous is None:
         return None
-    if previous.verdict == "passed" and current.verdict == "failed":
-        return Change("newly-failing", "newly failing (passed last time)")
-    if previous.verdict == "failed" and current.verdict == "passed":
-        return Change("newly-passing", "newly passing (failed last time)")
+    now, before = current.verdict, previous.verdict
+    if before == "passed" and now in _NOT_PASSING:
+        return Change("newly-failing", "newly failing (passed last time)" if now == "failed"
+                      else "newly an error (passed last time)")
+    if before in _NOT_PASSING and now == "passed":
+        return Change("newly-passing", "newly passing (failed last time)" if before == "failed"
+                      else "newly passing (an error last time)")
+    if now not in VERDICTS or before not in VERDICTS:
+        return None
     low, high, rate = previous.rate_low, previous.rate_high, current.pass_rate
     if low is None or high is None or rate is None or low <= rate <= high:
         return None
@@ -52,12 +61,14 @@ def changes(current: Mapping[str, CaseRow], previous: Mapping[str, CaseRow]) -> 
 
 def changed_parts(current: str | None, previous: str | None) -> list[str]:
     """The parts whose digest differs between two stored ``config_parts`` (JSON ``{part: digest}``;
-    added and removed parts too); ``[]`` when either is unknown (a row of an older version)."""
+    added and removed parts too); ``[]`` when either is unknown (a row of an older version) or not
+    such a value."""
     if not current or not previous:
         return []
     try:
-        now, before = json.loads(current), json.loads(previous)
-    except ValueError:
+        now = load_bounded(current, max_depth=2, max_chars=MAX_CHARS)
+        before = load_bounded(previous, max_depth=2, max_chars=MAX_CHARS)
+    except JsonBoundsError:
         return []
     if not isinstance(now, dict) or not isinstance(before, dict):
         return []

@@ -8,15 +8,17 @@ transaction, so a failed write leaves the file as it was.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import closing
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
-from typing import TypeVar
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.files import IrregularFileError, refuse_irregular
+from pytest_connic.files import IrregularFileError, file_kind, process_umask, refuse_irregular
+from pytest_connic.history.behaviour import column_problem
 
 #: ``PRAGMA application_id`` of a pytest-connic history ("CNIC")
 APPLICATION_ID = 0x434E4943
@@ -112,7 +114,6 @@ class StoredSession:
 _CASE_COLUMNS = tuple(f.name for f in fields(CaseRow))
 
 
-_Row = TypeVar("_Row", CaseRow, SessionRow)
 #: the values a column of a row may hold, by the field's annotation (``int | None``, ...)
 _KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
 #: columns that hold a rate (0 to 1); every other number is a count, an amount or a duration (>= 0)
@@ -141,6 +142,12 @@ def row_problem(row: CaseRow | SessionRow) -> str | None:
                 return f"{where}: column {f.name} holds {value!r}, out of range (a rate from 0 to 1)"
     if isinstance(row, CaseRow) and row.verdict not in _VERDICTS:
         return f"{where}: column verdict holds {row.verdict!r}, not one of {', '.join(sorted(_VERDICTS))}"
+    if isinstance(row, CaseRow):  # the JSON columns: bounded in size and depth, of the types kept
+        for column in ("config_parts", "behaviour"):
+            text = getattr(row, column)
+            problem = column_problem(column, text) if text is not None else None
+            if problem is not None:
+                return f"{where}: {problem}"
     return None
 
 
@@ -153,87 +160,186 @@ def _storable(value: object) -> object:
 
 
 class HistoryStore:
-    """The history at ``path``: read the past, append one session."""
+    """The history at ``path``: read the past, append one session.
+
+    A file is created only where none exists (whole: written beside it, then linked into place),
+    and an existing file is opened only when it is a pytest-connic history of this version or an
+    older one. A file left mid-transaction (a writer killed before its commit left a hot journal)
+    is rolled back by SQLite on one read-write open, then read. Rows that do not hold what a
+    history holds are skipped, each said once in :attr:`skipped`.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        #: the rows its reads skipped (damaged), each once: ``session 3: case '...': column ...``
+        self.skipped: list[str] = []
 
     def _connect(self, *, write: bool) -> sqlite3.Connection:
+        real = Path(os.path.realpath(self.path))  # a link the user named is followed, never replaced
         try:
-            refuse_irregular(self.path, "history")  # sqlite3 would wait forever on a FIFO
-            if write:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT_S, isolation_level=None)
-            else:
-                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
-                                       timeout=LOCK_TIMEOUT_S, isolation_level=None)
-            self._check(conn)
+            refuse_irregular(real, "history")  # sqlite3 would wait forever on a FIFO
+            if write and not real.exists():
+                self._create(real)
+            self._check_file(real)
+            conn = self._open(real, write=write)
         except IrregularFileError as exc:
             raise HistoryError(f"history {exc}; it was left as it is") from None
         except (sqlite3.Error, OSError) as exc:
             raise self._error("cannot be " + ("written" if write else "read"), exc) from None
         return conn
 
+    def _open(self, real: Path, *, write: bool) -> sqlite3.Connection:
+        """A connection to the checked file; read-only unless ``write``. A hot journal (a writer
+        that never committed) is rolled back first: a read-only connection cannot do it."""
+        for attempt in (1, 2):
+            if write:
+                conn = sqlite3.connect(real, timeout=LOCK_TIMEOUT_S, isolation_level=None)
+            else:
+                conn = sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True, timeout=LOCK_TIMEOUT_S,
+                                       isolation_level=None)
+            try:
+                self._check(conn)
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if write or attempt == 2 or not _needs_rollback(exc):
+                    raise
+                _roll_back(real)
+            except BaseException:
+                conn.close()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _create(self, real: Path) -> None:
+        """A new, empty history at ``real``: made beside it and linked into place, so no reader
+        ever sees a half-made file, and a file another session made meanwhile is kept."""
+        import tempfile
+
+        real.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{real.name[:40]}.", suffix=".new", dir=real.parent)
+        os.close(fd)
+        try:
+            with closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            os.chmod(tmp, 0o666 & ~process_umask())
+            try:
+                os.link(tmp, real)
+            except FileExistsError:
+                pass  # another session created it first: that one is the history
+            except OSError:  # a file system without hard links
+                if not os.path.lexists(real):
+                    os.replace(tmp, real)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _check_file(self, real: Path) -> None:
+        """Refuse an existing file that is not a SQLite database (an empty file, a conftest.py,
+        text), read without blocking: SQLite would take an empty file for a new database."""
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        try:
+            kind = file_kind(os.fstat(fd).st_mode)
+            if kind is not None:
+                raise IrregularFileError(f"{self.path}: the history is {kind}; only a regular file is read")
+            head = os.read(fd, len(_MAGIC))
+        finally:
+            os.close(fd)
+        if head != _MAGIC:
+            why = "an empty file" if not head else "not a SQLite database"
+            raise HistoryError(f"history {self.path}: not a pytest-connic history ({why}); it was left as it is")
+
     def _check(self, conn: sqlite3.Connection) -> None:
-        """Refuse a SQLite file that holds something else (never write into it)."""
+        """Refuse a SQLite file that holds something else, or a history of a newer version (never
+        write into either)."""
         app = conn.execute("PRAGMA application_id").fetchone()[0]
-        if app == APPLICATION_ID:
-            return
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if app != 0 or tables:
-            conn.close()
+        if app != APPLICATION_ID:
             raise HistoryError(f"history {self.path}: not a pytest-connic history (another SQLite database); "
                                "it was left as it is")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise HistoryError(f"history {self.path}: written by a newer pytest-connic (schema {version}; this "
+                               f"version knows schema {SCHEMA_VERSION} and older); it was left as it is: upgrade "
+                               "pytest-connic, or give this version its own file (--connic-history)")
 
     def _error(self, what: str, exc: BaseException) -> HistoryError:
         if isinstance(exc, HistoryError):
             return exc
         return HistoryError(f"history {self.path} {what}: {exc}; it was left as it is")
 
-    def sessions(self, selection: str | None = None, *, limit: int = 50,
+    def count(self) -> int:
+        """How many sessions the history holds (0 when the file does not exist yet)."""
+        if not self.path.exists():
+            return 0
+        try:
+            with closing(self._connect(write=False)) as conn:
+                if not _has_sessions(conn):
+                    return 0
+                return int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error("cannot be read", exc) from None
+
+    def sessions(self, selection: str | None = None, *, limit: int = 50, offset: int = 0,
                  commit: str | None = None, session_id: int | None = None) -> list[StoredSession]:
         """The most recent sessions (oldest first), of ``selection``, at ``commit`` and with the id
-        ``session_id`` when given; ``[]`` when the file does not exist yet."""
+        ``session_id`` when given, after skipping the ``offset`` most recent; ``[]`` when the file
+        does not exist yet. Only the sessions returned are read, whatever the history's size."""
         if not self.path.exists():
             return []
         where: list[str] = []
         args: list[str | int] = []
-        if selection is not None:
-            where.append("selection = ?")
-            args.append(selection)
-        if commit is not None:
-            where.append("git_commit = ?")
-            args.append(commit)
-        if session_id is not None:
-            where.append("id = ?")
-            args.append(session_id)
+        for column, value in (("selection", selection), ("git_commit", commit), ("id", session_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
         sql = ("SELECT id, started, git_commit, command, selection, tokens, cost FROM sessions"
-               + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC LIMIT ?")
+               + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC LIMIT ? OFFSET ?")
         try:
             with closing(self._connect(write=False)) as conn:
-                if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sessions'").fetchone()[0]:
+                if not _has_sessions(conn):
                     return []
                 columns = _case_columns(conn)
                 found = []
-                for sid, started, git_commit, command, sel, tokens, cost in conn.execute(sql, [*args, limit]):
-                    session = self._valid(SessionRow(started, git_commit, command, sel, tokens, cost, id=sid))
-                    rows = conn.execute(f"SELECT {columns} FROM cases WHERE session_id = ?",
-                                        (sid,))
-                    found.append(StoredSession(session, {r[0]: self._valid(CaseRow(*r)) for r in rows}))
+                for sid, started, git_commit, command, sel, tokens, cost in conn.execute(sql, [*args, limit, offset]):
+                    session = SessionRow(started, git_commit, command, sel, tokens, cost, id=sid)
+                    problem = row_problem(session)
+                    if problem is not None:
+                        self._skip(f"{problem} (the session and its cases)")
+                        continue
+                    rows = conn.execute(f"SELECT {columns} FROM cases WHERE session_id = ?", (sid,))
+                    found.append(StoredSession(session, self._cases(sid, rows)))
         except HistoryError:
             raise
         except (sqlite3.Error, OSError) as exc:
             raise self._error("cannot be read", exc) from None
         return list(reversed(found))
 
-    def _valid(self, row: _Row) -> _Row:
-        """``row`` as read, when every column holds what its field says (types, ranges); else the
-        file is not used this session (``HistoryError``), and left as it is."""
-        problem = row_problem(row)
-        if problem is not None:
-            raise HistoryError(f"history {self.path}: {problem}; the history was not used this time and "
-                               "was left as it is (move it away to start a new one)")
-        return row
+    def _cases(self, sid: int, rows: Iterable[tuple[object, ...]]) -> dict[str, CaseRow]:
+        cases = {}
+        for values in rows:
+            row = CaseRow(*values)  # type: ignore[arg-type]  # checked next
+            problem = row_problem(row)
+            if problem is not None:
+                self._skip(f"session {sid}: {problem}")
+                continue
+            cases[row.nodeid] = row
+        return cases
+
+    def _skip(self, problem: str) -> None:
+        if problem not in self.skipped:  # two reads of one store meet the same row
+            self.skipped.append(problem)
+
+    def skipped_text(self) -> str | None:
+        """The rows the reads skipped, as one warning naming the file (None: none skipped)."""
+        if not self.skipped:
+            return None
+        more = f", and {len(self.skipped) - 1} more" if len(self.skipped) > 1 else ""
+        return (f"history {self.path}: {len(self.skipped)} damaged row(s) skipped ({self.skipped[0]}{more}); "
+                "they were left as they are")
 
     def append(self, session: SessionRow, cases: Iterable[CaseRow]) -> int:
         """Store one session and its cases in one transaction; returns the session's id."""
@@ -248,8 +354,7 @@ class HistoryStore:
                     for column in ADDED_COLUMNS:  # an older file: migrated in the same transaction
                         if column not in stored:
                             conn.execute(f"ALTER TABLE cases ADD COLUMN {column} TEXT")
-                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # newer files are refused
                     cur = conn.execute(
                         "INSERT INTO sessions (started, git_commit, command, selection, tokens, cost) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
@@ -269,6 +374,29 @@ class HistoryStore:
         except (sqlite3.Error, OSError) as exc:
             raise self._error("cannot be written", exc) from None
         return sid
+
+
+#: the first bytes of every SQLite 3 database file
+_MAGIC = b"SQLite format 3\x00"
+#: SQLITE_READONLY_ROLLBACK: a read-only connection met a hot journal it may not roll back
+_READONLY_ROLLBACK = 776
+
+
+def _needs_rollback(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11 and later
+    return code == _READONLY_ROLLBACK if code is not None else "readonly database" in str(exc)
+
+
+def _roll_back(real: Path) -> None:
+    """Let SQLite roll back the hot journal a killed writer left: one read on a read-write
+    connection (never creating the file)."""
+    with closing(sqlite3.connect(f"{real.as_uri()}?mode=rw", uri=True, timeout=LOCK_TIMEOUT_S,
+                                 isolation_level=None)) as conn:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def _has_sessions(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sessions'").fetchone()[0])
 
 
 def _stored_columns(conn: sqlite3.Connection) -> set[str]:

@@ -25,6 +25,12 @@ class CaseHistory:
     #: the parts of the case's configuration that changed since the session compared with
     #: (``tools/x.py``, ``plugin settings``): plugin/digests.py
     changed: list[str] = field(default_factory=list)
+    #: its cassette differs from the one of the session compared with (re-recorded or edited)
+    cassette_changed: bool = False
+
+    def what_changed(self) -> list[str]:
+        """The parts that changed, and the cassette when it did, for people."""
+        return [*self.changed, *(["cassette re-recorded"] if self.cassette_changed else [])]
 
     def mark(self) -> str:
         """The case's mark in the results table (empty when nothing to say)."""
@@ -66,6 +72,7 @@ class HistoryView:
                     "flaky": None if c.flaky is None else {"flips": c.flaky.flips, "sessions": c.flaky.sessions},
                     "trend": [{"pass_rate": rate, "latency_ms": latency} for rate, latency in c.trend],
                     "changed": list(c.changed),
+                    "cassette_changed": c.cassette_changed,
                 }
                 for nodeid, c in sorted(self.cases.items())
             },
@@ -82,7 +89,9 @@ def build_view(path: str, current: Mapping[str, CaseRow], past: Sequence[StoredS
         before = compared.cases.get(nodeid) if compared is not None else None
         trend = [(r.pass_rate, r.latency_ms) for r in rows[-TREND_SESSIONS:]]
         changed = changed_parts(row.config_parts, before.config_parts) if before is not None else []
-        cases[nodeid] = CaseHistory(change(row, before), flakiness(rows, window), trend, changed)
+        cassette = bool(before is not None and row.cassette_digest and before.cassette_digest
+                        and row.cassette_digest != before.cassette_digest)
+        cases[nodeid] = CaseHistory(change(row, before), flakiness(rows, window), trend, changed, cassette)
     described = None
     if compared is not None:
         s = compared.session
@@ -101,8 +110,8 @@ def terminal_lines(view: HistoryView) -> list[str]:
     else:
         lines.append(f"  history: no earlier session of this selection in {_shown(view.path)}")
     for nodeid, case in sorted(view.cases.items()):
-        if case.change is not None and case.changed:  # what the user changed, where the verdict did
-            lines.append(f"  {nodeid}: {case.change.text}; changed: {', '.join(case.changed)}")
+        if case.change is not None and case.what_changed():  # what the user changed, where the verdict did
+            lines.append(f"  {nodeid}: {case.change.text}; changed: {', '.join(case.what_changed())}")
     for nodeid, flaky in sorted(view.flaky().items()):
         lines.append(f"  {nodeid}: {flaky.text}")
     return lines

@@ -56,22 +56,28 @@ def terminal_summary(config: pytest.Config, reporter: pytest.TerminalReporter) -
 
 def write_summary(state: ConnicSession) -> None:
     """``--connic-summary PATH`` and, under GitHub Actions, ``$GITHUB_STEP_SUMMARY``: the
-    session's results and its comparison, in Markdown."""
+    session's results and its comparison, in Markdown. Each written on its own; one that cannot be
+    (a full disk, a FIFO or a device as the step summary, a step summary that names an input of
+    the project) is one located line after the terminal summary."""
+    from pytest_connic.compare.cli import step_summary, write_summaries
+
     settings = state.settings
-    if not settings.summary and not (os.environ.get("GITHUB_ACTIONS") == "true" and os.environ.get("GITHUB_STEP_SUMMARY")):
+    if not settings.summary and step_summary(os.environ) is None:
         return
-    from pytest_connic.compare.cli import write_summaries
     from pytest_connic.compare.render import markdown, results_markdown
+    from pytest_connic.plugin.outputguard import project_roots
+    from pytest_connic.project.inputs import refused_output
     from pytest_connic.reports.stats import case_status
 
     masked = state.masker.text
-    cases = [(masked(f"{o.agent_name}::{o.case_name}"), case_status(o), masked(o.failure_reason or "")) for o in state.outcomes]
+    cases = [(masked(f"{o.agent_name}::{o.case_name}"), case_status(o), f"{o.successes}/{o.runs}",
+              masked(o.failure_reason or "")) for o in state.outcomes]
     text = results_markdown(cases)
     section = state.config.stash.get(COMPARISON_KEY, None)
     if section is not None:
         text += "\n" + markdown(section)
     path = str(Path(state.config.invocation_params.dir) / settings.summary) if settings.summary else None
-    try:
-        write_summaries(state.masker.text(text), path, os.environ)
-    except OSError as exc:
-        state.output_failed(f"{exc.filename or path}: cannot write the Markdown summary: {exc.strerror or exc}")
+    roots = project_roots(state.config)
+    for problem in write_summaries(state.masker.text(text), path, os.environ,
+                                   lambda step: refused_output(step, roots, settings.cassette_dir)):
+        state.output_failed(problem)

@@ -74,6 +74,8 @@ class ConnicHistory:
         self.failed: set[str] = set()
         self.collect_failed = False
         self._path: str | None = None
+        #: what the history says beside a kept session (damaged rows skipped), one line each
+        self.notes: list[str] = []
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: WorkerNode) -> None:
@@ -88,6 +90,7 @@ class ConnicHistory:
 
             self.reference = resolve_reference(self.config, self.settings.compare,
                                                history_path(self.config, self.settings))
+            self.notes += self.reference.notes
         ref = self.settings.since
         if ref is None:
             return
@@ -112,7 +115,8 @@ class ConnicHistory:
         # first of every implementation: the reports written after it show the history, and
         # ``ConnicReporting`` still raises the exit code to 2 for an infrastructure error
         state = self.config.stash.get(SESSION_KEY, None)
-        if state is not None and state.outcomes and not state.settings.coverage:
+        active = state is not None and bool(state.outcomes) and not state.settings.coverage
+        if state is not None and active:
             try:
                 pending = self._prepare(state)
                 if pending is not None:
@@ -120,11 +124,19 @@ class ConnicHistory:
                     self._flaky_exit(state, session)
             except Exception as exc:  # noqa: BLE001 - a history never takes the reports down
                 state.set_history(None)
-                self._warn(state, f"history {self._path}: {type(exc).__name__}: {exc}")
-            from pytest_connic.plugin.compare import write_summary
+                self._warn(state, f"history {self._path or '(no path)'}: {type(exc).__name__}: {exc}")
+        try:
+            return (yield)
+        finally:
+            if state is not None and active:
+                from pytest_connic.plugin.compare import write_summary
 
-            write_summary(state)
-        return (yield)
+                # last, after every report (JUnit XML too): a summary that cannot be written, or
+                # that would block, never costs another report
+                try:
+                    write_summary(state)
+                except Exception as exc:  # noqa: BLE001 - nor the session's own outcome
+                    state.output_failed(f"cannot write the Markdown summary: {type(exc).__name__}: {exc}")
 
     def _prepare(self, state: ConnicSession) -> tuple[Path, SessionRow, list[CaseRow]] | None:
         import shlex
@@ -143,6 +155,7 @@ class ConnicHistory:
                 "left_out": sorted(o.nodeid for o in state.outcomes if o.left_out is not None),
             })
         path = history_path(self.config, state.settings)
+        self._path = None if path is None else str(path)
         if path is None and self.reference is None:
             return None
         digests = _Digests(self.config, state.outcomes)
@@ -163,7 +176,10 @@ class ConnicHistory:
             compare_session(self.config, self.reference, rows)
         if path is None:
             return None
-        self._path = str(path)
+        refused = self._refused(path)
+        if refused is not None:
+            self._warn(state, refused)
+            return None
         store = HistoryStore(path)
         try:
             past = store.sessions(session.selection, limit=RECENT)
@@ -177,8 +193,23 @@ class ConnicHistory:
         except HistoryError as exc:
             self._warn(state, str(exc))
             return None
+        skipped = store.skipped_text()
+        if skipped is not None:
+            self.notes.append(skipped)
         state.set_history(build_view(str(path), rows, past, compared, window=self.settings.flaky_window, note=note))
         return path, session, list(rows.values())
+
+    def _refused(self, path: Path) -> str | None:
+        """Why the history may not be kept at ``path`` (links followed; the default path too, which
+        a restored CI cache may have made a link): an input of one of the session's projects."""
+        from pytest_connic.plugin.outputguard import project_roots
+        from pytest_connic.project.inputs import refused_output
+
+        what = refused_output(path, project_roots(self.config), self.settings.cassette_dir)
+        if what is None:
+            return None
+        return (f"history {path}: it names {what}; a history is never written over the project's inputs, "
+                "and it was left as it is (choose another path: --connic-history)")
 
     def _write(self, state: ConnicSession, path: Path, session: SessionRow, rows: list[CaseRow]) -> None:
         from pytest_connic.history.store import HistoryError, HistoryStore
@@ -231,6 +262,9 @@ class ConnicHistory:
         from pytest_connic.history.view import terminal_lines
 
         lines = terminal_lines(state.history) if state.history is not None else []
+        for note in self.notes:
+            lines.append(f"  history: {note}")
+            self._emit_warning(note)
         if state.history_warning:
             lines.append(f"  history: not kept this time: {state.history_warning}")
             self._emit_warning(state.history_warning)

@@ -65,6 +65,12 @@ class ConnicMerge:
             self.shards = load_shards(shard_files(state.settings.merge, Path(self.config.invocation_params.dir)))
         except MergeError as exc:
             raise pytest.UsageError(f"{exc}; nothing was merged and no report written") from None
+        self.foreign = [f"{shard}: {count} case(s) whose suite file is not in this checkout ({self.config.rootpath}), "
+                        f"the first {first}" for shard, count, first in self.shards.foreign(Path(self.config.rootpath))]
+        if self.foreign and state.settings.merge_foreign == "error":
+            raise pytest.UsageError(f"{self.foreign[0]}: a shard of another project or checkout "
+                                    f"({state.settings.source('merge_foreign')}=error); nothing was merged and no "
+                                    "report written")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> bool:
@@ -78,7 +84,25 @@ class ConnicMerge:
             write_lines(reporter, [(f"connic: merging {len(shards.outcomes)} cases of {len(shards.files)} shard "
                                    "report(s); no case runs")])
             write_lines(reporter, [f"connic: {note}" for note in shards.notes], yellow=True)
+        self._warn_foreign(reporter)
         return True
+
+    def _warn_foreign(self, reporter: pytest.TerminalReporter | None) -> None:
+        """One ``ConnicMergeWarning`` per shard with cases of suites this checkout does not have
+        (pytest's warning capture is active in ``pytest_collection``, so its summary shows it)."""
+        import warnings
+
+        from pytest_connic.warnings import ConnicMergeWarning
+
+        for line in self.foreign:
+            try:
+                warnings.warn(ConnicMergeWarning(f"{line}; merged as this project's cases "
+                                                 "(--connic-merge-foreign=error refuses such a shard)"), stacklevel=1)
+            except ConnicMergeWarning as exc:  # -W error: said as a line; =error is the way to refuse
+                if reporter is not None:
+                    from pytest_connic.plugin.terminal_fit import write_lines
+
+                    write_lines(reporter, [f"connic: {exc}"], yellow=True)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:

@@ -99,6 +99,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("merge", "merge the --connic-json reports of shards (a path or glob, repeatable) into this "
             "session's reports instead of running cases (docs/ci.md)", kind="list", default=(), ini=False,
             metavar="PATH"),
+    Setting("merge_foreign", "a merged shard with cases whose suite file is not in this checkout: warn "
+            "(default: one warning per shard) or error (nothing is merged; for CI)", kind="choice", default="warn",
+            choices=("warn", "error")),
     Setting("progress_interval", "seconds between progress lines of a long run (cases, runs, tokens, cost "
             "so far; default 30, 0: after every case, off: never; never with -q)", kind="seconds", default=30.0,
             cli=False,
@@ -283,6 +286,7 @@ class Settings:
     guardrail_model: str | None
     unjudged_guardrails: str
     merge: tuple[str, ...]
+    merge_foreign: str
     progress_interval: float | None
     junit_properties: bool
     ab: str | None

@@ -14,34 +14,56 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_connic.project.inputs import input_named
+
 if TYPE_CHECKING:
     from pytest_connic.plugin.options import Settings
 
-#: the folders of a project that hold its code and configuration (Connic's layout)
-INPUT_FOLDERS = ("agents", "tools", "middleware", "hooks", "guardrails", "schemas")
 #: the file outputs and the folder output a session may write, by setting name
 FILE_OUTPUTS = ("json", "html", "coverage_json", "history", "summary")
 FOLDER_OUTPUTS = ("traces",)
 
 
 def check_outputs(config: pytest.Config, settings: Settings) -> None:
-    """Refuse an output path that is an input of a project, and a cassette folder outside it."""
-    roots = project_roots(config)
-    for root in roots:
+    """Refuse an output path that is an input of a project, two outputs that name one path, and a
+    cassette folder outside the project."""
+    outputs = _outputs(config, settings)
+    for root in project_roots(config):
         cassettes = _cassette_folder(root, settings)
-        for name in (*FILE_OUTPUTS, *FOLDER_OUTPUTS):
-            value = getattr(settings, name, None)
-            if not value or (name == "history" and value.strip().lower() == "none"):
-                continue
-            base = config.invocation_params.dir
-            if name == "history" and not settings.source(name).startswith("--"):
-                base = config.rootpath  # an ini value is relative to the root dir (plugin/history.py)
-            path = Path(value) if Path(value).is_absolute() else Path(base) / value
-            what = _input_named(root, cassettes, Path(os.path.realpath(path)), folder=name in FOLDER_OUTPUTS)
+        for name, source, value, path in outputs:
+            what = input_named(root, cassettes, path, folder=name in FOLDER_OUTPUTS)
             if what is not None:
-                raise pytest.UsageError(f"invalid value {value!r} from {settings.source(name)}: it names {what} "
+                raise pytest.UsageError(f"invalid value {value!r} from {source}: it names {what} "
                                         f"of the project {root}; a report is never written over the project's "
                                         "inputs: choose a path outside them")
+    seen: dict[Path, tuple[str, str]] = {}
+    for _name, source, value, path in outputs:
+        if path in seen:
+            first, first_value = seen[path]
+            raise pytest.UsageError(f"invalid value {value!r} from {source}: {first} ({first_value!r}) names the "
+                                    f"same file, {path}; one would overwrite the other: give each output its own path")
+        seen[path] = (source, value)
+
+
+def _outputs(config: pytest.Config, settings: Settings) -> list[tuple[str, str, str, Path]]:
+    """``(setting, its source, its value, the real path)`` of each output the session writes,
+    pytest's ``--junitxml`` included."""
+    found = []
+    for name in (*FILE_OUTPUTS, *FOLDER_OUTPUTS):
+        value = getattr(settings, name, None)
+        if not value or (name == "history" and value.strip().lower() == "none"):
+            continue
+        base = config.invocation_params.dir
+        if name == "history" and not settings.source(name).startswith("--"):
+            base = config.rootpath  # an ini value is relative to the root dir (plugin/history.py)
+        path = Path(value) if Path(value).is_absolute() else Path(base) / value
+        found.append((name, settings.source(name), value, Path(os.path.realpath(path))))
+    xml = getattr(config.option, "xmlpath", None)
+    if xml:  # pytest takes it from the invocation directory, expanding ~ and variables
+        path = Path(os.path.expandvars(os.path.expanduser(xml)))
+        path = path if path.is_absolute() else Path(config.invocation_params.dir) / path
+        found.append(("junitxml", "--junitxml", xml, Path(os.path.realpath(path))))
+    return found
 
 
 def project_roots(config: pytest.Config) -> list[Path]:
@@ -67,29 +89,3 @@ def _cassette_folder(root: Path, settings: Settings) -> Path:
                                 f"the cassette folder must be inside the project {root} (it resolves to {folder}), "
                                 "so that recording and replay read the same files")
     return folder
-
-
-def _input_named(root: Path, cassettes: Path, path: Path, *, folder: bool) -> str | None:
-    """What input of the project at ``root`` the output ``path`` would overwrite, or None."""
-    if not _inside(path, root):
-        return None
-    rel = path.relative_to(root)
-    top = rel.parts[0] if rel.parts else ""
-    if path == root:
-        return "the project folder itself" if not folder else None
-    if top in INPUT_FOLDERS:
-        return f"a path in its {top}/ folder"
-    if _inside(path, cassettes):
-        return "a path in its cassette folder"
-    if top == "tests" and not folder:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            return "a suite file under tests/ (Connic parses every tests/**/*.yaml as a suite)"
-        if path.exists():
-            return "a file of its tests/ folder"
-    if rel.name.startswith(".env.") and len(rel.parts) == 1:
-        return "an env file (--connic-env)"
-    return None
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents

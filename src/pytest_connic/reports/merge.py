@@ -4,7 +4,6 @@ reports (JSON, HTML, JUnit, coverage) with the same builders as a single run (do
 from __future__ import annotations
 
 import glob
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.files import IrregularFileError, read_bounded
+from pytest_connic.jsonsafe import JsonBoundsError, load_bounded
 from pytest_connic.records.run import CaseOutcome
 from pytest_connic.records.serialize import outcome_from_dict
 
@@ -35,6 +35,21 @@ class Shards:
     environment_id: str | None = None
     #: what the merge leaves out, one line each (shown at the start of the session)
     notes: list[str] = field(default_factory=list)
+    #: the shard each case came from, by node id
+    sources: dict[str, Path] = field(default_factory=dict)
+
+    def foreign(self, root: Path) -> list[tuple[Path, int, str]]:
+        """The shards holding cases whose suite file is not in the checkout at ``root`` (pytest's
+        root dir, which node ids are relative to): ``(shard, how many, the first such node id)``."""
+        found: dict[Path, list[str]] = {}
+        suites: dict[str, bool] = {}
+        for outcome in self.outcomes:
+            suite = outcome.nodeid.partition("::")[0]
+            if suite not in suites:
+                suites[suite] = (root / suite).is_file()
+            if not suites[suite]:
+                found.setdefault(self.sources[outcome.nodeid], []).append(outcome.nodeid)
+        return [(shard, len(nodeids), nodeids[0]) for shard, nodeids in found.items()]
 
 
 def shard_files(patterns: Iterable[str], base: Path) -> list[Path]:
@@ -71,6 +86,7 @@ def load_shards(paths: Iterable[Path]) -> Shards:
                 raise MergeError(f"{path}: case {outcome.nodeid} is also in {seen[outcome.nodeid]}: "
                                  "shards must not overlap (the same --splits for every shard)")
             seen[outcome.nodeid] = path
+            shards.sources[outcome.nodeid] = path
             shards.outcomes.append(outcome)
     if len(environments) > 1:
         names = ", ".join(f"{env!r} ({p})" for env, p in environments.items())
@@ -83,34 +99,18 @@ def _read(path: Path) -> dict[str, Any]:
     """A shard's report: a regular file of at most ``MAX_BYTES``, JSON nested at most ``MAX_DEPTH``
     deep, a mapping with a ``cases`` list of mappings (each case is checked in :func:`_outcome`)."""
     try:
-        data = json.loads(read_bounded(path, "shard report", MAX_BYTES).decode("utf-8"))
+        data = load_bounded(read_bounded(path, "shard report", MAX_BYTES), max_depth=MAX_DEPTH)
     except FileNotFoundError:
         raise MergeError(f"{path}: no such file") from None
     except IrregularFileError as exc:
         raise MergeError(str(exc)) from None
-    except RecursionError:
-        raise MergeError(f"{path}: not a --connic-json report: nested deeper than {MAX_DEPTH} levels") from None
     except OSError as exc:
         raise MergeError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
+    except JsonBoundsError as exc:
         raise MergeError(f"{path}: not a --connic-json report: {exc}") from None
-    if _depth_exceeds(data, MAX_DEPTH):
-        raise MergeError(f"{path}: not a --connic-json report: nested deeper than {MAX_DEPTH} levels")
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise MergeError(f"{path}: not a --connic-json report (no \"cases\" list)")
     return data
-
-
-def _depth_exceeds(data: object, limit: int) -> bool:
-    """Whether JSON ``data`` nests more than ``limit`` levels (walked without recursion)."""
-    stack = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > limit:
-                return True
-            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
-    return False
 
 
 #: a case entry's keys a merge needs, with the JSON types each must have
