@@ -64,9 +64,10 @@ def write_mixed(calc: ConnicProject) -> ConnicProject:
     calc.suite("calc", CALC_SUITE)
     calc.suite("b_multiply", MULTIPLY_SUITE)
     calc.suite("echo", ECHO_SUITE)
+    # one run per run of the case: a run replayed again would be a copy, not an independent run
     adds = [{"turns": [tool_turn("add", a=4, b=6), answer('{"sum": 10}')]}]
-    calc.cassette("calc", "adds", adds)
-    calc.cassette("calc", "wrong sum", adds)
+    calc.cassette("calc", "adds", adds * 3)
+    calc.cassette("calc", "wrong sum", adds * 4)
     calc.cassette("b_multiply", "multiplies", [{"turns": [tool_turn("multiply", a=6, b=7),
                                                           answer('{"product": 42}', (50, 5))]}])
     return calc

@@ -60,6 +60,46 @@ def test_order_desk_example_passes_offline(pytester: pytest.Pytester) -> None:
     assert _snapshot(pytester.path / "cassettes") == before
 
 
+BROKEN_LOOKUP = """    return _with_shipping(dict(order))
+
+
+def _with_shipping(order):
+    order["shipping_cost"] = order["shipping"]["cost"]
+    return order
+"""
+
+
+def test_a_broken_tool_fails_every_case_that_calls_it_in_every_report(pytester: pytest.Pytester) -> None:
+    """Replay you can trust (issue 38): ``lookup_order`` broken in a helper; every case whose
+    recording calls it fails in the terminal, the exit code, JSON, JUnit, HTML and the Markdown
+    summary, naming the tool, the error and its file; ``1 failed, 10 passed`` cannot happen."""
+    shutil.copytree(EXAMPLE, pytester.path, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+    tools = pytester.path / "tools" / "orders.py"
+    tools.write_text(tools.read_text("utf-8").replace("    return dict(order)\n", BROKEN_LOOKUP), "utf-8")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--connic-json", "r.json", "--junitxml", "j.xml",
+                                "--connic-html", "r.html", "--connic-summary", "s.md")
+    cases = _case_count(pytester.path)
+    result.assert_outcomes(failed=4, passed=cases - 4)
+    assert result.ret == 1
+    cause = "replay diverged: lookup_order now raises KeyError: 'shipping' at tools/orders.py:"
+    report = json.loads((pytester.path / "r.json").read_text("utf-8"))
+    failed = {c["test_name"]: c["failure_reason"] for c in report["cases"] if not c["passed"]}
+    assert sorted(failed) == sorted(["reports the status of a shipped order", "refunds a damaged item",
+                                     "escalates a refund above the auto-refund limit",
+                                     "finds the order of a returning customer"])
+    assert all(reason.startswith(cause) for reason in failed.values()), failed
+    junit = (pytester.path / "j.xml").read_text("utf-8")
+    assert junit.count(f'message="{cause}') == 4
+    assert cause in (pytester.path / "r.html").read_text("utf-8")
+    assert (pytester.path / "s.md").read_text("utf-8").count("now raises KeyError") == 4
+    result.stdout.fnmatch_lines(["*FAILED tests/order-assistant.yaml::refunds a damaged item - replay diverged: *"])
+    # the case replaying more runs than its cassette holds says so
+    text = " ".join(line.strip() for line in result.stdout.lines)  # the line wraps at the terminal's width
+    assert ("order-assistant::recommends in-stock headphones: 5 runs replayed from 3 recorded runs (copies, not "
+            "independent runs" in text)
+
+
 # ========== fuzzing the example project (folded from test_hardening_fuzz.py) ================================
 # Fuzzing through the plugin: mutated agent YAML and mutated cassettes of the example project
 # (``examples/order-desk``) run with plain pytest. Whatever a file holds, the session ends with

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -234,25 +236,34 @@ def test_an_unmapped_connic_model_names_the_option(calc: ConnicProject, monkeypa
 # -- concurrency ---------------------------------------------------------------
 
 
-def case_seconds(project: ConnicProject, nodeid: str, *args: str) -> float:
-    """How long one case of an inner run took (setup, call and teardown)."""
-    reprec = project.pytester.inline_run("-p", "no:cacheprovider", *args)
-    reports = [r for r in reprec.getreports("pytest_runtest_logreport") if r.nodeid == nodeid]
-    assert len(reports) == 3 and all(r.passed for r in reports), reports
-    return sum(r.duration for r in reports)
+class InFlight:
+    """A provider script that answers after ``hold`` seconds and counts the requests it holds at
+    once: the most it held says whether runs overlapped, whatever the machine's load."""
+
+    def __init__(self, hold: float = 0.3) -> None:
+        self.hold = hold
+        self.now = 0
+        self.most = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(self.hold)
+        with self._lock:
+            self.now -= 1
+        return text("hi")
 
 
 def test_runs_of_a_case_call_a_live_provider_concurrently(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
-    # tests/echo.yaml runs first and loads the project, so the timed case measures its runs only
-    calc.suite("echo", "tests:\n  - name: warms up\n    payload: '{}'\n")
-    calc.agent("greeter", retry_options=FAST_RETRIES, max_concurrent_runs=4)  # Connic's default is 1
+    calc.agent("greeter", retry_options=FAST_RETRIES, max_concurrent_runs=4)
     calc.suite("greeter", "tests:\n  - name: greets\n    payload: hello\n    runs: 4\n")
-    greets = "tests/greeter.yaml::greets"
-    with serving(monkeypatch, lambda body: text("hi"), latency=0.2) as fp:
-        concurrent = case_seconds(calc, greets, "--connic-live")
-        sequential = case_seconds(calc, greets, "--connic-live", "--connic-concurrency", "1")
-    assert len(fp.requests) == 8
-    # one run after another cannot take less than 4 x 0.2 s, and the measure sees that; concurrent
-    # runs take about 0.2 s plus overhead: the bound is generous for a loaded CI machine
-    assert sequential >= 4 * 0.2
-    assert concurrent < 0.75, f"4 concurrent runs against a provider answering in 0.2 s took {concurrent:.2f} s"
+    concurrent, sequential = InFlight(), InFlight()
+    with serving(monkeypatch, concurrent) as fp:
+        calc.run("--connic-live").assert_outcomes(passed=1)
+    with serving(monkeypatch, sequential) as fp_sequential:
+        calc.run("--connic-live", "--connic-concurrency", "1").assert_outcomes(passed=1)
+    assert len(fp.requests) == len(fp_sequential.requests) == 4
+    # runs overlap at the provider (each holds its request 0.3 s); with --connic-concurrency 1 never
+    assert concurrent.most >= 2 and sequential.most == 1, (concurrent.most, sequential.most)

@@ -16,7 +16,7 @@ from helpers.project import ConnicProject
 
 PROPERTY_NAMES = [
     "runs", "successes", "success_threshold", "pass_rate", "wilson_low", "wilson_high", "median_latency_ms",
-    "input_tokens", "output_tokens", "cost", "run_ids", "skipped_runs",
+    "input_tokens", "output_tokens", "cost", "run_ids", "skipped_runs", "recorded_runs", "replay",
 ]
 CONNIC_CASE_KEYS = [
     "agent_name", "test_name", "passed", "successes", "runs", "success_threshold", "failure_reason",
@@ -122,6 +122,7 @@ def test_json_report_has_connics_shape_traces_and_wilson(calc: ConnicProject) ->
     assert list(adds)[: len(CONNIC_CASE_KEYS)] == CONNIC_CASE_KEYS
     assert adds["passed"] is True and adds["successes"] == 3 and adds["agent_run_passed"] == [True] * 3
     assert adds["wilson_95"] == [0.438503, 1.0]
+    assert (adds["recorded_runs"], adds["replayed_runs"], adds["replay_note"]) == (3, 3, None)
     assert adds["tokens"] == {"input": 300, "output": 27}
     run = adds["runs_detail"][0]
     assert [c["ref"] for c in run["tool_calls"]] == ["calc.add"]
@@ -157,7 +158,7 @@ def test_junit_xml_one_testcase_per_case_with_properties(calc: ConnicProject) ->
     assert adds | {"median_latency_ms": "x", "cost": "x"} == {
         "runs": "3", "successes": "3", "success_threshold": "100", "pass_rate": "1", "wilson_low": "0.438503",
         "wilson_high": "1", "median_latency_ms": "x", "input_tokens": "300", "output_tokens": "27", "cost": "x",
-        "run_ids": run_ids["adds"], "skipped_runs": "0"}
+        "run_ids": run_ids["adds"], "skipped_runs": "0", "recorded_runs": "3", "replay": ""}
     assert dict(properties(cases["tests.calc.yaml::invalid"]))["pass_rate"] == ""
     failure = cases["tests.calc.yaml::wrong sum"].find("failure")
     assert failure is not None

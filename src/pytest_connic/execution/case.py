@@ -367,6 +367,9 @@ class CaseRun:
             self._budget_verdict(records)
         self._mark_interrupted(records)
         self.outcome.records = [r for r in records if r is not None]
+        replayed = getattr(self.models, "replayed", None)
+        if replayed is not None:
+            self.outcome.replayed_runs, self.outcome.recorded_runs = replayed
         save = getattr(self.models, "save", None)
         if save is not None:
             save(interrupted=self.outcome.interrupted)
@@ -483,7 +486,7 @@ class CaseRun:
             models=run_models, executor=self.executor, approvals=list(self.compiled.approvals),
             strict_approvals=bool(self.case.get("strict_approval_decisions")),
             clock=RunClock(virtual=not getattr(self.models, "live", False)),  # live runs really wait
-            location=self._location(),
+            location=self._location(), nodeid=self.outcome.nodeid or None,
         )
         lease = await self._lease(builder_module is not None or mocks_module is not None, index)
         if isinstance(lease, RunRecord):

@@ -13,7 +13,9 @@ from pytest_connic.models.base import Model
 from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, SessionStart, cassette_path
 from pytest_connic.models.matching import MatchRule
 from pytest_connic.models.pricing import Prices
-from pytest_connic.models.replay import REPLAY_ONLY, CaseModels, RunModelsImpl, UnrecordedNotes
+from pytest_connic.models.replay import CaseModels, UnrecordedNotes
+from pytest_connic.models.runs import REPLAY_ONLY, RunModelsImpl
+from pytest_connic.models.volatile import KINDS
 from pytest_connic.models.world import RunWorld
 from pytest_connic.records.events import DivergenceNoteEvent
 
@@ -41,6 +43,14 @@ class ModelSource:
     unrecorded: UnrecordedNotes | None = None
     #: what model turns cost (``connic_model_prices`` over LiteLLM's map)
     prices: Prices = field(default_factory=Prices)
+    #: ``connic_replay``: a request that differs from its recording fails its run (``strict``) or is
+    #: a ``CassetteDivergenceWarning`` (``lenient``)
+    replay: str = "strict"
+    #: ``connic_volatile``: the kinds of volatile value a recording leaves out of its digests
+    volatile: tuple[str, ...] = KINDS
+    #: the model recordings and live runs call, by agent name (None: LiteLLM, the ``[live]`` extra);
+    #: for library use and tests, any object with ``async complete(request)``
+    live: Callable[[str], Model] | None = None
 
     def replaying(self) -> ModelSource:
         """The same source, replaying only (never recording, never live)."""
@@ -119,6 +129,11 @@ class HookedCaseModels:
         """Why this session's recording wrote no cassette (an error of the case)."""
         return self.base.unrecorded
 
+    @property
+    def replayed(self) -> tuple[int, int] | None:
+        """``(runs replayed, runs the cassette holds)``; None when no run replayed one."""
+        return self.base.replayed
+
 
 def divergence_notes(outcome: CaseOutcome) -> list[str]:
     """The divergence notes of a case's runs (the runner keeps them as ``note`` events), in run
@@ -169,8 +184,8 @@ def models_at(
     ``pytest_connic_make_model`` receives (None for the ``connic`` fixture); ``taken()``: the file
     names of the other cases' cassettes in that folder."""
     mode = source.mode
-    live = None
-    if mode not in REPLAY_ONLY:  # replay only: the live backend is never imported
+    live = source.live
+    if mode not in REPLAY_ONLY and live is None:  # replay only: the live backend is never imported
         from pytest_connic.models.live import LiteLLMModel
 
         shared = LiteLLMModel(aliases=source.aliases(), masker=source.masker)
@@ -183,5 +198,6 @@ def models_at(
 
     base = CaseModels(path, mode=mode, live=live, masker=source.masker, root=services.root,
                       size_limit=source.cassette_size_limit, taken=taken,
-                      warn=notice, rules=source.match_rules, unrecorded=source.unrecorded)
+                      warn=notice, rules=source.match_rules, unrecorded=source.unrecorded,
+                      strict=source.replay == "strict", volatile=source.volatile)
     return HookedCaseModels(base, services, case, source.prices)

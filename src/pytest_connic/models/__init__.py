@@ -23,7 +23,8 @@ from pytest_connic.models.base import (
 from pytest_connic.models.cassette import Cassette, cassette_path, load_cassette, parse_cassette, safe_name
 from pytest_connic.models.digest import first_difference, request_digest, request_fingerprint
 from pytest_connic.models.live import LiteLLMModel, RetryPolicy
-from pytest_connic.models.replay import MODES, CaseModels, RunModelsImpl
+from pytest_connic.models.replay import MODES, CaseModels
+from pytest_connic.models.runs import RunModelsImpl
 
 __all__ = [
     "MODES",

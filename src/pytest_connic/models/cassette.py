@@ -7,6 +7,7 @@ name, one entry per invocation). See docs/models.md for the format.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import hashlib
@@ -25,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from pytest_connic.models.base import CassetteError
+from pytest_connic.models.fingerprint import REQUEST_KEYS, check_section
 from pytest_connic.models.matching import MatchRule, MatchRuleError, parse_rule
 from pytest_connic.models.world import WORLD_KEYS, World, world_from_data, world_to_data
 from pytest_connic.secrets import Masker
@@ -171,7 +173,7 @@ def undigested_note(cassette: Cassette, path: Path | str) -> str | None:
     which = "its turns carry" if missing == len(turns) else f"{missing} of its {len(turns)} turns carry"
     return (f"{path}: {which} no `request` digests (a hand-written cassette), so replay cannot notice a "
             "changed prompt, message or tool; `pytest --connic-record-mode=digests` adds them from a "
-            "replay without changing the turns (docs/models.md, \"Divergence notes\")")
+            "replay without changing the turns (docs/models.md, \"What a recorded request keeps\")")
 
 
 # -- where cassettes live ----------------------------------------------------
@@ -366,6 +368,7 @@ class _Checker:
 
     def __init__(self, path: Path | str, positions: YamlPositions) -> None:
         self.path = path
+        self.shown = str(path)
         self.positions = positions
 
     def fail(self, key_path: KeyPath, message: str, *, key: bool = False) -> CassetteError:
@@ -407,7 +410,9 @@ class _Checker:
         rules = []
         for i, entry in enumerate(entries):
             try:
-                rules.append(parse_rule(entry, format_path(("match", i))))
+                rule = parse_rule(entry, format_path(("match", i)))
+                line, column = self.positions.of(("match", i))
+                rules.append(dataclasses.replace(rule, origin=f"{self.shown}:{line}:{column}: {rule.origin}"))
             except MatchRuleError as exc:
                 key = str(exc).split(":", 1)[0].rsplit(".", 1)[-1]
                 kp = ("match", i, key) if isinstance(entry, Mapping) and key in entry else ("match", i)
@@ -489,7 +494,9 @@ class _Checker:
         turn.cost = self.number(raw.get("cost"), (*kp, "cost"))
         turn.model = self.text(raw.get("model"), (*kp, "model"))
         if raw.get("request") is not None:
-            turn.request = self.mapping(raw["request"], (*kp, "request"), _REQUEST_KEYS)
+            rkp = (*kp, "request")
+            turn.request = self.mapping(raw["request"], rkp, REQUEST_KEYS)
+            check_section(turn.request, lambda key, msg: self.fail((*rkp, key), msg))
         return turn
 
     def tool_call(self, value: object, kp: KeyPath) -> RecordedToolCall:
@@ -530,7 +537,6 @@ class _Checker:
         raise self.fail(kp, f"expected a string, found {_kind(value)}")
 
 
-_REQUEST_KEYS = ("model", "digest", "system", "messages", "tools")
 
 
 def _kind(value: object) -> str:
@@ -543,8 +549,9 @@ def _kind(value: object) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def parse_cassette(text: str, path: Path | str = "<cassette>") -> Cassette:
-    """Validate cassette YAML text; errors are ``CassetteError("path:line:col: key.path: ...")``."""
+def parse_cassette(text: str, path: Path | str = "<cassette>", *, shown: str | None = None) -> Cassette:
+    """Validate cassette YAML text; errors are ``CassetteError("path:line:col: key.path: ...")``;
+    ``shown``: the path as the matching rules' origins name it (relative to the project)."""
     try:
         data, positions = load_with_positions(text)
     except YamlError as exc:
@@ -552,7 +559,9 @@ def parse_cassette(text: str, path: Path | str = "<cassette>") -> Cassette:
         raise CassetteError(f"{where}: {exc.message}") from None
     if data is None:
         raise CassetteError(f"{path}:1:1: the cassette is empty; it needs 'version: 1' and 'runs'")
-    cassette = _Checker(path, positions).cassette(data)
+    checker = _Checker(path, positions)
+    checker.shown = shown or str(path)
+    cassette = checker.cassette(data)
     cassette.path = Path(path)
     return cassette
 
@@ -576,7 +585,7 @@ def load_cassette(path: Path, *, root: Path | None = None, size_limit: int = DEF
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CassetteError(f"{path}: not UTF-8 text ({exc.reason})") from None
-        return parse_cassette(text, path)
+        return parse_cassette(text, path, shown=relative_path(path, root))
     except CassetteError as exc:
         message = str(exc)
         shown = relative_path(path, root)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.models.base import ModelRequest, ToolSpec
+from pytest_connic.patterns import Bounded, Deadline, PatternError, PatternTimeout
 
 _KEYS = ("replace", "with", "in", "ignore")
 _ROOTS = ("model", "system", "messages", "tools")
@@ -55,9 +56,12 @@ class MatchRule:
 
     kind: str  #: ignore | replace
     path: tuple[Segment, ...] | None  #: ignore: its path; replace: its ``in`` (None: all text)
-    pattern: re.Pattern[str] | None
+    pattern: Bounded | None  #: applied with a time bound (``patterns.py``)
     placeholder: str
     data: Mapping[str, object]  #: the rule as written (a cassette keeps it when it is re-recorded)
+    #: where the rule is written, as errors name it (``cassettes/x.yaml:3:14: match[0]``, ``ini
+    #: connic_match_rules line 1``)
+    origin: str = "rule"
 
 
 def parse_rule(data: object, where: str = "rule") -> MatchRule:
@@ -74,14 +78,14 @@ def parse_rule(data: object, where: str = "rule") -> MatchRule:
     placeholder = _text(data.get("with", IGNORED if "ignore" in data else REPLACED), f"{where}.with")
     if "ignore" in data:
         return MatchRule("ignore", parse_path(_text(data["ignore"], f"{where}.ignore"), f"{where}.ignore"),
-                         None, placeholder, dict(data))
+                         None, placeholder, dict(data), where)
     pattern = _text(data["replace"], f"{where}.replace")
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
+        compiled = Bounded(pattern)
+    except PatternError as exc:
         raise MatchRuleError(f"{where}.replace: invalid regular expression {pattern!r}: {exc}") from None
     scope = parse_path(_text(data["in"], f"{where}.in"), f"{where}.in") if "in" in data else None
-    return MatchRule("replace", scope, compiled, placeholder, dict(data))
+    return MatchRule("replace", scope, compiled, placeholder, dict(data), where)
 
 
 def _text(value: object, where: str) -> str:
@@ -135,7 +139,7 @@ def parse_ini_lines(lines: Sequence[str]) -> tuple[MatchRule, ...]:
             problem = getattr(exc, "problem", None) or str(exc)
             raise MatchRuleError(f"{where}: not a YAML mapping ({problem}); quote a regular expression "
                                  "in single quotes: {replace: '[0-9]+', with: '<n>'}") from None
-        rules.append(parse_rule(data, where))
+        rules.append(dataclasses.replace(parse_rule(data, where), origin=f"ini connic_match_rules, line {n}"))
     return tuple(rules)
 
 
@@ -150,20 +154,23 @@ def as_data(request: ModelRequest) -> dict[str, object]:
                                     for t in request.tools]})
 
 
+#: how long the rules may take on one request, in all (seconds): a rule that backtracks is an
+#: error naming it, never a hung session
+RULES_BUDGET_S = 2.0
+
+
 def normalise(request: ModelRequest, rules: Sequence[MatchRule]) -> ModelRequest:
-    """``request`` with every rule applied in order (``request`` itself when there are none)."""
+    """``request`` with every rule applied in order (``request`` itself when there are none);
+    ``MatchRuleError`` naming the rule when its regular expression runs past ``RULES_BUDGET_S``."""
     if not rules:
         return request
     data = as_data(request)
+    deadline = Deadline(RULES_BUDGET_S)
     for rule in rules:
-        if rule.kind == "ignore":
-            assert rule.path is not None
-            _edit(data, rule.path, lambda _value, r=rule: r.placeholder)  # type: ignore[misc]
-        elif rule.path is None:
-            for part in ("system", "messages"):
-                data[part] = _substitute(data[part], rule)
-        else:
-            _edit(data, rule.path, lambda value, r=rule: _substitute(value, r))  # type: ignore[misc]
+        try:
+            _apply(data, rule, deadline)
+        except PatternTimeout as exc:
+            raise MatchRuleError(f"{rule.origin}.replace: {exc}") from None
     tools = [ToolSpec(str(t.get("name")), str(t.get("description")), _parameters(t.get("parameters")))
              if isinstance(t, Mapping) else ToolSpec(str(t), "", {}) for t in _items(data["tools"])]
     return dataclasses.replace(request, model=str(data["model"]), system_prompt=str(data["system"]),
@@ -189,15 +196,26 @@ def _message(value: object) -> dict[str, object]:
     return {str(k): v for k, v in value.items()}
 
 
-def _substitute(value: object, rule: MatchRule) -> object:
+def _apply(data: dict[str, object], rule: MatchRule, deadline: Deadline) -> None:
+    if rule.kind == "ignore":
+        assert rule.path is not None
+        _edit(data, rule.path, lambda _value: rule.placeholder)
+    elif rule.path is None:
+        for part in ("system", "messages"):
+            data[part] = _substitute(data[part], rule, deadline)
+    else:
+        _edit(data, rule.path, lambda value: _substitute(value, rule, deadline))
+
+
+def _substitute(value: object, rule: MatchRule, deadline: Deadline) -> object:
     """Every string in ``value`` (at any depth) with the rule's pattern replaced."""
     assert rule.pattern is not None
     if isinstance(value, str):
-        return rule.pattern.sub(lambda _m: rule.placeholder, value)
+        return rule.pattern.sub(lambda _m: rule.placeholder, value, deadline)
     if isinstance(value, Mapping):
-        return {k: _substitute(v, rule) for k, v in value.items()}
+        return {k: _substitute(v, rule, deadline) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, rule) for v in value]
+        return [_substitute(v, rule, deadline) for v in value]
     return value
 
 

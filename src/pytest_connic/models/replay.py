@@ -10,36 +10,23 @@ whose runs never call a model needs no cassette.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import copy
-import json
 import os
 import shlex
 import threading
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import yaml
 
 from pytest_connic.models.base import (
-    CallFailed,
     CassetteError,
     Model,
-    ModelRequest,
-    ModelResponse,
-    ToolCallRequest,
 )
 from pytest_connic.models.cassette import (
     DEFAULT_SIZE_LIMIT,
     Cassette,
-    CassetteRun,
-    RecordedCall,
-    RecordedToolCall,
-    SessionStart,
-    Tape,
     Turn,
     cassette_to_data,
     dump_cassette_data,
@@ -51,19 +38,13 @@ from pytest_connic.models.cassette import (
     undigested_note,
     write_text_atomic,
 )
-from pytest_connic.models.digest import request_fingerprint
-from pytest_connic.models.divergence import explain
-from pytest_connic.models.matching import MatchRule, normalise
-from pytest_connic.models.sessions import replayed_start, session_difference, started_with, stored_start
-from pytest_connic.models.world import RunWorld, World
+from pytest_connic.models.matching import MatchRule
+from pytest_connic.models.runs import REPLAY_ONLY, Plan, RunModelsImpl
+from pytest_connic.models.volatile import KINDS
 from pytest_connic.secrets import Masker, secret_values_from_env
 
 MODES = ("none", "once", "new_runs", "all", "digests", "live")
-#: the modes that only replay (``digests`` writes digests into turns, never calls a provider)
-REPLAY_ONLY = ("none", "digests")
 LiveFactory = Callable[[str], Model]
-#: the key of one invocation's turns in a cassette run: ("turns",) or ("children", agent, k)
-TapeKey = tuple[str] | tuple[str, str, int]
 
 
 class UnrecordedNotes(Protocol):
@@ -77,13 +58,6 @@ class UnrecordedNotes(Protocol):
     def forget(self, path: str) -> None: ...
 
 
-@dataclass
-class _Plan:
-    kind: str  #: replay | record
-    run: CassetteRun | None = None
-    position: int = 0  #: which cassette run is replayed (``runs[position]``)
-
-
 class CaseModels:
     """Model source for every run of one case (see the module docstring)."""
 
@@ -91,13 +65,17 @@ class CaseModels:
                  root: Path | None = None, size_limit: int = DEFAULT_SIZE_LIMIT,
                  taken: Callable[[], frozenset[str]] = frozenset,
                  warn: Callable[[str, Path], None] | None = None, rules: Sequence[MatchRule] = (),
-                 unrecorded: UnrecordedNotes | None = None) -> None:
+                 unrecorded: UnrecordedNotes | None = None, strict: bool = True,
+                 volatile: Sequence[str] = KINDS) -> None:
         """``root``: the project (a cassette that is a link must stay inside it); ``size_limit``:
         the largest cassette read, in bytes; ``taken()``: the file names of the other cases'
         cassettes in the folder (an old file name one of them has now is theirs, not this case's),
         computed only when an old file name exists; ``rules``: the session's matching rules (ini
         ``connic_match_rules``), applied before the cassette's own ``match:``; ``unrecorded``: why
-        earlier recording sessions wrote no cassette (named when a replay finds none)."""
+        earlier recording sessions wrote no cassette (named when a replay finds none); ``strict``: a
+        replayed request that differs from its recording fails its run (``connic_replay``), else it
+        is a note; ``volatile``: the kinds of volatile value a recording replaces before its
+        digests (``connic_volatile``, models/volatile.py)."""
         if mode not in MODES:
             raise ValueError(f"unknown record mode {mode!r}; expected one of {', '.join(MODES)}")
         if mode == "live" and live is None:
@@ -109,6 +87,8 @@ class CaseModels:
         self.size_limit = size_limit
         self.taken = taken
         self.ini_rules = tuple(rules)
+        self.strict = strict
+        self.volatile = tuple(volatile)
         self._live = live
         #: ``warn(message, path)``: a notice located at ``path`` (the hand-written cassette's), given
         #: once per case; pytest's summary shows identical ones once
@@ -176,10 +156,10 @@ class CaseModels:
             )
         return self._live(agent_name)
 
-    def plan(self, run_index: int) -> _Plan:
+    def plan(self, run_index: int) -> Plan:
         """Replay or record run ``run_index``, as the mode and the cassette on disk say."""
         if self.mode == "all":
-            return _Plan("record")
+            return Plan("record")
         cassette = self._load()
         if cassette is None:
             if self.mode in REPLAY_ONLY:
@@ -188,12 +168,21 @@ class CaseModels:
                     "--connic-record-mode=once (needs provider credentials) or write it by hand "
                     f"(docs/models.md){self._why_missing()}"
                 )
-            return _Plan("record")
+            return Plan("record")
         count = len(cassette.runs)
         if self.mode == "new_runs" and run_index >= count:
-            return _Plan("record")
+            return Plan("record")
         position = run_index % count
-        return _Plan("replay", cassette.runs[position], position)
+        return Plan("replay", cassette.runs[position], position, run_index // count)
+
+    @property
+    def replayed(self) -> tuple[int, int] | None:
+        """``(runs replayed, runs the cassette holds)`` (None: no run replayed the cassette)."""
+        with self._lock:
+            replayed = sum(1 for r in self._runs.values() if r._plan is not None and r._plan.kind == "replay")
+            if not replayed or self._cassette is None:
+                return None
+            return replayed, len(self._cassette.runs)
 
     def _why_missing(self) -> str:
         """Why the last recording session wrote no cassette here, when it said so."""
@@ -270,7 +259,8 @@ class CaseModels:
                     "environment variable or of the --connic-env file) that masking could not remove; "
                     "the cassette was not written (docs/models.md, \"Secrets\")"
                 )
-            write_text_atomic(self.path, text)
+            if not self._written(text):
+                return None
             if self.unrecorded_notes is not None:
                 self.unrecorded_notes.forget(str(self.path))
             return self.path
@@ -306,381 +296,24 @@ class CaseModels:
         data = read_regular_file(self.path, root=self.root, size_limit=self.size_limit, what="cassette",
                                  setting="connic_cassette_size_limit", error=CassetteError)
         text = refresh_digests(data.decode("utf-8"), self._cassette, self.refreshed, self.shown_path)
-        write_text_atomic(self.path, text)
-        return self.path
+        return self.path if self._written(text) else None
 
-    def refresh(self, turn: Turn, request: ModelRequest) -> None:
-        """``digests`` mode: remember the digests of the (normalised) ``request`` that ``turn``
-        answered, when the turn has none or other ones."""
-        fingerprint = request_fingerprint(request)
+    def _written(self, text: str) -> bool:
+        """Write the cassette; a file system that refuses (a full disk, no permission) is the case's
+        error in one located line (``unrecorded``), never a traceback."""
+        try:
+            write_text_atomic(self.path, text)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            self.unrecorded = (f"{self.shown_path}: the cassette could not be written ({reason}); the file "
+                               "already there, if any, was left as it was")
+            return False
+        return True
+
+    def refresh(self, turn: Turn, fingerprint: dict[str, object]) -> None:
+        """``digests`` mode: remember the ``request`` section of the request that ``turn``
+        answered, when the turn has none or another one."""
         with self._lock:
             if turn.request != fingerprint:
                 turn.request = fingerprint
                 self.refreshed[id(turn)] = fingerprint
-
-
-class RunModelsImpl:
-    """The models of one run (implements ``base.RunModels``)."""
-
-    def __init__(self, case: CaseModels, index: int) -> None:
-        self.case = case
-        self.index = index
-        #: divergence notes (a request that differs from the recorded one), for traces and warnings
-        self.notes: list[str] = []
-        self.broken = False
-        #: why this run's recording is incomplete (the first cause)
-        self.why_broken: str | None = None
-        self._plan: _Plan | None = None
-        self._counts: dict[str, int] = {}
-        self._cursors: dict[TapeKey, int] = {}
-        self._recorded: dict[TapeKey, list[Turn]] = {}
-        self._noted: set[TapeKey] = set()
-        #: invocations that ended early for their own reason (their unused turns are no divergence)
-        self._ended: set[TapeKey] = set()
-        #: recorded ``calls`` entries this run replayed (their indices) / recorded
-        self._calls_used: set[int] = set()
-        self._calls: list[RecordedCall] = []
-        #: the session history this run started with (models/sessions.py), and whether the
-        #: cassette gave it
-        self._session: SessionStart | None = None
-        self._session_replayed = False
-        self._world: RunWorld | None = None
-
-    def world(self, now: float) -> RunWorld | None:
-        """The run's world (models/world.py), asked once as the run starts (``now``: its clock):
-        recorded by a recording, the cassette run's ``world:`` in a replay; None in live mode and
-        when the replayed run has none (or the cassette is missing or invalid: the first model call
-        says so, as before)."""
-        if self.case.mode == "live":
-            return None
-        if self.case.mode != "all" and not os.path.lexists(self.case.path):
-            return None if self.case.mode in REPLAY_ONLY else self._new_world(None, now, recording=True)
-        try:  # not kept as the run's plan: a run whose model never asks (a hook's model, a
-            # tool agent) reads no cassette and leaves no turn unused
-            plan = self._plan or self.case.plan(self.index)
-        except CassetteError:
-            return None
-        world = plan.run.world if plan.run is not None else None
-        if plan.kind == "replay" and world is None:
-            return None
-        return self._new_world(copy.deepcopy(world), now, recording=plan.kind == "record")
-
-    def _new_world(self, world: World | None, now: float, *, recording: bool) -> RunWorld:
-        self._world = RunWorld(world, recording=recording, now=now)
-        return self._world
-
-    @property
-    def recording(self) -> bool:
-        return self._plan is not None and self._plan.kind == "record"
-
-    def model_for(self, agent_name: str, *, root: bool) -> Model:
-        """The model for the next invocation of ``agent_name`` (call it in start order)."""
-        if self.case.mode == "live":
-            return self.case.live_model(agent_name)
-        if root:
-            key: TapeKey = ("turns",)
-        else:
-            k = self._counts.get(agent_name, 0)
-            self._counts[agent_name] = k + 1
-            key = ("children", agent_name, k)
-        return InvocationModel(self, agent_name, key)
-
-    async def external(self, kind: str, name: str, arguments: object,
-                       call: Callable[[], Awaitable[object]]) -> object:
-        """See ``base.RunModels.external``."""
-        if self.case.mode == "live":
-            return await call()
-        plan = self.plan()
-        if plan.kind == "record":
-            return await self._record_call(kind, name, arguments, call)
-        assert plan.run is not None
-        wanted = _canonical(arguments)
-        with self.case._lock:
-            for n, entry in enumerate(plan.run.calls):
-                if n in self._calls_used or entry.kind != kind or entry.name != name:
-                    continue
-                if entry.arguments is not None and _canonical(entry.arguments) != wanted:
-                    continue
-                self._calls_used.add(n)
-                break
-            else:
-                raise CassetteError(self._unrecorded(kind, name, arguments, plan))
-        if entry.error is not None:
-            raise CallFailed(entry.error)
-        return copy.deepcopy(entry.result)
-
-    def calls_live(self) -> bool:
-        """See ``base.RunModels.calls_live``."""
-        return self.case.mode == "live" or self.plan().kind == "record"
-
-    async def _record_call(self, kind: str, name: str, arguments: object,
-                           call: Callable[[], Awaitable[object]]) -> object:
-        try:
-            result = await call()
-        except CallFailed as exc:
-            with self.case._lock:
-                self._calls.append(RecordedCall(kind, name, copy.deepcopy(arguments), error=str(exc)))
-            raise
-        except BaseException as exc:
-            self.mark_broken(f"its {kind} call {name!r} failed while recording", exc)
-            raise
-        with self.case._lock:
-            self._calls.append(RecordedCall(kind, name, copy.deepcopy(arguments), copy.deepcopy(result)))
-        return result
-
-    def mark_broken(self, what: str, exc: BaseException) -> None:
-        """This run's recording cannot be written: remember the first cause, in words."""
-        self.broken = True
-        if self.why_broken is not None:
-            return
-        if isinstance(exc, asyncio.CancelledError):
-            self.why_broken = f"{what}: it was cut short (the run timed out or the session was stopped)"
-        else:
-            self.why_broken = f"{what}: {type(exc).__name__}: {self.case.masker.text(str(exc))}"
-
-    def _unrecorded(self, kind: str, name: str, arguments: object, plan: _Plan) -> str:
-        assert plan.run is not None
-        same = [c for c in plan.run.calls if c.kind == kind and c.name == name]
-        shown = _canonical(arguments)
-        if len(shown) > 300:
-            shown = shown[:297] + "..."
-        if same:
-            recorded = f"the cassette records {len(same)} such call(s), none unused with these arguments"
-        else:
-            recorded = "the cassette records no such call"
-        return (
-            f"{self.case.shown_path}: runs[{plan.position}].calls: run {self.index + 1} made the {kind} call "
-            f"{name!r} with arguments {shown}, but {recorded}; the cassette was recorded without it "
-            "(record the case again with --connic-record-mode=all, against the real server, or add the "
-            f"answer by hand under runs[{plan.position}].calls, docs/models.md \"Calls\")"
-        )
-
-    def session_begins(self, agent: str, key: str | None, history: list[dict[str, object]], cases: list[str],
-                       *, fresh: bool) -> SessionStart | None:
-        """The run's session starts with ``history`` (made by ``cases``): returns the history to start
-        from instead (the cassette's ``session`` section), or None. Only the first session of a run
-        is recorded and replayed; ``fresh``: no earlier case used it (runtime/sessions.py)."""
-        if self.case.mode == "live" or self._session is not None:
-            return None
-        plan = self.plan()
-        if plan.kind == "record":
-            start = stored_start(self.case._load, self.index, agent, key) if fresh else None
-            self._session = start or started_with(agent, key, history, cases)
-            return start
-        start = replayed_start(plan.run, agent, key)
-        self._session, self._session_replayed = start or started_with(agent, key, history, cases), bool(start)
-        return start
-
-    def plan(self) -> _Plan:
-        """Resolved on the first model call of the run (this is when the cassette is read)."""
-        if self._plan is None:
-            self._plan = self.case.plan(self.index)
-        return self._plan
-
-    def finish(self, *, completed: bool) -> list[str]:
-        """Divergence messages for recorded turns this run left unused (only when it completed)."""
-        plan = self._plan
-        if not completed or plan is None or plan.kind != "replay" or plan.run is None:
-            return []
-        messages = []
-        run = plan.run
-        if run.turns is not None:
-            messages += self._unused(("turns",), run.turns, f"the agent completed run {self.index + 1}")
-        for agent, tapes in run.children.items():
-            for k, tape in enumerate(tapes):
-                if k >= self._counts.get(agent, 0):
-                    if not tape.turns:
-                        continue
-                    messages.append(
-                        f"{self._where(tape)}: agent {agent!r} was recorded with {len(tape.turns)} turn(s) "
-                        f"but run {self.index + 1} never invoked it (invocation {k + 1}); the run took "
-                        "fewer steps than recorded"
-                    )
-                elif ("children", agent, k) not in self._ended:
-                    messages += self._unused(("children", agent, k), tape, f"agent {agent!r} completed")
-        return messages
-
-    def _unused(self, key: TapeKey, tape: Tape, who: str) -> list[str]:
-        used = self._cursors.get(key, 0)
-        if used >= len(tape.turns):
-            return []
-        message = (
-            f"{self._where(tape)}: {who} after {used} of {len(tape.turns)} recorded model turn(s); "
-            "it took fewer steps than recorded"
-        )
-        return [message]
-
-    def _where(self, tape: Tape) -> str:
-        return f"{self.case.shown_path}: {tape.where}"
-
-    # -- used by InvocationModel ---------------------------------------------
-
-    def tape(self, key: TapeKey, agent_name: str) -> Tape:
-        """The recorded turns for invocation ``key`` of the replayed run."""
-        plan = self.plan()
-        assert plan.run is not None
-        run, pos = plan.run, plan.position
-        if len(key) == 1:
-            if run.turns is None:
-                raise CassetteError(
-                    f"{self.case.shown_path}: runs[{pos}]: the case's agent {agent_name!r} asked for a model "
-                    f"in run {self.index + 1} but the cassette run has no 'turns'"
-                )
-            return run.turns
-        _, agent, k = key
-        tapes = run.children.get(agent, [])
-        if k >= len(tapes):
-            raise CassetteError(
-                f"{self.case.shown_path}: runs[{pos}]: no entry children.{agent}[{k}]: agent {agent!r} asked "
-                f"for a model in its invocation {k + 1} of run {self.index + 1}, but the cassette "
-                f"records {len(tapes)} invocation(s) of it{self._stage_hint(run, agent)}"
-            )
-        return tapes[k]
-
-    def _stage_hint(self, run: CassetteRun, agent: str) -> str:
-        """Top-level ``turns`` the case's agent never asked for, while another agent finds none: the
-        turns of a sequential pipeline's stage written where the pipeline's own would go."""
-        if run.turns is None or not run.turns.turns or self._cursors.get(("turns",), 0) or run.children.get(agent):
-            return ""
-        return (f"; the run's top-level `turns:` ({len(run.turns.turns)}) belong to the case's own agent, which "
-                "never asked for a model (a sequential pipeline has none: each stage replays its own "
-                f"turns): write them under the stage, `- children: {{{agent}: [{{turns: [...]}}]}}` in "
-                "place of `- turns: [...]` (docs/models.md, \"Cassettes\")")
-
-    def next_turn(self, key: TapeKey, tape: Tape, agent_name: str) -> tuple[int, Turn]:
-        """Advance the cursor of ``key``; raises when the tape is used up."""
-        used = self._cursors.get(key, 0)
-        if used >= len(tape.turns):
-            who = "the agent" if key == ("turns",) else f"agent {agent_name!r}"
-            raise CassetteError(
-                f"{self._where(tape)}: {who} asked for model turn {used + 1} of run {self.index + 1} "
-                f"but the cassette has {len(tape.turns)}; the agent took more steps than recorded"
-            )
-        self._cursors[key] = used + 1
-        return used, tape.turns[used]
-
-    def note_divergence(self, key: TapeKey, turn: Turn, request: ModelRequest) -> None:
-        """Remember (once per invocation) that a request differs from the recorded one."""
-        if turn.request is None or key in self._noted:
-            return
-        difference = explain(turn.request, request, self.case.rules())
-        if difference and self._session is not None:
-            difference = session_difference(turn.request, request, self._session,
-                                            self._session_replayed) or difference
-        if difference:
-            self._noted.add(key)
-            self.notes.append(
-                f"{self.case.shown_path}: {turn.where}: the request of {request.agent_name!r} in run "
-                f"{self.index + 1} differs from the recorded one: {difference}"
-            )
-
-    def add_recorded(self, key: TapeKey, turn: Turn) -> None:
-        with self.case._lock:
-            self._recorded.setdefault(key, []).append(turn)
-
-    def to_cassette_run(self) -> CassetteRun:
-        """The turns this run recorded, as a cassette run."""
-        run = CassetteRun()
-        root = self._recorded.get(("turns",))
-        if root:
-            run.turns = Tape(list(root))
-        for agent, count in self._counts.items():
-            tapes = [Tape(list(self._recorded.get(("children", agent, k), []))) for k in range(count)]
-            while tapes and not tapes[-1].turns:
-                tapes.pop()
-            if tapes:
-                run.children[agent] = tapes
-        run.calls = list(self._calls)
-        if self._world is not None and self._world.recording:
-            run.world = self._world.world
-        run.session = self._session
-        return run
-
-
-class InvocationModel:
-    """The model of one agent invocation within a run (replays or records)."""
-
-    def __init__(self, run: RunModelsImpl, agent_name: str, key: TapeKey) -> None:
-        self.run = run
-        self.agent_name = agent_name
-        self.key = key
-        self._live: Model | None = None
-
-    def ended_early(self) -> None:
-        """This invocation ended for its own reason (blocked, awaiting approval, failed):
-        its unused recorded turns are not a divergence."""
-        self.run._ended.add(self.key)
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Answer from the cassette, or from the provider while recording."""
-        plan = self.run.plan()
-        if plan.kind == "record":
-            return await self._record(request)
-        tape = self.run.tape(self.key, self.agent_name)
-        index, turn = self.run.next_turn(self.key, tape, self.agent_name)
-        if self.run.case.mode != "digests":
-            self.run.note_divergence(self.key, turn, request)
-        _check_tools(turn, request, self.run.case.shown_path)
-        if self.run.case.mode == "digests":  # this replay's requests become the recorded ones
-            self.run.case.refresh(turn, normalise(request, self.run.case.rules()))
-        return response_from_turn(turn, index, request)
-
-    async def _record(self, request: ModelRequest) -> ModelResponse:
-        try:
-            if self._live is None:
-                self._live = self.run.case.live_model(self.agent_name)
-            response = await self._live.complete(request)
-        except BaseException as exc:
-            self.run.mark_broken(f"the model call of agent {self.agent_name!r} failed", exc)
-            raise
-        recorded = turn_from_response(response, request, self.run.case.rules())
-        self.run.add_recorded(self.key, recorded)
-        return response
-
-
-def _canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _check_tools(turn: Turn, request: ModelRequest, path: str) -> None:
-    offered = [t.name for t in request.tools]
-    for n, call in enumerate(turn.tool_calls):
-        if call.name not in offered:
-            available = ", ".join(offered) if offered else "no tools"
-            raise CassetteError(
-                f"{path}: {turn.where}.tool_calls[{n}]: the cassette calls tool {call.name!r}, "
-                f"but the request of {request.agent_name!r} offers: {available}"
-            )
-
-
-def response_from_turn(turn: Turn, index: int, request: ModelRequest) -> ModelResponse:
-    """The response a recorded turn replays (ids are deterministic when not recorded)."""
-    calls = [
-        ToolCallRequest(call.id or f"call_{index + 1}_{n + 1}", call.name, copy.deepcopy(call.arguments))
-        for n, call in enumerate(turn.tool_calls)
-    ]
-    return ModelResponse(
-        content=turn.content,
-        tool_calls=calls,
-        input_tokens=turn.input_tokens or 0,
-        output_tokens=turn.output_tokens or 0,
-        cost=turn.cost or 0.0,
-        model=turn.model or request.model,
-    )
-
-
-def turn_from_response(response: ModelResponse, request: ModelRequest, rules: Sequence[MatchRule] = ()) -> Turn:
-    """What a live response records (provider tool-call ids are left out: replay makes its own);
-    its ``request`` digests are of the request normalised by the matching ``rules``."""
-    content = response.content
-    if content is None and not response.tool_calls:
-        content = ""  # an empty final answer; a turn needs content or tool calls
-    return Turn(
-        content=content,
-        tool_calls=[RecordedToolCall(c.name, copy.deepcopy(c.arguments)) for c in response.tool_calls],
-        input_tokens=response.input_tokens,
-        output_tokens=response.output_tokens,
-        cost=response.cost or None,
-        model=response.model if response.model and response.model != request.model else None,
-        request=request_fingerprint(normalise(request, rules)),
-    )

@@ -43,23 +43,38 @@ def refresh_digests(text: str, cassette: Cassette, refreshed: Mapping[int, Mappi
     return out.getvalue()
 
 
+#: the parts of a ``request`` section written on one line (digests, kinds)
+_FLOW = ("messages", "tools", "volatile", "echoed")
+
+
 def _block(fingerprint: Mapping[str, object]) -> CommentedMap:
-    """The fingerprint as ruamel data: block style, its lists of digests in flow style (one line)."""
+    """The section as ruamel data: block style, its digests and kinds in flow style (one line),
+    its ``text`` in block style with multi-line texts as literal blocks."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     out = CommentedMap()
     for key, value in fingerprint.items():
-        if isinstance(value, list):
-            seq = CommentedSeq(value)
-            seq.fa.set_flow_style()
-            out[key] = seq
-        elif isinstance(value, dict):
-            block = CommentedMap(value)
-            block.fa.set_flow_style()
-            out[key] = block
+        if key in _FLOW and isinstance(value, (list, dict)):
+            flow = CommentedSeq(value) if isinstance(value, list) else CommentedMap(value)
+            flow.fa.set_flow_style()
+            out[key] = flow
         else:
-            out[key] = value
+            out[key] = _nested(value)
     return out
+
+
+def _nested(value: object) -> object:
+    """Block-style ruamel data for ``value``; a text of several lines as a literal block."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.scalarstring import LiteralScalarString
+
+    if isinstance(value, Mapping):
+        return CommentedMap((k, _nested(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return CommentedSeq(_nested(v) for v in value)
+    if isinstance(value, str) and "\n" in value and not any(c in value for c in "\r\t\x85\u2028\u2029"):
+        return LiteralScalarString(value)
+    return value
 
 
 def _pairs(cassette: Cassette, data: object, shown: str) -> Iterator[tuple[Turn, object]]:

@@ -169,7 +169,7 @@ def _session_group(config: pytest.Config, state: ConnicSession, agents: Mapping[
     starts its session from the cassette (docs/models.md "Sessions") and needs no earlier case."""
     if not config.pluginmanager.hasplugin("xdist"):
         return None
-    from pytest_connic.models.replay import REPLAY_ONLY
+    from pytest_connic.models.runs import REPLAY_ONLY
     from pytest_connic.runtime.sessions import xdist_group
 
     settings = state.settings

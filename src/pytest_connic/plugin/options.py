@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 RECORD_MODES = ("none", "once", "new_runs", "all", "digests")
 AB_MODES = ("exploratory", "confidence")
 FLAKY_MODES = ("report", "fail", "skip")
+REPLAY_MODES = ("strict", "lenient")
+#: the kinds of ``models/volatile.py`` (a copy: the option table imports nothing heavy)
+VOLATILE_KINDS = ("uuid", "hex", "time")
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,12 @@ SETTINGS: tuple[Setting, ...] = (
             "one per line in YAML: `ignore: PATH` or `{replace: 'REGEX', with: '<placeholder>'}` "
             "(docs/models.md, \"Matching rules\")", kind="list", default=(), cli=False,
             ini_name="connic_match_rules"),
+    Setting("replay", "a replayed request that differs from its recording: strict (the case fails, saying what "
+            "changed, default) or lenient (a CassetteDivergenceWarning, the case keeps its verdict; docs/models.md, "
+            "\"Replay you can trust\")", kind="choice", default="strict", choices=REPLAY_MODES),
+    Setting("volatile", "the kinds of volatile value a recording leaves out of its request digests, one per line: "
+            "uuid, hex, time (default all three; none: none)", kind="list", default=VOLATILE_KINDS, cli=False,
+            ini_name="connic_volatile"),
     Setting("cassette_size_limit", "largest cassette file read, in bytes (default 10485760, 10 MiB)", kind="int",
             default=10 * 1024 * 1024, metavar="BYTES"),
     Setting("guardrail_model", "the judge model (a LiteLLM model string) that records the judgements of "
@@ -283,6 +292,8 @@ class Settings:
     report_value_limit: int
     cassette_size_limit: int
     match_rules: tuple[str, ...]
+    replay: str
+    volatile: tuple[str, ...]
     guardrail_model: str | None
     unjudged_guardrails: str
     merge: tuple[str, ...]
@@ -321,7 +332,7 @@ class Settings:
         settings = cls(**values, sources=sources)
         # NAME=VALUE pairs: refused at start (a usage error), naming their source
         settings.api_specs(), settings.api_urls(), settings.mcp_urls(), settings.matching_rules(),
-        settings.model_prices()
+        settings.model_prices(), settings.volatile_kinds()
         return settings
 
     def source(self, name: str) -> str:
@@ -346,6 +357,17 @@ class Settings:
             return parse_ini_lines(self.match_rules)
         except MatchRuleError as exc:
             raise pytest.UsageError(f"invalid matching rule from {self.source('match_rules')}, {exc}") from None
+
+    def volatile_kinds(self) -> tuple[str, ...]:
+        """``connic_volatile`` as kinds (``none`` alone: none); an unknown kind is a usage error."""
+        kinds = tuple(k.lower() for k in self.volatile)
+        if kinds == ("none",):
+            return ()
+        unknown = [k for k in kinds if k not in VOLATILE_KINDS]
+        if unknown:
+            raise pytest.UsageError(f"invalid value {unknown[0]!r} from {self.source('volatile')}: expected "
+                                    f"{', '.join(VOLATILE_KINDS)} (one per line), or none")
+        return kinds
 
     def model_aliases(self) -> dict[str, str]:
         """``--connic-model-alias`` entries as a mapping, validated."""

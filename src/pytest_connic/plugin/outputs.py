@@ -114,7 +114,7 @@ def terminal_summary(state: ConnicSession, reporter: pytest.TerminalReporter) ->
 def _results(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
     if not state.outcomes:
         return
-    from pytest_connic.reports.terminal import failure_lines, results_table, summary_line
+    from pytest_connic.reports.terminal import failure_lines, replay_lines, results_table, summary_line
 
     reporter.write_sep("=", "connic results")
     # a secret in a case name is masked here as in every report (the history's ids are masked too)
@@ -130,6 +130,7 @@ def _results(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
         what = (f"{outcome.skipped_runs} run(s) not started" if reason.startswith("budget spent")
                 else f"early stop skipped {outcome.skipped_runs} run(s)")
         write_lines(reporter, [f"  {outcome.agent_name}::{outcome.case_name}: {what}: {reason}"])
+    write_lines(reporter, replay_lines(outcomes))
     full = getattr(state.config.option, "tbstyle", "auto") == "no"
     write_lines(reporter, failure_lines(outcomes, state.masker, full=full))
     passed = all(o.passed for o in outcomes)

@@ -288,7 +288,8 @@ class ConnicSession:
                                      mode="live" if settings.live else settings.record_mode,
                                      masker=self.masker, aliases=settings.model_aliases,
                                      cassette_size_limit=settings.cassette_size_limit,
-                                     match_rules=settings.matching_rules(),
+                                     match_rules=settings.matching_rules(), replay=settings.replay,
+                                     volatile=settings.volatile_kinds(),
                                      unrecorded=notes_for(self.config),
                                      prices=Prices(settings.model_prices(), _valid_aliases(settings)))
                 from pytest_connic.runtime.hosted import HostedSettings

@@ -291,6 +291,26 @@ class CaseOutcome:
     #: the user's traceback when the case could not be set up because a module of the project
     #: failed to import (``usertb.import_traceback``)
     setup_traceback: JsonObject | None = None
+    #: how many runs the replayed cassette holds (None: no run replayed one)
+    recorded_runs: int | None = None
+    #: how many of the case's runs replayed the cassette
+    replayed_runs: int = 0
+
+    @property
+    def copies(self) -> int:
+        """Runs that replayed a recorded run another run of the case replayed already: not an
+        independent run (docs/models.md, "Runs beyond the recording")."""
+        if self.recorded_runs is None:
+            return 0
+        return max(0, self.replayed_runs - self.recorded_runs)
+
+    @property
+    def replay_note(self) -> str | None:
+        """``3 runs replayed from 1 recorded run`` when some runs are copies, else None."""
+        if not self.copies or self.recorded_runs is None:
+            return None
+        recorded = f"{self.recorded_runs} recorded run" + ("s" if self.recorded_runs != 1 else "")
+        return f"{self.replayed_runs} runs replayed from {recorded}"
 
     @property
     def successes(self) -> int:
@@ -423,6 +443,8 @@ class CaseOutcome:
             "left_out": self.left_out,
             "recording_error": self.recording_error,
             "setup_traceback": self.setup_traceback,
+            "recorded_runs": self.recorded_runs,
+            "replayed_runs": self.replayed_runs,
             "agent_run_ids": [r.run_id for r in self.executed],
             "agent_run_passed": [r.passed for r in self.executed],
             "median_latency_ms": self.median_latency_ms,

@@ -57,5 +57,6 @@ def outcome_from_dict(data: dict[str, Any]) -> CaseOutcome:
         interrupted=data.get("interrupted"), pytest_outcome=data.get("pytest_outcome"),
         pytest_reason=data.get("pytest_reason"), attempts=list(data.get("attempts") or []),
         left_out=data.get("left_out"), recording_error=data.get("recording_error"),
-        setup_traceback=data.get("setup_traceback"),
+        setup_traceback=data.get("setup_traceback"), recorded_runs=data.get("recorded_runs"),
+        replayed_runs=data.get("replayed_runs") or 0,
     )

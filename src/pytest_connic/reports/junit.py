@@ -12,7 +12,9 @@ from pytest_connic.reports.stats import case_wilson, pass_rate
 
 def junit_properties(outcome: CaseOutcome) -> list[tuple[str, str]]:
     """``runs, successes, success_threshold, pass_rate, wilson_low, wilson_high,
-    median_latency_ms, input_tokens, output_tokens, cost, run_ids, skipped_runs`` in this order."""
+    median_latency_ms, input_tokens, output_tokens, cost, run_ids, skipped_runs, recorded_runs, replay``
+    in this order (``recorded_runs``: the runs the replayed cassette holds; ``replay``: ``3 runs
+    replayed from 1 recorded run`` when some runs are copies)."""
     wilson = case_wilson(outcome)
     return [
         ("runs", str(outcome.runs)),
@@ -27,6 +29,8 @@ def junit_properties(outcome: CaseOutcome) -> list[tuple[str, str]]:
         ("cost", _number(outcome.cost, digits=8)),
         ("run_ids", ",".join(r.run_id for r in outcome.executed)),
         ("skipped_runs", str(outcome.skipped_runs)),
+        ("recorded_runs", "" if outcome.recorded_runs is None else str(outcome.recorded_runs)),
+        ("replay", outcome.replay_note or ""),
     ]
 
 

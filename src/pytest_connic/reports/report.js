@@ -190,7 +190,7 @@
     const tokens = c.tokens || {};
     const wilson = c.wilson_95 ? "95% CI " + pct(c.wilson_95[0]) + "–" + pct(c.wilson_95[1]) : null;
     const facts = [c.successes + "/" + c.runs + " runs", "threshold " + c.success_threshold + "%",
-      "pass rate " + pct(c.pass_rate), wilson, "median " + latency(c.median_latency_ms, c.median_latency_virtual_ms),
+      c.replay_note || null, "pass rate " + pct(c.pass_rate), wilson, "median " + latency(c.median_latency_ms, c.median_latency_virtual_ms),
       c.runs_detail && c.runs_detail.some((r) => !r.skipped) ? "cost " + dollars(c.cost, c.cost_known) : null,
       (tokens.input || 0) + " in / " + (tokens.output || 0) + " out tokens"];
     return el("span", "facts", facts.filter(Boolean).join(" · "));
@@ -245,6 +245,7 @@
     const body = add(el("div", "case-body"), el("div", "where", c.nodeid + "  (" + c.suite + ":" + c.line + ")"));
     if (c.failure_reason) add(body, el("div", "reason", c.failure_reason));
     add(body, caseTraceback(c));
+    if (c.replay_note) add(body, el("div", "note", c.replay_note + ": the runs beyond the recorded ones replay copies of them, not independent runs (no interval is given)"));
     if (c.skipped_runs) add(body, el("div", "note", c.skipped_runs + " run(s) not started" + (c.early_stop_reason ? ": " + c.early_stop_reason : "")));
     add(body, ...(c.runs_detail || []).map((run) => runNode(run, c.failure_reason)));
     const details = add(el("details"), summary, body);

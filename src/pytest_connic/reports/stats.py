@@ -35,7 +35,11 @@ def pass_rate(outcome: CaseOutcome) -> float | None:
 
 
 def case_wilson(outcome: CaseOutcome) -> tuple[float, float] | None:
-    """The 95 % Wilson interval of a case's pass rate over its executed runs."""
+    """The 95 % Wilson interval of a case's pass rate over its executed runs; None when some runs
+    replayed a recorded run again (copies are not independent runs: the interval would be a
+    claim the runs cannot back)."""
+    if outcome.copies:
+        return None
     return wilson_interval(outcome.successes, len(outcome.executed))
 
 

@@ -127,6 +127,13 @@ def results_table(outcomes: Iterable[CaseOutcome], *, width: int | None = None,
     return for_console(fit_table(list(columns), rows, width=width), encoding)
 
 
+def replay_lines(outcomes: Iterable[CaseOutcome]) -> list[str]:
+    """A line for each case whose runs replayed a recording more than once: they are copies, not
+    independent runs (``CaseOutcome.replay_note``)."""
+    return [f"  {o.agent_name}::{o.case_name}: {o.replay_note} (copies, not independent runs; record "
+            f"{o.runs} with --connic-record-mode=new_runs)" for o in outcomes if o.replay_note]
+
+
 def summary_line(outcomes: Iterable[CaseOutcome]) -> str:
     """Connic's last line: ``<passed>/<total> cases passed.``"""
     outcomes = list(outcomes)

@@ -9,10 +9,12 @@ import time
 from collections.abc import Mapping, Sequence
 
 from pytest_connic.jsonsafe import json_text, parse_json
-from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
+from pytest_connic.models.base import CassetteError, ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
+from pytest_connic.models.divergence import ReplayDiverged
 from pytest_connic.records.events import StageEvent
 from pytest_connic.records.run import ModelTurnRecord, RunRecord
 from pytest_connic.runtime.dispatch import available_tools, call_tool, tool_catalog
+from pytest_connic.runtime.divergence import in_user_terms
 from pytest_connic.runtime.mcp import connect_servers
 from pytest_connic.runtime.output_schema import connic_subset, first_error
 from pytest_connic.runtime.payload import message_text, tool_agent_payload
@@ -114,7 +116,10 @@ async def run_llm(inv: InvocationState, content: Mapping[str, object]) -> str:
     messages: list[Message] = [*history, user_message(content)]
     for iteration in range(inv.config.max_iterations):
         started = time.perf_counter()
-        response = await model.complete(_request(inv, messages, visible_tools(inv)))
+        try:
+            response = await model.complete(_request(inv, messages, visible_tools(inv)))
+        except ReplayDiverged as exc:  # said in the user's terms: the tool, child or mock that changed
+            raise CassetteError(in_user_terms(inv, exc, messages, len(history))) from None
         _record_turn(inv, iteration, response, started)
         if not response.tool_calls:
             output = _final_output(inv, response.content or "")

@@ -180,13 +180,18 @@ def regex_patterns(rule: GuardrailRule) -> list[tuple[str, str | None]]:
 
 
 def regex_violation(rule: GuardrailRule, text: str) -> tuple[str, str | None] | None:
-    """The first configured ``(pattern, message)`` found in ``text`` (Python ``re.search``)."""
+    """The first configured ``(pattern, message)`` found in ``text`` (Python's syntax, bounded in
+    time: ``patterns.py``; a pattern that backtracks past its bound ends the run, naming it)."""
+    from pytest_connic.patterns import Bounded, PatternError, PatternTimeout
+
     for pattern, message in regex_patterns(rule):
         try:
-            if re.search(pattern, text):
+            if Bounded(pattern).search(text):
                 return pattern, message
-        except re.error as exc:
+        except PatternError as exc:
             raise RunAborted(f"guardrail regex: invalid pattern {pattern!r}: {exc}") from None
+        except PatternTimeout as exc:
+            raise RunAborted(f"guardrail regex: {exc}") from None
     return None
 
 

@@ -121,6 +121,8 @@ class RunScope:
     #: what the run's user code sees of the world, recorded or replayed (models/world.py; None: the
     #: real one, as in live mode and for a replayed cassette run without ``world:``)
     world: RunWorld | None = None
+    #: the case's pytest node id (None outside a session): the command that re-records it
+    nodeid: str | None = None
 
     def wall_now(self) -> dt.datetime:
         """The run's wall clock (UTC): the replayed world's when there is one."""

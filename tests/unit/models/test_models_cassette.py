@@ -27,6 +27,7 @@ from pytest_connic.models import (
     safe_name,
 )
 from pytest_connic.models.cassette import MAX_NAME_BYTES, load_cassette
+from pytest_connic.models.divergence import ReplayDiverged
 from pytest_connic.secrets import Masker, default_masker
 
 TOOLS = {
@@ -77,8 +78,9 @@ def no_live(agent: str) -> Any:
     raise AssertionError(f"a live model was requested for {agent}")
 
 
-def case(path: Path, mode: str = "none", live: Any = no_live, masker: Masker | None = None) -> CaseModels:
-    return CaseModels(path, mode=mode, live=live, masker=masker or Masker())
+def case(path: Path, mode: str = "none", live: Any = no_live, masker: Masker | None = None, *,
+         strict: bool = True) -> CaseModels:
+    return CaseModels(path, mode=mode, live=live, masker=masker or Masker(), strict=strict)
 
 
 SCRIPTED = """\
@@ -542,17 +544,33 @@ def test_digests_ignore_tool_call_ids_and_argument_formatting() -> None:
     assert first_difference(recorded, req(messages=other)) is None
 
 
-def test_replay_of_a_changed_prompt_adds_a_note_not_a_failure(tmp_path: Path) -> None:
+def test_strict_replay_of_a_changed_prompt_fails_the_run(tmp_path: Path) -> None:
+    """The recorded answers were made for another request: in strict replay (the default) the
+    model call raises instead of answering."""
     fingerprint = request_fingerprint(req(messages=conversation()))
     data = {"version": 1, "runs": [{"turns": [{"content": "10", "request": fingerprint}]}]}
     path = write(tmp_path, yaml.safe_dump(data))
-    models = case(path)
+    run = case(path).for_run(0)
+    with pytest.raises(ReplayDiverged) as info:
+        complete(run.model_for("calc", root=True), req(messages=conversation("changed")))
+    assert str(info.value).startswith(f"{path}: runs[0].turns[0]: the request of 'calc' in run 1 differs from "
+                                      "the recorded one: message 2 (tool) differs; the recording keeps digests only")
+    assert info.value.divergence.index == 2 and info.value.divergence.role == "tool"
+    assert run.notes == []
+
+
+def test_lenient_replay_of_a_changed_prompt_adds_a_note_not_a_failure(tmp_path: Path) -> None:
+    fingerprint = request_fingerprint(req(messages=conversation()))
+    data = {"version": 1, "runs": [{"turns": [{"content": "10", "request": fingerprint}]}]}
+    path = write(tmp_path, yaml.safe_dump(data))
+    models = case(path, strict=False)
     run = models.for_run(0)
     assert complete(run.model_for("calc", root=True), req(messages=conversation("changed"))).content == "10"
     expected = (
         f"{path}: runs[0].turns[0]: the request of 'calc' in run 1 differs from the recorded one: "
-        "message 2 (tool) differs: to leave its content out of the comparison, add "
-        "`match: [{ignore: 'messages[2].content'}]` to the cassette (docs/models.md, \"Matching rules\")"
+        "message 2 (tool) differs; the recording keeps digests only (an older version made it): re-record the "
+        "case to see what changed and to let UUIDs, hex ids and times vary (docs/models.md, \"Replay you can "
+        "trust\")"
     )
     assert run.notes == [expected]
     assert run.finish(completed=True) == []
@@ -585,7 +603,8 @@ def test_secrets_never_reach_a_cassette(tmp_path: Path, monkeypatch: pytest.Monk
     models.save()
     text = path.read_text()
     assert "SECRET123" not in text and "late-secret-value" not in text
-    assert "UNIQUE-MARKER" not in text  # requests are stored as digests only
+    # the request's text is kept (to say what changed in a replay), masked like the answers
+    assert "content: my key is *** and UNIQUE-MARKER" in text
     assert "the key is ***" in text and "a: '***'" in text
 
 

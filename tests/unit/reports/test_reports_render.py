@@ -45,7 +45,8 @@ CONNIC_CASE_KEYS = [
     "failure_reason", "agent_run_ids", "agent_run_passed",
 ]
 EXTRA_CASE_KEYS = [
-    "nodeid", "suite", "line", "status", "pass_rate", "wilson_95", "median_latency_ms", "median_latency_virtual_ms", "tokens", "cost", "cost_known",
+    "nodeid", "suite", "line", "status", "pass_rate", "wilson_95", "recorded_runs", "replayed_runs", "replay_note",
+    "median_latency_ms", "median_latency_virtual_ms", "tokens", "cost", "cost_known",
     "skipped_runs", "early_stop_reason", "interrupted", "left_out", "setup_error", "infrastructure_error", "recording_error",
     "pytest_outcome",
     "pytest_reason", "attempts", "runs_detail", "traceback",
@@ -508,7 +509,13 @@ def test_junit_properties() -> None:
         ("wilson_low", "0.036224"), ("wilson_high", "0.624465"), ("median_latency_ms", "202"),
         ("input_tokens", "1000"), ("output_tokens", "100"), ("cost", "0.01"),
         ("run_ids", "run-calc-0,run-calc-1,run-calc-2,run-calc-3,run-calc-4"), ("skipped_runs", "0"),
+        ("recorded_runs", ""), ("replay", ""),
     ]
+    copied = failing_case()
+    copied.recorded_runs, copied.replayed_runs = 2, 5
+    props = dict(junit_properties(copied))
+    assert (props["recorded_runs"], props["replay"]) == ("2", "5 runs replayed from 2 recorded runs")
+    assert (props["wilson_low"], props["wilson_high"]) == ("", "")  # copies are not independent runs
     props = dict(junit_properties(setup_error_case()))
     assert (props["pass_rate"], props["wilson_low"], props["median_latency_ms"], props["run_ids"]) == ("", "", "", "")
     assert all(isinstance(v, str) for _, v in junit_properties(passing_case()))
