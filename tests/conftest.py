@@ -19,6 +19,7 @@ import pytest
 
 import pytest_connic
 from helpers.chromium import find_chromium
+from helpers.harness import CaseProject
 from helpers.project import CALC_TOOLS, ConnicProject
 
 pytest_plugins = ["pytester"]
@@ -127,6 +128,25 @@ def _inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     if request.node.get_closest_marker("isolation_none") is not None:
         addopts = f"{addopts} {IN_PROCESS}"
     monkeypatch.setenv("PYTEST_ADDOPTS", addopts.strip())
+
+
+@pytest.fixture
+def case_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CaseProject:
+    """An empty Connic project whose cases run below pytest (``helpers/harness.py``), user code in
+    this process; the working directory is the project's, as in a session run from it."""
+    root = tmp_path / "project"
+    project = CaseProject(root)
+    monkeypatch.chdir(root)
+    return project
+
+
+@pytest.fixture
+def calc_cases(case_project: CaseProject) -> CaseProject:
+    """``calc`` below pytest: the LLM agent ``calc`` (calc.add, calc.multiply) and the tool agent ``echo``."""
+    case_project.tool("calc", CALC_TOOLS)
+    case_project.agent("calc", tools=["calc.add", "calc.multiply"])
+    case_project.agent("echo", type="tool", tool_name="calc.echo")
+    return case_project
 
 
 @pytest.fixture

@@ -7,35 +7,25 @@ As pytest-xdist's ``test_remote.py`` drives one worker, these tests drive the ex
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
-from pytest_connic.execution.models import ModelSource
-from pytest_connic.project.loaded import LoadedProject
+from helpers.project import ProjectFiles
+from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
+from pytest_connic.execution.case import ProjectRuntime
 from pytest_connic.records.run import CaseOutcome
-from pytest_connic.runtime.ports import NullHost
+from pytest_connic.runtime.ports import Host, NullHost
 from pytest_connic.secrets import Masker
-from pytest_connic.suite.loader import load_suite
 
 
 def runtime_for(root: Path, *, isolation: str = "none", masker: Masker | None = None,
-                **models: Any) -> ProjectRuntime:
-    """The project's runtime as a session builds it; ``models``: fields of ``ModelSource``
-    (``mode``, ``replay``, ``match_rules``, ...)."""
-    masker = masker or Masker(())
-    concurrency = models.pop("concurrency", 8)
-    source = ModelSource(cassette_dir=models.pop("cassette_dir", "cassettes"), mode=models.pop("mode", "none"),
-                         masker=masker, aliases=dict)
-    source = dataclasses.replace(source, **models)
-    options = RuntimeOptions(concurrency=concurrency, early_stop=False, env=None, models=source,
-                             isolation=isolation)
-    project = LoadedProject(root, static=isolation == "process")
-    return ProjectRuntime(project, options, masker=masker, host=NullHost())
+                **settings: Any) -> ProjectRuntime:
+    """The project's runtime as a session builds it (``execution/assembly.py``); ``settings``:
+    fields of ``RunSettings`` (``mode``, ``replay``, ``match_rules``, ``live``, ...)."""
+    return assemble(root, RunSettings(isolation=isolation, **settings), masker=masker)
 
 
 @contextmanager
@@ -49,17 +39,8 @@ def project_runtime(root: Path, **kwargs: Any) -> Iterator[ProjectRuntime]:
 
 
 def run_case(runtime: ProjectRuntime, suite: str, case: str) -> CaseOutcome:
-    """Run the case ``case`` of ``tests/<suite>.yaml`` and return its outcome (warnings the run
-    emits are recorded, not raised: see ``outcome.records``)."""
-    root = runtime.project.root
-    loaded = load_suite(root / "tests" / f"{suite}.yaml", root)
-    assert loaded is not None, f"tests/{suite}.yaml is no suite"
-    spec = next((c for c in loaded.cases if c.name == case), None)
-    assert spec is not None, f"no case {case!r} in tests/{suite}.yaml: {[c.name for c in loaded.cases]}"
-    assert spec.error is None, spec.error
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        return runtime.run_case(loaded, spec, f"tests/{suite}.yaml::{case}")
+    """Run the case ``case`` of ``tests/<suite>.yaml`` and return its outcome."""
+    return run_suite_case(runtime, f"tests/{suite}.yaml", case)
 
 
 def first_failure(outcome: CaseOutcome) -> str:
@@ -114,3 +95,67 @@ class Scripted:
                 return next(turns)
 
         return Invocation()
+
+
+class HookHost(NullHost):
+    """A host that answers as a project's ``pytest_connic_*`` hooks would, from plain functions:
+    ``make_model(agent, model, case, run_index)``, ``guardrail(rule, direction, content, context)``,
+    ``predefined_tool(name, params, context)`` (each may be None: the runtime's default)."""
+
+    def __init__(self, make_model: Callable[..., object] | None = None, guardrail: Callable[..., object] | None = None,
+                 predefined_tool: Callable[..., object] | None = None) -> None:
+        super().__init__()
+        self._make_model, self._guardrail, self._predefined_tool = make_model, guardrail, predefined_tool
+
+    def make_model(self, agent: Any, model: str, case: Any, run_index: int) -> object | None:
+        return self._make_model(agent, model, case, run_index) if self._make_model else None
+
+    def guardrail(self, rule: Any, direction: str, content: str, context: dict[str, object]) -> object | None:
+        return self._guardrail(rule, direction, content, context) if self._guardrail else None
+
+    def predefined_tool(self, name: str, params: dict[str, object], context: dict[str, object]) -> object | None:
+        return self._predefined_tool(name, params, context) if self._predefined_tool else None
+
+
+class CaseProject(ProjectFiles):
+    """A Connic project in a temporary folder whose cases run below pytest: ``case`` returns the
+    typed ``CaseOutcome`` (records, events, tool calls, failures) to assert on. ``settings`` are
+    ``RunSettings`` fields every run here gets (``isolation="none"`` unless a test says otherwise:
+    user code in this process, as most tests do not test the worker processes). ``host``: what the
+    project's ``pytest_connic_*`` hooks would answer (``HookHost``)."""
+
+    def __init__(self, root: Path, *, host: Host | None = None, **settings: Any) -> None:
+        super().__init__(root)
+        self.settings: dict[str, Any] = {"isolation": "none", **settings}
+        self.host = host
+        #: the messages of the warnings the last ``case``/``cases`` call's runs emitted, in order
+        self.warnings: list[str] = []
+
+    @contextmanager
+    def runtime(self, **settings: Any) -> Iterator[ProjectRuntime]:
+        """A runtime of the project (closed afterwards), with ``settings`` over the project's."""
+        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host)
+        try:
+            yield runtime
+        finally:
+            runtime.close()
+
+    def case(self, suite: str, name: str, **settings: Any) -> CaseOutcome:
+        """Run the case ``name`` of ``tests/<suite>.yaml`` in a runtime of its own."""
+        return self.cases(suite, name, **settings)[name]
+
+    def cases(self, suite: str, *names: str, **settings: Any) -> dict[str, CaseOutcome]:
+        """Run the cases ``names`` of ``tests/<suite>.yaml`` (all of them without names), in file
+        order, in one runtime (as one session does); their outcomes by name."""
+        from pytest_connic.suite.loader import load_suite
+
+        loaded = load_suite(self.root / "tests" / f"{suite}.yaml", self.root)
+        assert loaded is not None, f"tests/{suite}.yaml is no suite"
+        wanted = list(names) or [c.name for c in loaded.cases]
+        outcomes: dict[str, CaseOutcome] = {}
+        with warnings.catch_warnings(record=True) as caught, self.runtime(**settings) as runtime:
+            warnings.simplefilter("always")
+            for name in wanted:
+                outcomes[name] = run_suite_case(runtime, f"tests/{suite}.yaml", name)
+        self.warnings = [str(w.message) for w in caught]
+        return outcomes

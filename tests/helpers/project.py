@@ -31,13 +31,12 @@ def assert_failure_reasons(result: pytest.RunResult, reasons: dict[str, str]) ->
             f"case {name!r}: the line after its headline does not match {pattern!r}: {follow!r}")
 
 
-class ConnicProject:
-    """Writes a Connic project (agents, tools, suites, cassettes, ...) and runs pytest on it."""
+class ProjectFiles:
+    """Writes a Connic project's files (agents, tools, suites, cassettes, ...) under ``root``."""
 
-    def __init__(self, pytester: pytest.Pytester) -> None:
-        self.pytester = pytester
-        self.root: Path = pytester.path
-        (self.root / "agents").mkdir(exist_ok=True)
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (self.root / "agents").mkdir(parents=True, exist_ok=True)
 
     def write(self, rel: str, text: str) -> Path:
         path = self.root / rel
@@ -77,6 +76,15 @@ class ConnicProject:
             else:
                 out.append({"tool_calls": [{"name": n, "arguments": a} for n, a in turn]})
         return self.cassette(suite, case, [{"turns": out}])
+
+
+class ConnicProject(ProjectFiles):
+    """A Connic project in pytester's directory, run with pytest (the wiring: verdicts, exit
+    codes, reports). What a run does is tested below pytest: ``helpers/harness.CaseProject``."""
+
+    def __init__(self, pytester: pytest.Pytester) -> None:
+        super().__init__(pytester.path)
+        self.pytester = pytester
 
     def run(self, *args: str) -> pytest.RunResult:
         # Hypothesis's plugin would re-import hypothesis in every in-process run (seconds each)

@@ -18,6 +18,7 @@ from pytest_connic.plugin.options import Settings
 from pytest_connic.secrets import Masker
 
 if TYPE_CHECKING:
+    from pytest_connic.execution.assembly import RunSettings
     from pytest_connic.execution.case import ProjectRuntime, RunListener
     from pytest_connic.history.view import HistoryView
     from pytest_connic.project.apispec import ApiRegistry
@@ -272,45 +273,40 @@ class ConnicSession:
             wait_prestarted(stopped)
 
     def runtime(self, root: Path) -> ProjectRuntime:
-        """The project's runtime (real modules, local services), built on first use."""
+        """The project's runtime (real modules, local services), built on first use
+        (``execution/assembly.py``, from the session's settings)."""
         with self._lock:
             if root not in self._runtimes:
-                from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
-                from pytest_connic.execution.models import ModelSource
-                from pytest_connic.models.pricing import Prices
-                from pytest_connic.plugin.budget import budget_for
-                from pytest_connic.plugin.unrecorded import notes_for
-                from pytest_connic.project.loaded import LoadedProject
+                from pytest_connic.execution.assembly import assemble
 
                 self._apply_env(root)
-                settings = self.settings
-                models = ModelSource(cassette_dir=settings.cassette_dir,
-                                     mode="live" if settings.live else settings.record_mode,
-                                     masker=self.masker, aliases=settings.model_aliases,
-                                     cassette_size_limit=settings.cassette_size_limit,
-                                     match_rules=settings.matching_rules(), replay=settings.replay,
-                                     volatile=settings.volatile_kinds(),
-                                     unrecorded=notes_for(self.config),
-                                     prices=Prices(settings.model_prices(), _valid_aliases(settings)))
-                from pytest_connic.runtime.hosted import HostedSettings
-
-                hosted = HostedSettings(guardrail_model=settings.guardrail_model,
-                                        unjudged_guardrails=settings.unjudged_guardrails,
-                                        aliases=settings.model_aliases)
-                options = RuntimeOptions(concurrency=settings.concurrency, early_stop=settings.early_stop,
-                                         env=settings.env, models=models, isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb,
-                                         hosted=hosted,
-                                         mcp_urls=settings.mcp_urls(),
-                                         budget=budget_for(self.config))
-                api = self.api_registry(root)
-                self._runtimes[root] = ProjectRuntime(
-                    self._load_project(root, lambda: LoadedProject(root, self.interrupts.real, api,
-                                                                    static=settings.isolation == "process")),
-                    options, masker=self.masker,
-                    host=self.host, run_listeners=self._run_listeners,
-                    stop=self.stop,
+                self._runtimes[root] = assemble(
+                    root, self._run_settings(), masker=self.masker, host=self.host, api=self.api_registry(root),
+                    interrupted=self.interrupts.real, load=lambda make: self._load_project(root, make),
+                    run_listeners=self._run_listeners, stop=self.stop,
                 )
             return self._runtimes[root]
+
+    def _run_settings(self) -> RunSettings:
+        """The session's settings as a runtime is built from them."""
+        from pytest_connic.execution.assembly import RunSettings
+        from pytest_connic.models.pricing import Prices
+        from pytest_connic.plugin.budget import budget_for
+        from pytest_connic.plugin.unrecorded import notes_for
+        from pytest_connic.runtime.hosted import HostedSettings
+
+        settings = self.settings
+        hosted = HostedSettings(guardrail_model=settings.guardrail_model,
+                                unjudged_guardrails=settings.unjudged_guardrails, aliases=settings.model_aliases)
+        return RunSettings(
+            mode="live" if settings.live else settings.record_mode, cassette_dir=settings.cassette_dir,
+            concurrency=settings.concurrency, early_stop=settings.early_stop, env=settings.env,
+            isolation=settings.isolation, worker_memory_mb=settings.worker_memory_mb,
+            match_rules=settings.matching_rules(), replay=settings.replay, volatile=settings.volatile_kinds(),
+            cassette_size_limit=settings.cassette_size_limit, aliases=settings.model_aliases,
+            prices=Prices(settings.model_prices(), _valid_aliases(settings)), hosted=hosted,
+            mcp_urls=settings.mcp_urls(), budget=budget_for(self.config), unrecorded=notes_for(self.config),
+        )
 
     def _load_project(self, root: Path, load: Callable[[], LoadedProject]) -> LoadedProject:
         """The project imported in pytest's process, bounded (``project/bounded.py``): a signal
