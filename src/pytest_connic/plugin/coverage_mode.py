@@ -35,21 +35,6 @@ class ConnicCoverageMode:
             self.config.hook.pytest_deselected(items=dropped)
             items[:] = keep
 
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed and _is_suite_file(self.config, report.nodeid):
-            state_of(self.config).suite_failed_to_collect()
-
-
-def _is_suite_file(config: pytest.Config, nodeid: str) -> bool:
-    from pytest_connic.project.layout import suite_root
-
-    if not nodeid or "::" in nodeid:
-        return False
-    try:
-        return suite_root(Path(config.rootpath) / nodeid) is not None
-    except OSError:
-        return False
-
 
 def project_roots(state: ConnicSession) -> list[Path]:
     """The Connic projects of this session: the ones whose suites were collected, else the

@@ -284,8 +284,8 @@ class ConnicHistory:
 
 
 def selection(config: pytest.Config) -> str:
-    """What selected this session's cases: its path arguments (from the root dir), ``-k`` and ``-m``;
-    ``-n``, report and budget options do not change it."""
+    """What selected this session's cases: its path arguments (from the root dir), ``-k``, ``-m``
+    and ``--connic-filter``; ``-n``, report and budget options do not change it."""
     root = config.rootpath
     args = []
     for arg in config.args:
@@ -297,7 +297,9 @@ def selection(config: pytest.Config) -> str:
         args.append(rel + sep + rest)
     keyword = config.getoption("keyword", "") or ""
     marks = config.getoption("markexpr", "") or ""
-    return " ".join(sorted(args)) + (f" -k {keyword}" if keyword else "") + (f" -m {marks}" if marks else "")
+    text = config.getoption("connic_filter", None) or ""  # --connic-filter selects cases too
+    return (" ".join(sorted(args)) + (f" -k {keyword}" if keyword else "") + (f" -m {marks}" if marks else "")
+            + (f" --connic-filter {text}" if text else ""))
 
 
 def _digest(paths: list[Path]) -> str | None:

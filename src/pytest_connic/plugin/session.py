@@ -85,7 +85,8 @@ class ConnicSession:
     # read-only properties (``tests/unit/test_session_hub.py`` keeps every write in this class).
 
     def suite_failed_to_collect(self) -> None:
-        """A suite file failed to collect (``plugin/coverage_mode.py``: the coverage report judges it)."""
+        """A suite file failed to collect (``plugin/reporting.py``: the exit code; the coverage report
+        judges it in ``plugin/coverage_mode.py``)."""
         self._suite_collection_errors += 1
 
     @property

@@ -106,6 +106,11 @@ class WorkerStartError(ConnicError):
     """A worker process could not start or load the project."""
 
 
+class WorkerSpawnError(WorkerStartError):
+    """No worker process could be started (out of processes or threads, a fork that failed): the
+    machine's trouble, not the project's, so an infrastructure error (the session exits 2)."""
+
+
 def _context() -> ForkServerContext | SpawnContext:
     import multiprocessing
 
@@ -779,7 +784,7 @@ class WorkerPool:
             except (RuntimeError, OSError) as exc:  # out of processes or threads
                 with self._lock:
                     self._template = None
-                raise WorkerStartError(f"a worker process could not start: {type(exc).__name__}: {safe_text(exc)}") \
+                raise WorkerSpawnError(f"a worker process could not start: {type(exc).__name__}: {safe_text(exc)}") \
                     from None
         if template.ready.is_set():
             ready = True
@@ -790,7 +795,7 @@ class WorkerPool:
             except BaseException as exc:  # cancelled (the session stops) or no thread left to wait on
                 self._forget(template)
                 if isinstance(exc, RuntimeError):
-                    raise WorkerStartError(f"a worker process could not start: RuntimeError: {safe_text(exc)}") \
+                    raise WorkerSpawnError(f"a worker process could not start: RuntimeError: {safe_text(exc)}") \
                         from None
                 raise
             if not ready:
@@ -842,7 +847,7 @@ class WorkerPool:
             future.add_done_callback(self._unwanted)
             raise
         if isinstance(got, str):
-            raise WorkerStartError(f"a worker process could not start: {got}")
+            raise WorkerSpawnError(f"a worker process could not start: {got}")
         return got
 
     def _unwanted(self, future: asyncio.Future[Worker | str]) -> None:
@@ -948,7 +953,7 @@ class Lease:
                 self.pool.discard(worker, worker.stopped or "it died")
             self.worker = None
             if self.failed is not None:
-                raise WorkerStartError(str(self.failed))
+                raise type(self.failed)(str(self.failed))
             try:
                 worker = self.worker = await self.pool.acquire(self.timeout_s)
             except WorkerStartError as exc:

@@ -245,11 +245,14 @@ def _contains(needle: object, _what: str) -> Predicate:
 
 
 def _regex(pattern: object, options: object, what: str) -> Predicate:
+    """``$regex``, always case-insensitive as on Connic ("``$regex`` matching is always
+    case-insensitive", connic-skill ``predefined-tools.md``): ``$options`` adds ``m``, ``s``, ``x``;
+    its ``i`` changes nothing."""
     if not isinstance(pattern, str):
         raise PredefinedToolError(f"{what}: $regex takes a string pattern, got {pattern!r}")
     if options is not None and not isinstance(options, (str, list)):
         raise PredefinedToolError(f"{what}: $options takes a string of flags, got {options!r}")
-    flags = 0
+    flags = re.IGNORECASE
     for letter in options or "":
         flag = _REGEX_FLAGS.get(letter) if isinstance(letter, str) else None
         if flag is None:
