@@ -24,7 +24,7 @@ from pytest_connic.execution.concurrency import case_concurrency, run_cap
 from pytest_connic.execution.models import ModelSource
 from pytest_connic.execution.outcomes import new_outcome
 from pytest_connic.project.loaded import LoadedProject
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.runtime.ports import NullHost
 from pytest_connic.secrets import Masker
 
