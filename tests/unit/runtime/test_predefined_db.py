@@ -209,6 +209,14 @@ def test_regex_is_case_insensitive_in_every_tool_and_filter(db: LocalDatabase) -
     assert compile_filter({"title": {"$regex": "invoice"}}, what="metadata_filter")({"title": "INVOICE 7"})
 
 
+def test_a_regex_that_backtracks_fails_the_call_instead_of_hanging(db: LocalDatabase) -> None:
+    """A ``$regex`` (a model's or a tool's) runs in pytest's process: one that backtracks for ever
+    is stopped by its bound and fails the call with a located reason (issue 39)."""
+    run(db.db_insert("words", [{"w": "a" * 60 + "!"}]))
+    with pytest.raises(PredefinedToolError, match=r"\$regex: the regular expression '\(a\|aa\)\+\$' ran past its bound"):
+        run(db.db_find("words", {"w": {"$regex": "(a|aa)+$"}}))
+
+
 @pytest.mark.parametrize(
     "filter, message",
     [
