@@ -9,6 +9,9 @@ Figures (issue "Fast at every scale"):
   overhead     1,000 tool-agent cases vs a hand-written pytest module doing the same calls
                (under process isolation, and with ``-o connic_isolation=none``)
   concurrency  one case, runs: 100, a model answering after 50 ms, vs ceil(100/concurrency) x 50 ms
+               (the agent sets max_concurrent_runs: 100)
+  serialising  Connic's default max_concurrent_runs of 1: a 16-run case of an agent that sets
+               nothing vs max_concurrent_runs: 8, with an instant model and a 50 ms one
   scaling      a 200-case model-bound suite with -n 0 vs -n 2 (and the same with a 150 ms model)
   earlystop    model calls with and without --connic-early-stop; verdicts must be equal
   startup      pytest --version and a plain Python project, with and without the plugin
@@ -310,8 +313,12 @@ def pytest_sessionfinish(session):
 '''
 
 
-def llm_project(root: Path, cases: int, runs: int, conftest: str = SLOW_MODEL) -> None:
-    write(root / "agents/bot.yaml", 'version: "1.0"\nname: bot\ndescription: d\nmodel: openai/x\nsystem_prompt: s\n')
+def llm_project(root: Path, cases: int, runs: int, conftest: str = SLOW_MODEL, max_runs: int | None = None) -> None:
+    """``max_runs``: the agent's ``max_concurrent_runs`` (None: unset, Connic's default 1 serialises
+    the runs of a case)."""
+    cap = f"max_concurrent_runs: {max_runs}\n" if max_runs is not None else ""
+    write(root / "agents/bot.yaml", 'version: "1.0"\nname: bot\ndescription: d\nmodel: openai/x\nsystem_prompt: s\n'
+          + cap)
     write(root / "conftest.py", conftest)
     write(root / "pytest.ini", "[pytest]\naddopts = -p no:cacheprovider\n")
     body = ["agent: bot", "tests:"]
@@ -322,7 +329,7 @@ def llm_project(root: Path, cases: int, runs: int, conftest: str = SLOW_MODEL) -
 
 def bench_concurrency(tmp: Path) -> None:
     root = tmp / "cc"
-    llm_project(root, 1, 100)
+    llm_project(root, 1, 100, max_runs=100)  # the agent allows them: Connic's default would serialise
     # a one-run case first: the session loads the project's runtime (real modules, local
     # services) for the first case it runs, a once-per-session cost that is not the case's own
     suite = root / "tests/bot.yaml"
@@ -334,10 +341,52 @@ def bench_concurrency(tmp: Path) -> None:
         figure(f"conc. {concurrency}", wall, ideal, f"ideal ceil(100/{concurrency}) x 50 ms", "<= 1.25x")
 
 
-def _case_wall(root: Path, concurrency: int) -> float:
+def bench_serialising(tmp: Path) -> None:
+    """What Connic's default ``max_concurrent_runs`` of 1 costs: one case of 16 runs whose agent
+    sets nothing (its runs one after another) against the same agent with ``max_concurrent_runs:
+    8``, at ``--connic-concurrency 8``; with a model answering at once (a cassette replay) and one
+    answering after 50 ms (a live provider's latency, much shorter than a real one); and a tool
+    agent, whose every run calls user code in a worker process of its own."""
+    for kind in ("0", "0.05", "tool"):
+        delay = "0" if kind == "tool" else kind
+        roots = []
+        for cap in (None, 8):
+            root = tmp / f"ser-{kind}-{cap}"
+            if kind == "tool":
+                _serial_tool_project(root, cap)
+            else:
+                llm_project(root, 1, 16, max_runs=cap)
+                suite = root / "tests/bot.yaml"  # a one-run case first loads the project (see above)
+                suite.write_text(suite.read_text().replace(
+                    "tests:\n", "tests:\n  - name: warm up\n    payload: hi\n    expected_result: output.ok == true\n", 1))
+            roots.append(root)
+        walls: list[list[float]] = [[], []]
+        for _ in range(5):  # alternating, so that a busy machine slows both alike
+            for i, root in enumerate(roots):
+                walls[i].append(_case_wall(root, 8, {"MODEL_DELAY": delay}))
+        serial, concurrent = min(walls[0]), min(walls[1])
+        what = {"0": "instant model (replay)", "0.05": "model answering in 50 ms",
+                "tool": "tool agent, a worker per run"}[kind]
+        figure("serialising", serial, concurrent, f"max_concurrent_runs: 8, {what}", "a figure")
+        print(f"{'':<12} 16 runs serialised cost {(serial - concurrent) * 1000:+.0f} ms over 8 at once, "
+              f"{(serial - concurrent) / 16 * 1000:+.2f} ms per run", flush=True)
+
+
+def _serial_tool_project(root: Path, max_runs: int | None) -> None:
+    """A tool agent (user code in a worker process per run): a warm-up case, then ``case 0`` with 16 runs."""
+    cap = f"max_concurrent_runs: {max_runs}\n" if max_runs is not None else ""
+    write(root / "agents/echo.yaml", 'version: "1.0"\nname: echo\ndescription: d\ntype: tool\ntool_name: t.echo\n' + cap)
+    write(root / "tools/t.py", TOOLS)
+    write(root / "pytest.ini", "[pytest]\naddopts = -p no:cacheprovider\n")
+    write(root / "tests/echo.yaml", "tests:\n  - name: warm up\n    payload: '{\"n\": 1}'\n"
+                                    "  - name: case 0\n    payload: '{\"n\": 1}'\n    runs: 16\n"
+                                    "    expected_result: output.n == 2\n")
+
+
+def _case_wall(root: Path, concurrency: int, env: dict[str, str] | None = None) -> float:
     """The case's own time, all phases (its runs happen in setup, its verdict in call): JUnit's
     ``time``, which pytest measures around setup, call and teardown."""
-    run([PY, "-m", "pytest", "-q", f"--connic-concurrency={concurrency}", "--junitxml=j.xml"], root)
+    run([PY, "-m", "pytest", "-q", f"--connic-concurrency={concurrency}", "--junitxml=j.xml"], root, env)
     (case,) = [c for c in ET.parse(root / "j.xml").getroot().iter("testcase") if c.get("name") == "case 0"]
     return float(case.get("time", "nan"))
 
@@ -507,6 +556,7 @@ FIGURES = {
     "collection": bench_collection,
     "overhead": bench_overhead,
     "concurrency": bench_concurrency,
+    "serialising": bench_serialising,
     "scaling": bench_scaling,
     "earlystop": bench_earlystop,
     "startup": bench_startup,

@@ -58,8 +58,8 @@ from pytest_connic.runtime.mocks import fresh_origin
 from pytest_connic.runtime.signals import UserCodeEnded
 from pytest_connic.runtime.state import CURRENT
 
-__all__ = ["DEFAULT_MEMORY_MB", "Lease", "WorkerPool", "WorkerStartError", "close_prestarted", "has_user_code",
-           "prestart", "wait_prestarted"]
+__all__ = ["DEFAULT_MEMORY_MB", "Lease", "WorkerPool", "WorkerSpawnError", "WorkerStartError", "close_prestarted",
+           "has_user_code", "prestart", "wait_prestarted"]
 
 #: how long a fork of the template may take before the run that waits for it fails
 FORK_TIMEOUT_S = 30.0
@@ -67,6 +67,11 @@ FORK_TIMEOUT_S = 30.0
 
 class WorkerStartError(ConnicError):
     """A worker process could not start or load the project."""
+
+
+class WorkerSpawnError(WorkerStartError):
+    """No worker process could be started (out of processes or threads, a fork that failed): the
+    machine's trouble, not the project's, so an infrastructure error (the session exits 2)."""
 
 
 class WorkerPool:
@@ -125,7 +130,7 @@ class WorkerPool:
             except (RuntimeError, OSError) as exc:  # out of processes or threads
                 with self._lock:
                     self._template = None
-                raise WorkerStartError(f"a worker process could not start: {type(exc).__name__}: {safe_text(exc)}") \
+                raise WorkerSpawnError(f"a worker process could not start: {type(exc).__name__}: {safe_text(exc)}") \
                     from None
         if template.ready.is_set():
             ready = True
@@ -136,7 +141,7 @@ class WorkerPool:
             except BaseException as exc:  # cancelled (the session stops) or no thread left to wait on
                 self._forget(template)
                 if isinstance(exc, RuntimeError):
-                    raise WorkerStartError(f"a worker process could not start: RuntimeError: {safe_text(exc)}") \
+                    raise WorkerSpawnError(f"a worker process could not start: RuntimeError: {safe_text(exc)}") \
                         from None
                 raise
             if not ready:
@@ -188,7 +193,7 @@ class WorkerPool:
             future.add_done_callback(self._unwanted)
             raise
         if isinstance(got, str):
-            raise WorkerStartError(f"a worker process could not start: {got}")
+            raise WorkerSpawnError(f"a worker process could not start: {got}")
         return got
 
     def _unwanted(self, future: asyncio.Future[Worker | str]) -> None:
@@ -294,7 +299,7 @@ class Lease:
                 self.pool.discard(worker, worker.stopped or "it died")
             self.worker = None
             if self.failed is not None:
-                raise WorkerStartError(str(self.failed))
+                raise type(self.failed)(str(self.failed))
             try:
                 worker = self.worker = await self.pool.acquire(self.timeout_s)
             except WorkerStartError as exc:
