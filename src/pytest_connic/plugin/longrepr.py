@@ -25,7 +25,7 @@ from pytest_connic.plugin.pytest_private import (
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.usertrace import TraceOptions
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
     from pytest_connic.secrets import Masker
     from pytest_connic.usertb import TracebackData
 
