@@ -418,6 +418,7 @@ def _import_case_machinery() -> None:
     """Import what running a case imports (``ConnicSession.runtime``, the runtime's loop, the reports
     of an outcome): none of it runs user code or says anything."""
     from pytest_connic.checks.evaluate import evaluate_run  # noqa: F401
+    from pytest_connic.execution.assembly import assemble  # noqa: F401
     from pytest_connic.execution.case import ProjectRuntime  # noqa: F401
     from pytest_connic.execution.isolation.pool import WorkerStartError  # noqa: F401
     from pytest_connic.execution.models import ModelSource  # noqa: F401
