@@ -55,7 +55,7 @@ from pytest_connic.execution.isolation.wire import (
 from pytest_connic.project.located import safe_text
 from pytest_connic.project.sdk import static_reference
 from pytest_connic.runtime.mocks import fresh_origin
-from pytest_connic.runtime.signals import UserCodeEnded
+from pytest_connic.runtime.signals import InfrastructureFailure, RunFailed, UserCodeEnded
 from pytest_connic.runtime.state import CURRENT
 
 __all__ = ["DEFAULT_MEMORY_MB", "Lease", "WorkerPool", "WorkerSpawnError", "WorkerStartError", "close_prestarted",
@@ -311,8 +311,15 @@ class Lease:
                    world: tuple[str | None, int | None] | None = None) -> object:
         """Call ``ref`` in the run's worker with ``args`` and ``kwargs`` as data; ``world``: the
         run's recorded world for this call (``RunWorld.for_call``), of which the worker takes the
-        seed for ``random`` (user code reads the real clock)."""
-        worker = await self.acquire()
+        seed for ``random`` (user code reads the real clock). The run's first call takes its
+        worker: one that cannot start ends the run, an infrastructure error when no process could
+        start (``WorkerSpawnError``), else a failure (the project did not load)."""
+        try:
+            worker = await self.acquire()
+        except WorkerSpawnError as exc:
+            raise InfrastructureFailure(str(exc)) from None
+        except WorkerStartError as exc:
+            raise RunFailed(str(exc)) from None
         loop = asyncio.get_running_loop()
         cid = next(self._ids)
         future: asyncio.Future[object] = loop.create_future()
