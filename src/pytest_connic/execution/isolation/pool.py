@@ -21,6 +21,8 @@ import atexit
 import contextlib
 import contextvars
 import itertools
+import os
+import signal
 import sys
 import threading
 import types
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.isolation import coverage_share
 from pytest_connic.execution.isolation.copyback import copy_back, snapshot
 from pytest_connic.execution.isolation.endpoint import Pending, Worker
@@ -64,6 +67,10 @@ __all__ = ["DEFAULT_MEMORY_MB", "Lease", "WorkerPool", "WorkerSpawnError", "Work
 #: how long a fork of the template may take before the run that waits for it fails
 FORK_TIMEOUT_S = 30.0
 
+#: ends the workers of finished runs and asks the template for their successors, off the runs'
+#: path (a run's end and its next run's start pay neither a process group's kill nor a fork request)
+_KEEPER = ReusingDaemonExecutor("connic-pool-keeper", idle_s=30.0)
+
 
 class WorkerStartError(ConnicError):
     """A worker process could not start or load the project."""
@@ -86,6 +93,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._idle: list[Worker] = []
         self._leased: set[Worker] = set()
+        #: runs' workers being ended on the keeper thread (``retire``)
+        self._retiring: set[Worker] = set()
         self._starting = 0
         #: how many workers runs have needed at once (leased and waiting): kept forked ahead
         self._wanted = 1
@@ -173,11 +182,15 @@ class WorkerPool:
                 worker = self._idle.pop(0)
                 if not worker.dead:
                     self._leased.add(worker)
-                    self._top_up(template)
-                    return worker
-            future: asyncio.Future[Worker | str] = loop.create_future()
-            self._waiters.append((loop, future))
-            self._top_up(template)
+                    break
+            else:
+                worker = None
+                future: asyncio.Future[Worker | str] = loop.create_future()
+                self._waiters.append((loop, future))
+                self._top_up(template)
+        if worker is not None:  # one forked ahead: its successor is asked for off this run's path
+            self._keep(self._refill)
+            return worker
         try:
             got = await asyncio.wait_for(asyncio.shield(future), FORK_TIMEOUT_S)
         except asyncio.TimeoutError:
@@ -235,6 +248,40 @@ class WorkerPool:
         if template is not None and isinstance(template.outcome, Ready):
             template.preload(names, timeout_s)
 
+    def _refill(self) -> None:
+        """Fork what runs will need next (on the keeper thread)."""
+        with self._lock:
+            template = self._template
+            if template is not None:
+                self._top_up(template)
+
+    def _keep(self, job: Callable[[], None]) -> None:
+        """``job`` on the keeper thread, off the runs' path (here when no thread can start)."""
+        try:
+            _KEEPER.submit(job)
+        except RuntimeError:
+            job()
+
+    def retire(self, worker: Worker, reason: str) -> None:
+        """A run ended: its worker is killed now (``kill(2)`` of the worker alone: its threads, and
+        so what they print, end with it), its process group and the fork of its successor on the
+        keeper thread, off the run's path; the template reaps it and kills what is left of its tree."""
+        if worker.stopped is None:
+            worker.stopped = reason
+        with self._lock:
+            self._leased.discard(worker)
+            self._retiring.add(worker)
+        if not worker.process.ended.is_set():
+            with contextlib.suppress(OSError):
+                os.kill(worker.process.pid, signal.SIGKILL)
+
+        def end() -> None:
+            self.discard(worker, reason)
+            with self._lock:
+                self._retiring.discard(worker)
+
+        self._keep(end)
+
     def discard(self, worker: Worker, reason: str) -> None:
         """Kill ``worker`` (its run ended, timed out, was cancelled, or it crashed) and fork the
         next one runs need."""
@@ -255,9 +302,10 @@ class WorkerPool:
         """Kill every worker and end the template (the session ends; cleanup has run)."""
         self._closed = True
         with self._lock:
-            workers = [*self._leased, *self._idle]
+            workers = [*self._leased, *self._idle, *self._retiring]
             self._leased.clear()
             self._idle.clear()
+            self._retiring.clear()
             template, self._template = self._template, None
         for worker in workers:
             worker.kill("the session ended")
@@ -370,8 +418,10 @@ class Lease:
                 pass
             finally:
                 worker.released = None
-        reason = "a call was left running" if self.abandoned else "its run ended"
-        self.pool.discard(worker, worker.stopped or reason)
+        if self.abandoned or worker.stopped is not None:  # a call was left running, or it was stopped: at once
+            self.pool.discard(worker, worker.stopped or "a call was left running")
+        else:
+            self.pool.retire(worker, "its run ended")
 
 
 
