@@ -118,7 +118,7 @@ class ReusingDaemonExecutor(Executor):
             self._idle = 0
 
 
-def _settle(future: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[object], result: object, error: BaseException | None) -> None:
     """On the awaiting loop: the call's outcome, unless the run stopped waiting (cancelled)."""
     if future.done():
         return

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Coroutine
-from typing import Any
 
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 
@@ -49,7 +48,7 @@ class CaseLoop:
         #: the debug mode a new loop starts in (``PYTHONASYNCIODEBUG``, ``-X dev``): restored after each case
         self._debug: bool | None = None
 
-    def run(self, coro: Coroutine[Any, Any, None]) -> None:
+    def run(self, coro: Coroutine[object, object, None]) -> None:
         """Run ``coro`` to its end (what it raises is raised here)."""
         # decided outside any except block: every exception of the runs would otherwise get
         # "no running event loop" as its __context__ (and a provider's message with it)
@@ -68,7 +67,7 @@ class CaseLoop:
                 self._loops.append(loop)
         return loop
 
-    def _run_here(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _run_here(self, coro: Coroutine[object, object, None]) -> None:
         loop = self._loop()
         asyncio.set_event_loop(loop)  # as asyncio.run: asyncio.get_event_loop() inside finds it
         ended = False
