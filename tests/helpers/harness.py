@@ -130,6 +130,8 @@ class CaseProject(ProjectFiles):
         self.host = host
         #: the messages of the warnings the last ``case``/``cases`` call's runs emitted, in order
         self.warnings: list[str] = []
+        #: those warnings as caught (their category, message, file and line)
+        self.caught: list[warnings.WarningMessage] = []
 
     @contextmanager
     def runtime(self, **settings: Any) -> Iterator[ProjectRuntime]:
@@ -157,5 +159,6 @@ class CaseProject(ProjectFiles):
             warnings.simplefilter("always")
             for name in wanted:
                 outcomes[name] = run_suite_case(runtime, f"tests/{suite}.yaml", name)
+        self.caught = list(caught)
         self.warnings = [str(w.message) for w in caught]
         return outcomes
