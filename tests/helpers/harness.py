@@ -17,6 +17,7 @@ from helpers.project import ProjectFiles
 from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
 from pytest_connic.execution.case import ProjectRuntime
 from pytest_connic.records.run import CaseOutcome
+from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.ports import Host, NullHost
 from pytest_connic.secrets import Masker
 
@@ -135,12 +136,14 @@ class CaseProject(ProjectFiles):
 
     @contextmanager
     def runtime(self, **settings: Any) -> Iterator[ProjectRuntime]:
-        """A runtime of the project (closed afterwards), with ``settings`` over the project's."""
+        """A runtime of the project (closed afterwards, and the SDK's ``connic.tools`` placeholders
+        put back, as a session's end does), with ``settings`` over the project's."""
         runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host)
         try:
             yield runtime
         finally:
             runtime.close()
+            placeholders.uninstall()
 
     def case(self, suite: str, name: str, **settings: Any) -> CaseOutcome:
         """Run the case ``name`` of ``tests/<suite>.yaml`` in a runtime of its own."""
