@@ -8,32 +8,7 @@ from __future__ import annotations
 import re
 
 from helpers.project import ConnicProject
-
-#: the model answers with every user turn it was shown (this run's and the history's)
-SEEN_MODEL = '''
-import json
-
-
-def pytest_connic_make_model(config, agent, model, case, run_index):
-    def answer(request):
-        return json.dumps({"seen": [m["content"] for m in request.messages if m["role"] == "user"],
-                           "messages": len(request.messages)})
-    return answer
-'''
-
-CHAT_SUITE = '''
-    agent: chat
-    tests:
-      - name: ann introduces herself
-        payload: '{"user": "ann", "message": "my name is Ann"}'
-        expected_result: output.messages == 1
-      - name: ann is remembered
-        payload: '{"user": "ann", "message": "what is my name?"}'
-        expected_result: '"my name is Ann" in output.seen[0]'
-      - name: bob has his own session
-        payload: '{"user": "bob", "message": "who am I?"}'
-        expected_result: output.messages == 1
-'''
+from helpers.sessions import CHAT_SUITE, SEEN_MODEL
 
 PLAIN_SUITES = {f"other{i}": f'''
     agent: other

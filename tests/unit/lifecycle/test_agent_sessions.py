@@ -11,34 +11,10 @@ from typing import Any
 import pytest
 
 from helpers.harness import CaseProject, HookHost, first_failure
+from helpers.sessions import CHAT_SUITE, seen_model
 from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest
 from pytest_connic.records.events import SessionEvent
 from pytest_connic.records.run import CaseOutcome, RunRecord
-
-
-def seen_model(agent: Any, model: str, case: Any, run_index: int) -> object:
-    """The model answers with every user turn it was shown (this run's and the history's)."""
-
-    def answer(request: ModelRequest) -> object:
-        return json.dumps({"seen": [m["content"] for m in request.messages if m["role"] == "user"],
-                           "messages": len(request.messages)})
-
-    return answer
-
-
-CHAT_SUITE = '''
-    agent: chat
-    tests:
-      - name: ann introduces herself
-        payload: '{"user": "ann", "message": "my name is Ann"}'
-        expected_result: output.messages == 1
-      - name: ann is remembered
-        payload: '{"user": "ann", "message": "what is my name?"}'
-        expected_result: '"my name is Ann" in output.seen[0]'
-      - name: bob has his own session
-        payload: '{"user": "bob", "message": "who am I?"}'
-        expected_result: output.messages == 1
-'''
 
 
 def only(outcome: CaseOutcome) -> RunRecord:
@@ -283,25 +259,19 @@ def test_files_session_only_sees_the_files_of_the_real_session(
 # --------------------------------------------------------------------------- what is not simulated
 
 
-def test_session_browser_with_browser_tools_is_a_located_warning(case_project: CaseProject) -> None:
+@pytest.mark.parametrize(("fields", "said"), [
+    ({"tools": ["web_browser_open"], "session": True},
+     ("agents/chat.yaml: session.browser of agent 'chat' is not simulated: the web_browser_* tools have no local "
+      "implementation (the pytest_connic_predefined_tool hook supplies them), so no cookies or local storage carry "
+      "from one run of a session to the next")),
+    ({"session": True, "context_compression": {"session_history": {"interval": 4}}},
+     ("agents/chat.yaml: context_compression.session_history of agent 'chat' is not simulated: the stored session "
+      "history is never compacted between runs, so a long session gives the model more history here than on Connic")),
+], ids=["browser", "history compaction"])
+def test_what_a_session_does_not_simulate_is_a_located_warning(
+        case_project: CaseProject, fields: dict[str, object], said: str) -> None:
     case_project.host = HookHost(make_model=seen_model)
-    case_project.agent("surfer", tools=["web_browser_open"], session=True)
-    case_project.suite("surfer", '''
-        tests:
-          - name: browse
-            payload: hi
-    ''')
-
-    assert case_project.case("surfer", "browse").verdict_passed
-    assert [w for w in case_project.warnings if "session.browser" in w] == [
-        ("agents/surfer.yaml: session.browser of agent 'surfer' is not simulated: the web_browser_* tools have no "
-        "local implementation (the pytest_connic_predefined_tool hook supplies them), so no cookies or local "
-        "storage carry from one run of a session to the next")]
-
-
-def test_session_history_compaction_is_a_located_warning(case_project: CaseProject) -> None:
-    case_project.host = HookHost(make_model=seen_model)
-    case_project.agent("chat", session=True, context_compression={"session_history": {"interval": 4}})
+    case_project.agent("chat", **fields)
     case_project.suite("chat", '''
         tests:
           - name: hi
@@ -309,7 +279,4 @@ def test_session_history_compaction_is_a_located_warning(case_project: CaseProje
     ''')
 
     assert case_project.case("chat", "hi").verdict_passed
-    assert [w for w in case_project.warnings if "session_history" in w] == [
-        ("agents/chat.yaml: context_compression.session_history of agent 'chat' is not simulated: the stored "
-        "session history is never compacted between runs, so a long session gives the model more history here "
-        "than on Connic")]
+    assert [w for w in case_project.warnings if "is not simulated" in w] == [said]
