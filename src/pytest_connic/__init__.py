@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "ConnicRunner": "pytest_connic.plugin.fixture",
     "RunRecord": "pytest_connic.records.run",
-    "CaseOutcome": "pytest_connic.records.run",
+    "CaseOutcome": "pytest_connic.records.outcome",
     "ToolCallRecord": "pytest_connic.records.run",
     "ModelRequest": "pytest_connic.models.base",
     "ModelResponse": "pytest_connic.models.base",
@@ -50,8 +50,22 @@ if TYPE_CHECKING:
         ToolSpec,
     )
     from pytest_connic.plugin.fixture import ConnicRunner
-    from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord
+    from pytest_connic.records.outcome import CaseOutcome
+    from pytest_connic.records.run import RunRecord, ToolCallRecord
     from pytest_connic.warnings import ConnicWarning
+
+
+def pytest_addhooks(pluginmanager: Any) -> None:
+    """``pytest -p pytest_connic``: the package's own name loads the plugin, as ``-p connic`` (the
+    ``pytest11`` entry point's name) and ``-p pytest_connic.plugin`` (its module) do. pytest registers
+    whatever module ``-p`` names; this package has no hooks but this one, which registers the
+    plugin module under the entry point's name (so autoloading then finds it loaded), unless it is
+    registered already or blocked (``-p no:connic``). docs/getting-started.md "Loading the plugin"."""
+    from pytest_connic import plugin
+
+    if pluginmanager.is_registered(plugin) or pluginmanager.is_blocked("connic"):
+        return
+    pluginmanager.register(plugin, "connic")
 
 
 def __getattr__(name: str) -> Any:

@@ -263,6 +263,7 @@ def mock_billing_refund(tool_name, params, context):
 def test_each_run_gets_fresh_builder_and_mocks_modules(project: ConnicProject, concurrency: str,
                                                        overlap: int) -> None:
     _bill(project)
+    project.agent("bill", tools=["billing.refund"], max_concurrent_runs=8)  # the runs may overlap
     project.write("tests/builders/counting.py", COUNTING_BUILDER)
     project.write("tests/mocks/counting.py", COUNTING_MOCKS)
     project.suite("bill", f'''

@@ -256,7 +256,8 @@ def test_middleware_contracts(project: ConnicProject) -> None:
 
     result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines([
-        "tests/desk.yaml:25: case 'an unexpecte*agent error' (desk) failed",  # cut to 80 columns
+        "tests/desk.yaml:25: case 'an unexpected middleware error is an agent error'",  # folded at 80 columns,
+        "  (desk) failed",  # the name whole
         "*: agent error: middleware before of agent 'desk' raised ValueError: no entry",
     ])
     result.stdout.no_fnmatch_line("*INTERNALERROR*")

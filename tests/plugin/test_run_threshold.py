@@ -76,7 +76,7 @@ def _naps(project: ConnicProject) -> list[dict[str, float]]:
 @pytest.fixture
 def sleepy(calc: ConnicProject) -> ConnicProject:
     calc.tool("lab", EVIDENCE_TOOLS)
-    calc.agent("lab", tools=["lab.nap"])
+    calc.agent("lab", tools=["lab.nap"], max_concurrent_runs=8)  # Connic's default 1 would serialise the runs
     return calc
 
 

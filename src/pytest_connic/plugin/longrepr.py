@@ -16,11 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from _pytest._code.code import ExceptionChainRepr, ReprEntryNative, ReprFileLocation, ReprTraceback
+from pytest_connic.plugin.pytest_private import (
+    ExceptionChainRepr,
+    ReprEntryNative,
+    ReprFileLocation,
+    ReprTraceback,
+)
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.usertrace import TraceOptions
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
     from pytest_connic.secrets import Masker
     from pytest_connic.usertb import TracebackData
 

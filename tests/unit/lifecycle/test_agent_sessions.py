@@ -14,7 +14,8 @@ from helpers.harness import CaseProject, HookHost, first_failure
 from helpers.sessions import CHAT_SUITE, seen_model
 from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest
 from pytest_connic.records.events import SessionEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 
 
 def only(outcome: CaseOutcome) -> RunRecord:

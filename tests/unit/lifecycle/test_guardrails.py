@@ -14,7 +14,8 @@ from connic import GuardrailResult
 
 from helpers.harness import CaseProject, HookHost, first_failure
 from pytest_connic.records.events import MiddlewareEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.runtime.hosted import HostedSettings
 from pytest_connic.secrets import Masker

@@ -18,7 +18,8 @@ import yaml
 from helpers.fake_provider import Reply, text
 from helpers.harness import CaseProject, first_failure
 from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.runtime.hosted import HostedSettings
 from pytest_connic.secrets import Masker

@@ -12,7 +12,8 @@ from helpers.harness import CaseProject, HookHost, first_failure
 from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest
 from pytest_connic.project.index import index_project
 from pytest_connic.records.events import HookEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.secrets import Masker
 from pytest_connic.suite.loader import load_suite

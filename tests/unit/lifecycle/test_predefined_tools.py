@@ -13,7 +13,8 @@ import pytest
 from helpers.harness import CaseProject, HookHost, first_failure
 from helpers.project import CALC_TOOLS
 from pytest_connic.records.events import OutboundEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 
 
 def only(outcome: CaseOutcome) -> RunRecord:

@@ -14,7 +14,8 @@ import pytest
 
 from helpers.harness import CaseProject, HookHost, first_failure
 from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 
 TOOLS = '''
 import asyncio

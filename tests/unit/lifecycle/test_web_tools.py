@@ -18,7 +18,8 @@ from helpers.fake_provider import Reply, text, tool_call, unused_port
 from helpers.harness import CaseProject, HookHost, first_failure
 from helpers.network import LocalHttpServer, no_network, send, serving, warm_up_litellm
 from pytest_connic.records.events import PredefinedFailedNoteEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.warnings import CassetteDivergenceWarning, ConnicWarning
 
 pytest.importorskip("httpx")
@@ -154,7 +155,14 @@ def test_web_search_through_a_search_backend_is_recorded_without_the_key_and_rep
         tests:
           - name: finds
             payload: opening hours
+          - name: asks with an argument web_search does not take
+            payload: hotels in a city
     """)
+
+    def model(body: dict[str, Any]) -> Reply:
+        city = "city" in str(body["messages"][1]["content"])
+        arguments = {"query": "hotels", "city": "Paris"} if city else {"query": "opening hours", "max_results": 3}
+        return calling("web_search", arguments)(body)
 
     def search(body: dict[str, Any]) -> Any:
         return {"query": body["query"], "results": [
@@ -164,10 +172,17 @@ def test_web_search_through_a_search_backend_is_recorded_without_the_key_and_rep
     with Site(search) as backend:
         monkeypatch.setenv("TAVILY_API_KEY", key)
         monkeypatch.setenv("TAVILY_BASE_URL", backend.url)
-        with serving(monkeypatch, calling("web_search", {"query": "opening hours", "max_results": 3})):
-            recorded = case_project.case("finder", "finds", mode="once")
+        with serving(monkeypatch, model):
+            outcomes = case_project.cases("finder", "finds", "asks with an argument web_search does not take",
+                                          mode="once")
+        recorded, wrong = outcomes["finds"], outcomes["asks with an argument web_search does not take"]
         assert recorded.verdict_passed
-        ((path, headers, body),) = backend.received
+        ((path, headers, body),) = backend.received  # the call with a wrong argument never left
+    # in the words of the tool the agent lists, not of the function behind it (tavily_search())
+    assert wrong.recording_error is not None and "tavily_search" not in wrong.recording_error
+    assert ("its web call 'web_search' failed while recording: TypeError: web_search: got an unexpected keyword "
+            "argument 'city' (its arguments: query, max_results, country, include_news); ") in wrong.recording_error
+    assert not (case_project.root / "cassettes/finder/asks with an argument web_search does not take.yaml").exists()
     assert path == "/search" and headers["authorization"] == f"Bearer {key}"
     assert body == {"query": "opening hours", "max_results": 3, "topic": "general"}
     found = {"results": [{"title": "Hours", "url": "https://example.com/h", "content": "9 to 5"}]}
