@@ -6,7 +6,6 @@ replayed offline, and a check with no judgement as an error of the case (docs/gu
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -17,7 +16,7 @@ import yaml
 
 from helpers.fake_provider import Reply, text
 from helpers.harness import CaseProject, first_failure
-from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
+from helpers.network import local_provider_env, no_network, serving
 from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.records.run import RunRecord
 from pytest_connic.reports.failure import failure_text
@@ -227,14 +226,6 @@ def test_customer_support_suites_end_as_their_authors_meant_with_hand_written_ju
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@pytest.fixture(scope="module")
-def litellm_imported() -> None:
-    """LiteLLM (and what it imports lazily) imported, and warmed up once, before a recording."""
-    if importlib.util.find_spec("litellm") is None:
-        pytest.skip("the [live] extra (litellm) is not installed")
-    warm_up_litellm()
 
 
 @pytest.fixture(autouse=True)

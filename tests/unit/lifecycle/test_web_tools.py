@@ -5,7 +5,6 @@ marked (docs/predefined-tools.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
@@ -16,7 +15,7 @@ import yaml
 
 from helpers.fake_provider import Reply, text, tool_call, unused_port
 from helpers.harness import CaseProject, HookHost, first_failure
-from helpers.network import LocalHttpServer, no_network, send, serving, warm_up_litellm
+from helpers.network import LocalHttpServer, no_network, send, serving
 from pytest_connic.records.events import PredefinedFailedNoteEvent
 from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.records.run import RunRecord
@@ -231,14 +230,6 @@ def test_a_failed_predefined_call_is_marked_although_it_counts_for_expected_tool
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@pytest.fixture(scope="module")
-def litellm_imported() -> None:
-    """LiteLLM (and what it imports lazily) imported, and warmed up once, before a recording."""
-    if importlib.util.find_spec("litellm") is None:
-        pytest.skip("the [live] extra (litellm) is not installed")
-    warm_up_litellm()
 
 
 @pytest.fixture(autouse=True)
