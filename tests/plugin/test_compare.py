@@ -200,8 +200,8 @@ def test_an_old_history_compares_with_a_new_session(project: ConnicProject, wide
         "  calc::adds  (tests/calc.yaml::adds)",
         "    tokens 220 → 472 (+252) · *",
         "    changed: agents/calc.yaml, cassette re-recorded",
-        "    (outputs and tool calls not compared: the reference comes from a history written before "
-        "pytest-connic kept them)",
+        ("    (outputs and tool calls not compared: the reference comes from a history written before "
+        "pytest-connic kept them)"),
     ])
 
 
