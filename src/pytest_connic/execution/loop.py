@@ -6,9 +6,11 @@ end, and their closing): a visible part of what a case cost beside the call it m
 ``asyncio.run`` ending the loop would have: tasks still pending are cancelled and run until they
 end, async generators are closed, callbacks and timers still scheduled (``call_soon``,
 ``call_later``) are dropped, signal handlers a case added are removed, and the loop's exception
-handler, task factory and debug mode are reset. So no case sees what another left on the loop. A case whose
-coroutine raised (a plugin bug, or a second Ctrl-C raising ``KeyboardInterrupt`` out of the loop)
-discards its loop after that clean-up, as ``asyncio.run`` closed it; the next case gets a new one.
+handler, task factory and debug mode are reset. So no case sees what another left on the loop.
+A case whose coroutine raised (a plugin bug, or a second Ctrl-C raising ``KeyboardInterrupt`` out
+of the loop), or whose clean-up was interrupted, discards its loop after that clean-up, as
+``asyncio.run`` closed it; the next case gets a new one. The loop's default executor is not
+joined after each case (``asyncio.run`` did): it is shut down, without waiting, with the runtime.
 
 From a thread whose own loop is running (the ``connic`` fixture in an ``async def`` test, whose
 loop is blocked while the case runs, as with ``asyncio.run`` on a thread of its own before), the

@@ -112,3 +112,29 @@ def test_a_worker_that_cannot_start_at_the_first_call_ends_the_run(error: Except
     with pytest.raises(signal, match=str(error).replace("[", r"\[").replace("]", r"\]")) as raised:
         asyncio.run(lease.call(("module", "tools.ids", "pid"), "the tool `ids.pid`", (), {}))
     assert type(raised.value) is signal
+
+
+def test_a_turns_first_calls_share_the_one_worker_they_take(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                           counted: dict[str, int]) -> None:
+    """Two calls of one model turn that both find no worker yet (the run's first calls, at once)
+    take one worker between them: they run in the same process."""
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "ids.yaml").write_text("version: '1.0'\nname: ids\ntype: tool\ntool_name: ids.pid\n")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "ids.py").write_text(TOOLS)
+    monkeypatch.chdir(tmp_path)
+    pool = WorkerPool(tmp_path, size=2)
+
+    async def main() -> list[Any]:
+        lease = pool.lease(60)
+        try:
+            return list(await asyncio.gather(*(lease.call(("module", "tools.ids", "pid"), "pid", ({}, {}), {})
+                                               for _ in range(3))))
+        finally:
+            await lease.release()
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        pool.close()
+    assert len({r["pid"] for r in results}) == 1 and counted["acquired"] == 1

@@ -336,23 +336,36 @@ class Lease:
         #: a call of a child or a stage was cancelled (its own timeout) and left running: the
         #: worker is retired when the run ends
         self.abandoned = False
+        #: the acquisition in flight (``acquire``)
+        self._taking: asyncio.Future[Worker] | None = None
 
     def reference(self, func: Callable[..., object]) -> Ref | None:
         return self.pool.reference(func)
 
     async def acquire(self) -> Worker:
+        """The run's worker; calls that need it at once (a model turn's tool calls, the run's first)
+        share one acquisition, so they share the worker."""
         worker = self.worker
-        if worker is None or worker.dead or worker.stopped is not None:
-            if worker is not None:
-                self.pool.discard(worker, worker.stopped or "it died")
-            self.worker = None
-            if self.failed is not None:
-                raise type(self.failed)(str(self.failed))
-            try:
-                worker = self.worker = await self.pool.acquire(self.timeout_s)
-            except WorkerStartError as exc:
-                self.failed = exc
-                raise
+        if worker is not None and not worker.dead and worker.stopped is None:
+            return worker
+        taking = self._taking
+        if taking is None or taking.done():
+            taking = self._taking = asyncio.ensure_future(self._take())
+            taking.add_done_callback(_retrieved)
+        return await asyncio.shield(taking)
+
+    async def _take(self) -> Worker:
+        worker = self.worker
+        if worker is not None:  # dead, or stopped (killed after a timeout): a fresh one
+            self.pool.discard(worker, worker.stopped or "it died")
+        self.worker = None
+        if self.failed is not None:
+            raise type(self.failed)(str(self.failed))
+        try:
+            worker = self.worker = await self.pool.acquire(self.timeout_s)
+        except WorkerStartError as exc:
+            self.failed = exc
+            raise
         return worker
 
     async def call(self, ref: Ref, label: str, args: tuple[object, ...], kwargs: dict[str, object],
@@ -404,6 +417,9 @@ class Lease:
     async def release(self) -> None:
         """The run ended: its worker is killed (a fresh one serves the next run); when coverage
         is measured it saves its data first."""
+        taking, self._taking = self._taking, None
+        if taking is not None and not taking.done():  # a worker it gets goes back to the pool
+            taking.cancel()
         worker, self.worker = self.worker, None
         if worker is None:
             return
@@ -423,6 +439,12 @@ class Lease:
         else:
             self.pool.retire(worker, "its run ended")
 
+
+
+def _retrieved(taking: asyncio.Future[Worker]) -> None:
+    """An acquisition's failure is its callers' (retrieved here when they all stopped waiting)."""
+    if not taking.cancelled():
+        taking.exception()
 
 
 def _reference(func: object, root: Path) -> Ref | None:
