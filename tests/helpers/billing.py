@@ -1,5 +1,6 @@
-"""What the tests of ``api:`` tools share: an OpenAPI spec of a billing API, a tiny billing API
-on 127.0.0.1 that keeps the headers of every request, a suite, tool hooks, and the fake model that
+"""What the tests of ``api:`` tools share (the billing API's spec, its desk suite and tool hooks are
+the equivalence session's: ``helpers.equivalence.BILLING_SPEC``, ``DESK_SUITE``, ``DESK_HOOKS``): a
+tiny billing API on 127.0.0.1 that keeps the headers of every request, and the fake model that
 asks for an invoice."""
 
 from __future__ import annotations
@@ -14,60 +15,6 @@ from helpers.network import LocalHttpServer, send
 KEY = "sk-test-DONOTLEAK-1234567890"
 TOKEN = "billing-token-DONOTLEAK-42"
 FAST_RETRIES = {"attempts": 2, "initial_delay": 0, "max_delay": 1}
-
-SPEC = """
-openapi: 3.0.3
-info: {title: Billing, version: "1.0"}
-servers:
-  - url: https://billing.example.invalid/v1
-paths:
-  /v1/invoices/{id}:
-    get:
-      operationId: getInvoice
-      summary: One invoice by id
-      parameters:
-        - {name: id, in: path, required: true, schema: {type: string}}
-      responses: {"200": {description: the invoice}}
-  /v1/invoices:
-    post:
-      operationId: createInvoice
-      summary: Create an invoice
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema: {$ref: "#/components/schemas/Invoice"}
-      responses: {"201": {description: created}}
-  /v1/customers:
-    get:
-      summary: Every customer
-      parameters:
-        - {name: limit, in: query, schema: {type: integer}}
-      responses: {"200": {description: the customers}}
-components:
-  schemas:
-    Invoice:
-      type: object
-      properties: {amount: {type: integer}}
-"""
-
-SUITE = """
-tests:
-  - name: looks up
-    payload: "invoice inv_1?"
-    expected_tool_calls:
-      - invoice_get: params.id == 'inv_1'
-    expected_result: output.amount == 120 and output.hooked == 'invoice_get'
-"""
-
-HOOKS = '''
-def before(tool_name, params, context):
-    return None
-
-
-def after(tool_name, params, result, context):
-    return {**result, "hooked": tool_name}
-'''
 
 
 class BillingApi(LocalHttpServer):

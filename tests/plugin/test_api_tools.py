@@ -13,7 +13,10 @@ import json
 import pytest
 import yaml
 
-from helpers.billing import FAST_RETRIES, HOOKS, KEY, SPEC, SUITE, TOKEN, BillingApi, answer_with_tool_result
+from helpers.billing import FAST_RETRIES, KEY, TOKEN, BillingApi, answer_with_tool_result
+from helpers.equivalence import BILLING_SPEC as SPEC
+from helpers.equivalence import DESK_HOOKS as HOOKS
+from helpers.equivalence import DESK_SUITE as SUITE
 from helpers.fake_provider import FakeProvider
 from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
 from helpers.project import ConnicProject
@@ -104,8 +107,9 @@ def test_an_unknown_api_tool_is_located_at_its_line(desk: ConnicProject) -> None
     ])
 
 
-@pytest.mark.parametrize("xdist", [pytest.param((), id="single"), pytest.param(("-n", "2"), id="xdist")])
-def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject, xdist: tuple[str, ...]) -> None:
+def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject) -> None:
+    """The option reaches xdist's workers and the warning is shown once: the equivalence session
+    (tests/plugin/test_xdist_reports.py)."""
     (desk.root / "apis" / "billing.yaml").rename(desk.root / "billing-spec.yaml")
     desk.agent("desk", tools=["api:billing.invoice_get", "api:crm.contacts_get"])
     # a hand-written cassette: the model's turns and the API's answer (docs/models.md "Calls")
@@ -115,7 +119,7 @@ def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject
         "calls": [{"kind": "api", "name": "billing.invoice_get", "result": {"amount": 120}}],
     }])
     args = ("--connic-api-spec", "billing=billing-spec.yaml", "-W", "default", "-p", "no:randomly")
-    result = desk.run(*args, *xdist)
+    result = desk.run(*args)
     result.assert_outcomes(passed=1, warnings=2)  # and the hand-written cassette notice
     result.stdout.fnmatch_lines([
         ("*agents/desk.yaml:8: ConnicLoadWarning: agents/desk.yaml: tools entry 'api:crm.contacts_get' *"

@@ -1,4 +1,5 @@
-"""Runs of a case: the threshold verdict, concurrency, and the same outcomes under xdist."""
+"""Runs of a case: the threshold verdict, concurrency. The same outcomes and failure reports under
+xdist: the equivalence session (tests/plugin/test_xdist_reports.py)."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def test_concurrency_1_runs_sequentially(sleepy: ConnicProject) -> None:
     assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(naps))
 
 
-XDIST_SUITE = """
+MIXED_SUITE = """
 tests:
   - name: adds
     payload: hi
@@ -123,24 +124,20 @@ def _outcomes(result: pytest.RunResult) -> dict[str, int]:
     return {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "failed", "error", "errors")}
 
 
-def test_xdist_gives_the_same_outcomes(calc: ConnicProject) -> None:
-    calc.suite("calc", XDIST_SUITE)
+def test_outcomes_and_the_failure_report_of_a_mixed_suite(calc: ConnicProject) -> None:
+    calc.suite("calc", MIXED_SUITE)
     calc.suite("echo", "tests:\n  - name: echoes\n    payload: '{\"a\": 1}'\n    expected_result: output.got.a == 1\n")
     calc.replies("calc", "adds", [("add", {"a": 1, "b": 2})], '{"sum": 3}')
     calc.replies("calc", "wrong sum", '{"sum": 10}')
     calc.cassette("calc", "threshold", _answers(True, True, False, True))
-    plain = calc.run("-q", "-p", "no:xdist")
-    # plain asserts: only to spare the two worker processes the rewriting of their imports
-    distributed = calc.run("-q", "-n", "2", "--assert=plain")
-    assert _outcomes(plain) == {"passed": 3, "failed": 2}
-    assert _outcomes(distributed) == _outcomes(plain)
-    assert distributed.ret == plain.ret == 1
-    for result in (plain, distributed):
-        result.stdout.fnmatch_lines(
-            [
-                "*tests/calc.yaml:5: case 'wrong sum' (calc) failed",
-                ("    0/1 runs passed, threshold 100% needs 1: "
-                "expected_result not satisfied: output.sum == 11 where output.sum = 10*"),
-            ]
-        )
-        result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    result = calc.run("-q", "-p", "no:xdist")
+    assert _outcomes(result) == {"passed": 3, "failed": 2}
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*tests/calc.yaml:5: case 'wrong sum' (calc) failed",
+            ("    0/1 runs passed, threshold 100% needs 1: "
+             "expected_result not satisfied: output.sum == 11 where output.sum = 10*"),
+        ]
+    )
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")

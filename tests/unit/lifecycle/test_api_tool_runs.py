@@ -12,7 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers.billing import FAST_RETRIES, HOOKS, KEY, SPEC, SUITE, TOKEN, BillingApi, answer_with_tool_result
+from helpers.billing import FAST_RETRIES, KEY, TOKEN, BillingApi, answer_with_tool_result
+from helpers.equivalence import BILLING_SPEC as SPEC
+from helpers.equivalence import DESK_HOOKS as HOOKS
+from helpers.equivalence import DESK_SUITE as SUITE
 from helpers.fake_provider import Reply, text, tool_call
 from helpers.harness import CaseProject, first_failure
 from helpers.network import local_provider_env, no_network, serving
