@@ -117,6 +117,22 @@ class HookHost(NullHost):
         return self._predefined_tool(name, params, context) if self._predefined_tool else None
 
 
+def conftest_hooks(source: str) -> HookHost:
+    """The ``HookHost`` of a project ``conftest.py``'s source (such as ``helpers.models.SCRIPTED_MODEL``):
+    its ``pytest_connic_make_model``, ``pytest_connic_guardrail`` and ``pytest_connic_predefined_tool``,
+    called as pytest would call them (``config`` is None: no snippet here reads it)."""
+    import textwrap
+
+    namespace: dict[str, Any] = {}
+    exec(compile(textwrap.dedent(source), "<conftest.py>", "exec"), namespace)  # noqa: S102  (the test's own text)
+
+    def hook(name: str) -> Callable[..., object] | None:
+        function = namespace.get(f"pytest_connic_{name}")
+        return None if function is None else (lambda *args: function(None, *args))
+
+    return HookHost(make_model=hook("make_model"), guardrail=hook("guardrail"), predefined_tool=hook("predefined_tool"))
+
+
 class CaseProject(ProjectFiles):
     """A Connic project in a temporary folder whose cases run below pytest: ``case`` returns the
     typed ``CaseOutcome`` (records, events, tool calls, failures) to assert on. ``settings`` are
