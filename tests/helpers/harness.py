@@ -138,19 +138,22 @@ class CaseProject(ProjectFiles):
     typed ``CaseOutcome`` (records, events, tool calls, failures) to assert on. ``settings`` are
     ``RunSettings`` fields every run here gets (``isolation="none"`` unless a test says otherwise:
     user code in this process, as most tests do not test the worker processes). ``host``: what the
-    project's ``pytest_connic_*`` hooks would answer (``HookHost``)."""
+    project's ``pytest_connic_*`` hooks would answer (``HookHost``). ``masker``: the secrets its runs
+    learnt (a sensitive approval input's response, ...), as the session's masker that its reports
+    are rendered with."""
 
     def __init__(self, root: Path, *, host: Host | None = None, **settings: Any) -> None:
         super().__init__(root)
         self.settings: dict[str, Any] = {"isolation": "none", **settings}
         self.host = host
+        self.masker = Masker()
         #: the messages of the warnings the last ``case``/``cases`` call's runs emitted, in order
         self.warnings: list[str] = []
 
     @contextmanager
     def runtime(self, **settings: Any) -> Iterator[ProjectRuntime]:
         """A runtime of the project (closed afterwards), with ``settings`` over the project's."""
-        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host)
+        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host, masker=self.masker)
         try:
             yield runtime
         finally:

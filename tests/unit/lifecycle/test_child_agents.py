@@ -1,15 +1,17 @@
-"""Child agents (spec §7): ``trigger_agent`` runs the child in-process, ``trigger_agent_at`` is
-recorded, and ``expected_child_agents`` asserts on the tree, through real pytest runs."""
+"""Child agents below pytest (spec §7): ``trigger_agent`` runs the child (``TriggerRecord.child_run``),
+``trigger_agent_at`` is recorded with when it would start, and ``expected_child_agents`` asserts on
+the tree (its failures are the parent run's)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
 import pytest
 
-from helpers.project import ConnicProject, assert_failure_reasons
+from helpers.harness import CaseProject
+from pytest_connic.records.events import TriggerEvent
+from pytest_connic.records.run import CaseOutcome, RunRecord
 
 WORK_TOOLS = '''
 import asyncio
@@ -59,15 +61,14 @@ async def dispatch(target: str, note: str) -> dict:
 
 
 @pytest.fixture
-def tree(project: ConnicProject) -> ConnicProject:
+def tree(case_project: CaseProject) -> CaseProject:
     """``a`` (LLM) triggers ``b`` (LLM, gated ``work.step``) triggers ``c`` (tool agent)."""
-    project.tool("work", WORK_TOOLS)
-    project.agent("a", tools=["trigger_agent", "trigger_agent_at", "work.dispatch"])
-    project.agent("b", tools=["trigger_agent", "work.step", "work.lookup"],
-                  approval={"tools": ["work.step"]})
-    project.agent("c", type="tool", tool_name="work.body_c")
-    project.agent("slowpoke", type="tool", tool_name="work.nap")
-    return project
+    case_project.tool("work", WORK_TOOLS)
+    case_project.agent("a", tools=["trigger_agent", "trigger_agent_at", "work.dispatch"])
+    case_project.agent("b", tools=["trigger_agent", "work.step", "work.lookup"], approval={"tools": ["work.step"]})
+    case_project.agent("c", type="tool", tool_name="work.body_c")
+    case_project.agent("slowpoke", type="tool", tool_name="work.nap")
+    return case_project
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -83,12 +84,18 @@ def trigger(agent: str, payload: Any, **more: Any) -> dict[str, Any]:
     return call("trigger_agent", agent_name=agent, payload=payload, **more)
 
 
-def runs(project: ConnicProject) -> dict[str, dict[str, Any]]:
-    cases = json.loads((project.root / "report.json").read_text())["cases"]
-    return {c["test_name"]: c["runs_detail"][0] for c in cases}
+def only(outcome: CaseOutcome) -> RunRecord:
+    (record,) = outcome.records
+    return record
 
 
-def test_a_three_level_chain_asserted_with_nested_expectations(tree: ConnicProject) -> None:
+def child(record: RunRecord, index: int = 0) -> RunRecord:
+    run = record.triggers[index].child_run
+    assert run is not None, record.triggers[index]
+    return run
+
+
+def test_a_three_level_chain_asserted_with_nested_expectations(tree: CaseProject) -> None:
     tree.suite("a", """
         version: "1.0"
         tests:
@@ -121,26 +128,29 @@ def test_a_three_level_chain_asserted_with_nested_expectations(tree: ConnicProje
                     expected_result: output.c_got.k == "w"
     """)
     run = {"turns": turns([trigger("b", {"n": 1})], "ok"),
-           "children": {"b": [{"turns": turns([call("step", x=1), trigger("c", '{"k": "v"}')],
-                                              '{"done": true}')}]}}
+           "children": {"b": [{"turns": turns([call("step", x=1), trigger("c", '{"k": "v"}')], '{"done": true}')}]}}
     tree.cassette("a", "chain", [run])
     tree.cassette("a", "grandchild mismatch", [run])
-    result = tree.run("--connic-json", "report.json")
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        ("*child 'b': no waited trigger satisfied the expectations: child 'c': no waited trigger satisfied "
-         "the expectations: expected_result not satisfied: output.c_got.k == \"w\"*"),
-    ])
-    chain = runs(tree)["chain"]
-    (to_b,) = chain["triggers"]
-    (to_c,) = to_b["child_run"]["triggers"]
-    assert [to_b["child_run"]["agent_name"], to_c["child_run"]["agent_name"]] == ["b", "c"]
-    assert [c["name"] for c in to_b["child_run"]["tool_calls"]] == ["step", "trigger_agent"]
-    assert to_c["child_run"]["tool_calls"][0]["result"] == {"c_got": {"k": "v"}}
-    assert chain["tool_calls"][0]["result"]["response"] == '{"done": true}'
+    outcomes = tree.cases("a")
+    assert outcomes["chain"].verdict_passed, outcomes["chain"].failure_reason
+    assert only(outcomes["grandchild mismatch"]).failures == [
+        ("child 'b': no waited trigger satisfied the expectations: child 'c': no waited trigger satisfied the "
+        "expectations: expected_result not satisfied: output.c_got.k == \"w\" where output.c_got.k = \"v\"")]
+    chain = only(outcomes["chain"])
+    (to_b,) = chain.triggers
+    b = child(chain)
+    (to_c,) = b.triggers
+    c = child(b)
+    assert (to_b.agent_name, to_b.wait_for_response, to_b.payload) == ("b", True, {"n": 1})
+    assert (to_c.agent_name, to_c.payload, to_c.payload_raw) == ("c", {"k": "v"}, '{"k": "v"}')
+    assert [b.agent_name, c.agent_name] == ["b", "c"]
+    assert [t.agent for t in chain.events if isinstance(t, TriggerEvent)] == ["b"]
+    assert [(x.name, x.approval) for x in b.tool_calls] == [("step", "approved"), ("trigger_agent", None)]
+    assert c.tool_calls[0].result == {"c_got": {"k": "v"}}
+    assert chain.tool_calls[0].result["response"] == '{"done": true}'  # type: ignore[index]
 
 
-def test_fire_and_forget_children_run_in_the_background(tree: ConnicProject) -> None:
+def test_fire_and_forget_children_run_in_the_background(tree: CaseProject) -> None:
     tree.suite("a", """
         version: "1.0"
         tests:
@@ -184,23 +194,23 @@ def test_fire_and_forget_children_run_in_the_background(tree: ConnicProject) -> 
                            trigger("b", {"which": "second"})], "ok"),
            "children": {"b": [{"turns": turns([call("step", x=1)], '{"which": "first"}')},
                               {"turns": turns('{"which": "second"}')}]}}
-    for case in ("payload only", "run assertions need a waited trigger",
-                 "cassette entries follow trigger order"):
+    for case in ("payload only", "run assertions need a waited trigger", "cassette entries follow trigger order"):
         tree.cassette("a", case, [run])
-    result = tree.run("--connic-json", "report.json")
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*child 'b': no waited trigger satisfied the expectations: expected_pay*"])
-    detail = runs(tree)["payload only"]
-    background, waited = detail["triggers"]
-    assert (background["wait_for_response"], waited["wait_for_response"]) == (False, True)
-    assert list(detail["tool_calls"][0]["result"]) == ["run_id"]
-    assert detail["tool_calls"][0]["result"]["run_id"] == background["child_run"]["run_id"]
+    outcomes = tree.cases("a")
+    assert [o.verdict_passed for o in outcomes.values()] == [True, False, True]
+    (failure,) = only(outcomes["run assertions need a waited trigger"]).failures
+    assert failure.startswith("child 'b': no waited trigger satisfied the expectations: expected_pay")
+    detail = only(outcomes["payload only"])
+    background, waited = detail.triggers
+    assert (background.wait_for_response, waited.wait_for_response) == (False, True)
+    assert detail.tool_calls[0].result == {"run_id": child(detail, 0).run_id}
     # the background child ran to completion, traced with its own (approved) tool call
-    assert background["child_run"]["status"] == "completed"
-    assert background["child_run"]["tool_calls"][0]["result"] == {"x": 2}
+    assert child(detail, 0).status == "completed"
+    assert [(x.result, x.approval) for x in child(detail, 0).tool_calls] == [({"x": 2}, "approved")]
+    assert child(detail, 1).output == {"which": "second"}
 
 
-def test_fire_and_forget_alone_cannot_satisfy_run_assertions(tree: ConnicProject) -> None:
+def test_fire_and_forget_alone_cannot_satisfy_run_assertions(tree: CaseProject) -> None:
     tree.suite("a", """
         version: "1.0"
         tests:
@@ -212,12 +222,11 @@ def test_fire_and_forget_alone_cannot_satisfy_run_assertions(tree: ConnicProject
     """)
     tree.replies("a", "only background", [("trigger_agent", {"agent_name": "c", "payload": {"k": 1},
                                                              "wait_for_response": False})], "ok")
-    result = tree.run()
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*child 'c': assertions require wait_for_response=True*"])
+    (failure,) = only(tree.case("a", "only background")).failures
+    assert "child 'c': assertions require wait_for_response=True" in failure
 
 
-def test_expected_payload_over_several_triggers(tree: ConnicProject) -> None:
+def test_expected_payload_over_several_triggers(tree: CaseProject) -> None:
     tree.suite("a", """
         version: "1.0"
         tests:
@@ -264,14 +273,21 @@ def test_expected_payload_over_several_triggers(tree: ConnicProject) -> None:
                  "payload and result from different triggers", "too few triggers", "no trigger matches",
                  "never triggered"):
         tree.replies("a", case, three, "ok")
-    result = tree.run()
-    result.assert_outcomes(passed=3, failed=4)
-    assert_failure_reasons(result, {
-        "payload and result from different triggers": "*child 'c': no waited trigger satisfied the expect*",
-        "too few triggers": "*child 'c' triggered 3 times, expected >= 4*",
-        "no trigger matches": "*child 'c': no trigger satisfied expected_payload: payload.k == 9 where payload.k = 1*",
-        "never triggered": "*child 'b' triggered 0 times, expected >= 1*",
-    })
+    outcomes = tree.cases("a")
+    failures = {name: only(o).failures for name, o in outcomes.items()}
+    assert failures == {
+        "any trigger matches": [],
+        "plain text payload": [],
+        "payload and result from the same trigger": [],
+        "payload and result from different triggers": [
+            ("child 'c': no waited trigger satisfied the expectations: expected_result not satisfied: "
+            "output.c_got.k == 2 where output.c_got.k = 1")],
+        "too few triggers": ["child 'c' triggered 3 times, expected >= 4"],
+        "no trigger matches": [
+            "child 'c': no trigger satisfied expected_payload: payload.k == 9 where payload.k = 1"],
+        "never triggered": ["child 'b' triggered 0 times, expected >= 1"],
+    }
+    assert [t.payload_raw for t in only(outcomes["any trigger matches"]).triggers] == ["", '{"k": 2}', "plain text"]
 
 
 MOCKS = '''
@@ -280,7 +296,7 @@ def mock_work_lookup(tool_name, params, context):
 '''
 
 
-def test_mocks_and_approval_decisions_apply_inside_a_child(tree: ConnicProject) -> None:
+def test_mocks_and_approval_decisions_apply_inside_a_child(tree: CaseProject) -> None:
     tree.write("tests/mocks/child_mocks.py", MOCKS)
     tree.suite("a", """
         version: "1.0"
@@ -311,23 +327,28 @@ def test_mocks_and_approval_decisions_apply_inside_a_child(tree: ConnicProject) 
               - {tool: work.step, decision: approve}
     """)
     run = {"turns": turns([trigger("b", {"n": 1})], "ok"),
-           "children": {"b": [{"turns": turns([call("lookup", key="k1"), call("step", x=1)],
-                                              '{"done": true}')}]}}
+           "children": {"b": [{"turns": turns([call("lookup", key="k1"), call("step", x=1)], '{"done": true}')}]}}
     for case in ("mocked and approved in the child", "unanswered approval in the child",
                  "strict mocks in the child fail the case"):
         tree.cassette("a", case, [run])
+    outcomes = tree.cases("a")
+    assert [o.verdict_passed for o in outcomes.values()] == [True, True, False]
     # strict_mocks: the mocked lookup passes, the real step (no mock) would run: the child aborts
-    result = tree.run("--connic-json", "report.json")
-    result.assert_outcomes(passed=2, failed=1)
-    assert_failure_reasons(result, {
-        "strict mocks in the child fail the case": "*in child agent 'b' (run *): strict_mocks: work.step has no mock*"})
-    child = runs(tree)["mocked and approved in the child"]["triggers"][0]["child_run"]
-    lookup, step = child["tool_calls"]
-    assert (lookup["mocked"], lookup["mock_function"]) == (True, "mock_work_lookup")
-    assert (step["approval"], step["mocked"]) == ("approved", False)
+    strict = only(outcomes["strict mocks in the child fail the case"])
+    reason = "strict_mocks: work.step has no mock (tried mock_work_step, mock_work, mock in tests/mocks/child_mocks.py)"
+    assert (child(strict).status, child(strict).error) == ("failed", reason)
+    # the child's failure is the parent run's, though the parent completed (its model read the result)
+    assert (strict.status, strict.failures) == ("completed", [f"in child agent 'b' (run {child(strict).run_id}): {reason}"])
+    mocked = child(only(outcomes["mocked and approved in the child"]))
+    lookup, step = mocked.tool_calls
+    assert (lookup.mocked, lookup.mock_function, lookup.result) == (True, "mock_work_lookup", {"mocked": "k1", "agent": "b"})
+    assert (step.approval, step.mocked, step.result) == ("approved", False, {"x": 2})
+    pending = only(outcomes["unanswered approval in the child"])
+    assert (child(pending).status, [x.approval for x in child(pending).tool_calls]) == (
+        "awaiting_approval", [None, "pending"])
 
 
-def test_trigger_timeout_seconds(tree: ConnicProject) -> None:
+def test_trigger_timeout_seconds(tree: CaseProject) -> None:
     tree.suite("a", """
         version: "1.0"
         tests:
@@ -339,13 +360,18 @@ def test_trigger_timeout_seconds(tree: ConnicProject) -> None:
               slowpoke:
                 expected_result: status == "failed" and "timeout_seconds of trigger_agent" in error
     """)
-    tree.replies("a", "slow child", [("trigger_agent", {"agent_name": "slowpoke", "payload": {"seconds": 5},
+    tree.replies("a", "slow child", [("trigger_agent", {"agent_name": "slowpoke", "payload": {"seconds": 60},
                                                         "timeout_seconds": 1})], "ok")
-    result = tree.run()
-    result.assert_outcomes(passed=1)
+    outcome = tree.case("a", "slow child")
+    assert outcome.verdict_passed, outcome.failure_reason
+    record = only(outcome)
+    assert record.tool_calls[0].result["status"] == "timeout"  # type: ignore[index]
+    slow = child(record)
+    assert slow.status == "failed" and "timeout_seconds of trigger_agent" in (slow.error or "")
+    assert slow.tool_calls[0].has_result is False  # the child's nap never returned: it was cut off
 
 
-def test_trigger_agent_at_is_recorded_with_scheduled_at(tree: ConnicProject) -> None:
+def test_trigger_agent_at_is_recorded_with_scheduled_at(tree: CaseProject) -> None:
     tree.suite("a", """
         version: "1.0"
         tests:
@@ -361,30 +387,32 @@ def test_trigger_agent_at_is_recorded_with_scheduled_at(tree: ConnicProject) -> 
               c: {expected_result: output.c_got.report == "daily"}
     """)
     scheduled = [("trigger_agent_at", {"agent_name": "c", "payload": {"report": "daily"}, "delay": {"h": 2}}),
-                 ("trigger_agent_at", {"agent_name": "c", "payload": {}, "delay": {"h": 1},
-                                       "unix_timestamp": 1}),
+                 ("trigger_agent_at", {"agent_name": "c", "payload": {}, "delay": {"h": 1}, "unix_timestamp": 1}),
                  ("trigger_agent_at", {"agent_name": "c", "payload": {}, "unix_timestamp": 1_000_000_000}),
                  ("trigger_agent_at", {"agent_name": "c", "payload": {}, "delay": {"d": 31}})]
     tree.replies("a", "scheduled", scheduled, "ok")
     tree.replies("a", "scheduled children cannot be asserted as runs", scheduled, "ok")
-    before = dt.datetime.now(dt.timezone.utc)
-    result = tree.run("--connic-json", "report.json")
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*child 'c': assertions require wait_for_response=True*"])
-    detail = runs(tree)["scheduled"]
-    (record,) = detail["triggers"]
-    assert (record["tool"], record["wait_for_response"]) == ("trigger_agent_at", False)
-    assert record["child_run"] is None  # scheduled, never run
-    when = dt.datetime.fromisoformat(record["scheduled_at"].replace("Z", "+00:00"))
-    assert dt.timedelta(hours=2, seconds=-5) <= when - before <= dt.timedelta(hours=2, minutes=1)
-    ok, both, past, far = detail["tool_calls"]
-    assert ok["result"]["scheduled_at"] == record["scheduled_at"]
-    assert "exactly one of delay or unix_timestamp" in both["error"]
-    assert "is not in the future" in past["error"]
-    assert "at most 30 days ahead" in far["error"]
+    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    outcomes = tree.cases("a")
+    after = dt.datetime.now(dt.timezone.utc)
+    assert outcomes["scheduled"].verdict_passed, outcomes["scheduled"].failure_reason
+    (failure,) = only(outcomes["scheduled children cannot be asserted as runs"]).failures
+    assert "child 'c': assertions require wait_for_response=True" in failure
+    detail = only(outcomes["scheduled"])
+    (record,) = detail.triggers
+    assert (record.tool, record.wait_for_response, record.child_run) == ("trigger_agent_at", False, None)  # never run
+    assert record.scheduled_at is not None
+    when = dt.datetime.fromisoformat(record.scheduled_at.replace("Z", "+00:00"))
+    assert before + dt.timedelta(hours=2) <= when <= after + dt.timedelta(hours=2)  # two hours after the call
+    ok, both, past, far = detail.tool_calls
+    assert ok.result["scheduled_at"] == record.scheduled_at  # type: ignore[index]
+    assert "exactly one of delay or unix_timestamp" in (both.error or "")
+    assert "is not in the future" in (past.error or "")
+    assert "at most 30 days ahead" in (far.error or "")
 
 
-def test_a_child_triggered_from_tool_code(tree: ConnicProject) -> None:
+@pytest.mark.parametrize("isolation", ["none", "process"])  # connic.tools.trigger_agent from user code
+def test_a_child_triggered_from_tool_code(tree: CaseProject, isolation: str) -> None:
     tree.suite("a", """
         version: "1.0"
         tests:
@@ -398,5 +426,8 @@ def test_a_child_triggered_from_tool_code(tree: ConnicProject) -> None:
                 expected_result: output.c_got.note == "hi"
     """)
     tree.replies("a", "from code", [("dispatch", {"target": "c", "note": "hi"})], "ok")
-    result = tree.run()
-    result.assert_outcomes(passed=1)
+    outcome = tree.case("a", "from code", isolation=isolation)
+    assert outcome.verdict_passed, outcome.failure_reason
+    record = only(outcome)
+    assert [(t.agent_name, t.tool, t.payload) for t in record.triggers] == [("c", "trigger_agent", {"note": "hi"})]
+    assert child(record).output == {"c_got": {"note": "hi"}}
