@@ -208,6 +208,8 @@ def test_timeout_s_ends_a_slow_run_failed_with_timed_out(lab: CaseProject) -> No
         # ended at the limit, while the tool still ran: its call never returned
         (call,) = only(outcome).tool_calls
         assert (call.name, call.has_result, call.error) == ("nap", False, None)
+        # and not before the limit (a lower bound only: load can only make a run longer)
+        assert only(outcome).duration_ms >= 900
 
 
 def _stub_scope(agent_timeout: int | None) -> Any:
