@@ -9,6 +9,9 @@ Figures (issue "Fast at every scale"):
   overhead     1,000 tool-agent cases vs a hand-written pytest module doing the same calls
                (under process isolation, and with ``-o connic_isolation=none``)
   concurrency  one case, runs: 100, a model answering after 50 ms, vs ceil(100/concurrency) x 50 ms
+               (the agent sets max_concurrent_runs: 100)
+  serialising  Connic's default max_concurrent_runs of 1: a 16-run case of an agent that sets
+               nothing vs max_concurrent_runs: 8, with an instant model and a 50 ms one
   scaling      a 200-case model-bound suite with -n 0 vs -n 2 (and the same with a 150 ms model)
   earlystop    model calls with and without --connic-early-stop; verdicts must be equal
   startup      pytest --version and a plain Python project, with and without the plugin
@@ -17,8 +20,14 @@ Figures (issue "Fast at every scale"):
   collect      1,000 suites x 10 cases (pytest --collect-only -q) vs the floor: the same YAML
                files (suites and agent files) parsed with PyYAML's C loader in a bare process,
                nothing else; the median of alternating runs (issue "Fast again": at most 3x)
+  fork         the fork floor: a bare fork, exit and reap of a process holding what a template
+               holds (the SDK, the template's modules, a project read statically, gc.freeze)
+  fresh        issue 40's table in one run: overhead under both isolations against hand-written
+               tests, the fork floor and the isolation cost per run above it (process minus
+               in-process per case, against the floor's wall time: target <= 1.5x), collection,
+               start-up, and one case of 16 runs x 0.5 s at concurrency 8 (benchmarks/isolation.py)
   world        1,000 LLM-agent cases replayed from cassettes with a recorded world (``world:``:
-               the clock travels in the worker per call, random seeded) vs the same cassettes
+               run ids replayed, random seeded in the worker) vs the same cassettes
                without it (target <= 1.05x per run)
 
 Bytecode. Plain pytest's collection time is mostly importing the test modules, which pytest
@@ -189,7 +198,8 @@ def bench_collect(tmp: Path, rounds: int = 5) -> None:
           "target <= 3x)", flush=True)
 
 
-def bench_overhead(tmp: Path) -> None:
+def bench_overhead(tmp: Path) -> tuple[float, float]:
+    """The figures; returns the 1,000 cases' times under process isolation and in-process."""
     connic, plain = tmp / "oc", tmp / "op"
     tool_project(connic, 100, 10)
     python_project(plain, 100, 10)
@@ -202,6 +212,76 @@ def bench_overhead(tmp: Path) -> None:
     figure("", c, warm, "hand-written pytest, same 1,000 calls (warm)", "<= 1.3x")
     # user code in pytest's process: the harness without issue 26's fresh worker per run
     figure("  in-process", n, cold, "hand-written pytest, same 1,000 calls (cold)", "<= 1.3x")
+    return c, n
+
+
+FORK_FLOOR = '''
+import os, sys, time
+from pathlib import Path
+import pytest_connic.execution.isolation.template_process as tp
+project = tp.load_project(Path(sys.argv[1]), lambda name, module: None)  # what a template holds
+import gc
+gc.collect()
+gc.freeze()
+N = int(sys.argv[2])
+best = None
+for _ in range(5):
+    wall, cpu, kids = time.perf_counter(), time.process_time(), os.times()
+    for _ in range(N):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    after = os.times()
+    round_ = ((time.perf_counter() - wall) / N, (time.process_time() - cpu) / N,
+              (after.children_user + after.children_system - kids.children_user - kids.children_system) / N)
+    best = round_ if best is None or round_[0] < best[0] else best
+rss = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+print(f"{best[0]} {best[1]} {best[2]} {rss}")
+'''
+
+
+def fork_floor(root: Path, forks: int = 200) -> tuple[float, float, float, float]:
+    """A bare fork, exit and reap of a process holding what a template holds (the SDK, the
+    template's modules, the project read statically, ``gc.freeze``d): wall, parent CPU and child
+    CPU per fork (best of 5 rounds), and its resident size in MiB."""
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
+    out = subprocess.run([PY, "-c", FORK_FLOOR, str(root), str(forks)], cwd=root, env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    wall, parent, child, rss = (float(x) for x in out)
+    return wall, parent, child, rss
+
+
+def bench_fork(tmp: Path) -> None:
+    root = tmp / "fork"
+    tool_project(root, 1, 1)
+    wall, parent, child, rss = fork_floor(root)
+    print(f"fork floor   {wall * 1000:8.2f}ms wall per fork-exit-reap of a template-sized process ({rss:.0f} MiB): "
+          f"parent CPU {parent * 1000:.2f}ms, child CPU {child * 1000:.2f}ms", flush=True)
+
+
+def bench_fresh(tmp: Path) -> None:
+    """Issue 40's table in one run: the overhead against hand-written tests under both isolations,
+    the fork floor and the isolation cost per run above it, collection, concurrency, start-up."""
+    c, n = bench_overhead(tmp)
+    root = tmp / "oc"
+    wall, parent, child, rss = fork_floor(root)
+    cost = (c - n) / 1000
+    print(f"fork floor   {wall * 1000:8.2f}ms wall per fork-exit-reap of a template-sized process ({rss:.0f} MiB): "
+          f"parent CPU {parent * 1000:.2f}ms, child CPU {child * 1000:.2f}ms", flush=True)
+    print(f"isolation    {cost * 1000:8.2f}ms per run (process minus in-process, 1,000 runs): "
+          f"{cost / wall:.2f}x the fork floor (target <= 1.5x)", flush=True)
+    bench_collection(tmp)
+    bench_startup(tmp)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("isolation_bench", HERE / "isolation.py")
+    assert spec is not None and spec.loader is not None
+    isolation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(isolation)
+    nap = tmp / "nap"
+    isolation.project(nap)
+    isolation.concurrency(nap, rounds=3)
 
 
 SLOW_MODEL = '''
@@ -233,8 +313,12 @@ def pytest_sessionfinish(session):
 '''
 
 
-def llm_project(root: Path, cases: int, runs: int, conftest: str = SLOW_MODEL) -> None:
-    write(root / "agents/bot.yaml", 'version: "1.0"\nname: bot\ndescription: d\nmodel: openai/x\nsystem_prompt: s\n')
+def llm_project(root: Path, cases: int, runs: int, conftest: str = SLOW_MODEL, max_runs: int | None = None) -> None:
+    """``max_runs``: the agent's ``max_concurrent_runs`` (None: unset, Connic's default 1 serialises
+    the runs of a case)."""
+    cap = f"max_concurrent_runs: {max_runs}\n" if max_runs is not None else ""
+    write(root / "agents/bot.yaml", 'version: "1.0"\nname: bot\ndescription: d\nmodel: openai/x\nsystem_prompt: s\n'
+          + cap)
     write(root / "conftest.py", conftest)
     write(root / "pytest.ini", "[pytest]\naddopts = -p no:cacheprovider\n")
     body = ["agent: bot", "tests:"]
@@ -245,7 +329,7 @@ def llm_project(root: Path, cases: int, runs: int, conftest: str = SLOW_MODEL) -
 
 def bench_concurrency(tmp: Path) -> None:
     root = tmp / "cc"
-    llm_project(root, 1, 100)
+    llm_project(root, 1, 100, max_runs=100)  # the agent allows them: Connic's default would serialise
     # a one-run case first: the session loads the project's runtime (real modules, local
     # services) for the first case it runs, a once-per-session cost that is not the case's own
     suite = root / "tests/bot.yaml"
@@ -257,10 +341,52 @@ def bench_concurrency(tmp: Path) -> None:
         figure(f"conc. {concurrency}", wall, ideal, f"ideal ceil(100/{concurrency}) x 50 ms", "<= 1.25x")
 
 
-def _case_wall(root: Path, concurrency: int) -> float:
+def bench_serialising(tmp: Path) -> None:
+    """What Connic's default ``max_concurrent_runs`` of 1 costs: one case of 16 runs whose agent
+    sets nothing (its runs one after another) against the same agent with ``max_concurrent_runs:
+    8``, at ``--connic-concurrency 8``; with a model answering at once (a cassette replay) and one
+    answering after 50 ms (a live provider's latency, much shorter than a real one); and a tool
+    agent, whose every run calls user code in a worker process of its own."""
+    for kind in ("0", "0.05", "tool"):
+        delay = "0" if kind == "tool" else kind
+        roots = []
+        for cap in (None, 8):
+            root = tmp / f"ser-{kind}-{cap}"
+            if kind == "tool":
+                _serial_tool_project(root, cap)
+            else:
+                llm_project(root, 1, 16, max_runs=cap)
+                suite = root / "tests/bot.yaml"  # a one-run case first loads the project (see above)
+                suite.write_text(suite.read_text().replace(
+                    "tests:\n", "tests:\n  - name: warm up\n    payload: hi\n    expected_result: output.ok == true\n", 1))
+            roots.append(root)
+        walls: list[list[float]] = [[], []]
+        for _ in range(5):  # alternating, so that a busy machine slows both alike
+            for i, root in enumerate(roots):
+                walls[i].append(_case_wall(root, 8, {"MODEL_DELAY": delay}))
+        serial, concurrent = min(walls[0]), min(walls[1])
+        what = {"0": "instant model (replay)", "0.05": "model answering in 50 ms",
+                "tool": "tool agent, a worker per run"}[kind]
+        figure("serialising", serial, concurrent, f"max_concurrent_runs: 8, {what}", "a figure")
+        print(f"{'':<12} 16 runs serialised cost {(serial - concurrent) * 1000:+.0f} ms over 8 at once, "
+              f"{(serial - concurrent) / 16 * 1000:+.2f} ms per run", flush=True)
+
+
+def _serial_tool_project(root: Path, max_runs: int | None) -> None:
+    """A tool agent (user code in a worker process per run): a warm-up case, then ``case 0`` with 16 runs."""
+    cap = f"max_concurrent_runs: {max_runs}\n" if max_runs is not None else ""
+    write(root / "agents/echo.yaml", 'version: "1.0"\nname: echo\ndescription: d\ntype: tool\ntool_name: t.echo\n' + cap)
+    write(root / "tools/t.py", TOOLS)
+    write(root / "pytest.ini", "[pytest]\naddopts = -p no:cacheprovider\n")
+    write(root / "tests/echo.yaml", "tests:\n  - name: warm up\n    payload: '{\"n\": 1}'\n"
+                                    "  - name: case 0\n    payload: '{\"n\": 1}'\n    runs: 16\n"
+                                    "    expected_result: output.n == 2\n")
+
+
+def _case_wall(root: Path, concurrency: int, env: dict[str, str] | None = None) -> float:
     """The case's own time, all phases (its runs happen in setup, its verdict in call): JUnit's
     ``time``, which pytest measures around setup, call and teardown."""
-    run([PY, "-m", "pytest", "-q", f"--connic-concurrency={concurrency}", "--junitxml=j.xml"], root)
+    run([PY, "-m", "pytest", "-q", f"--connic-concurrency={concurrency}", "--junitxml=j.xml"], root, env)
     (case,) = [c for c in ET.parse(root / "j.xml").getroot().iter("testcase") if c.get("name") == "case 0"]
     return float(case.get("time", "nan"))
 
@@ -430,6 +556,7 @@ FIGURES = {
     "collection": bench_collection,
     "overhead": bench_overhead,
     "concurrency": bench_concurrency,
+    "serialising": bench_serialising,
     "scaling": bench_scaling,
     "earlystop": bench_earlystop,
     "startup": bench_startup,
@@ -495,10 +622,12 @@ def bench_world(tmp: Path) -> None:
 
 FIGURES["world"] = bench_world
 FIGURES["collect"] = bench_collect
+FIGURES["fork"] = bench_fork
+FIGURES["fresh"] = bench_fresh  # not in the default list: it repeats overhead, collection, startup
 
 
 def main(argv: list[str]) -> None:
-    wanted = argv or list(FIGURES)
+    wanted = argv or [name for name in FIGURES if name != "fresh"]
     print(_machine(), flush=True)
     with tempfile.TemporaryDirectory(prefix="connic-bench-") as tmp:
         prime(Path(tmp))

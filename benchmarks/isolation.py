@@ -7,7 +7,8 @@ default) against in-process (``--connic-isolation=none``).
                item's setup phase (where its runs execute), process minus none: with a fresh worker
                per run, a fork of the project's template (done ahead) and its end. The first
                cases are a warm-up, outside the figure.
-  concurrency  one case of 16 runs, each a tool sleeping 0.5 s, at --connic-concurrency 8, on a
+  concurrency  one case of 16 runs, each a tool sleeping 0.5 s, at --connic-concurrency 8 (the agent
+               sets max_concurrent_runs: 8), on a
                cold session (nothing else in it: the project's template starts while pytest
                collects): pytest's own JUnit time of the case (setup, call and teardown) against
                the ideal 1.0 s, under both isolations; the median of alternating runs.
@@ -83,8 +84,9 @@ def project(root: Path) -> None:
     _write(root, "tools/bench.py", TOOLS)
     _write(root, "agents/echo.yaml", "version: '1.0'\nname: echo\ndescription: echo\ntype: tool\n"
                                      "tool_name: bench.echo\n")
+    # eight runs at once: the agent allows them (Connic's default max_concurrent_runs is 1)
     _write(root, "agents/nap.yaml", "version: '1.0'\nname: nap\ndescription: nap\ntype: tool\n"
-                                    "tool_name: bench.nap\n")
+                                    "tool_name: bench.nap\nmax_concurrent_runs: 8\n")
     cases = "".join(f"  - name: case {i:04}\n    payload: '{{\"i\": {i}}}'\n" for i in range(WARMUP + 1000))
     _write(root, "tests/echo.yaml", "tests:\n" + cases)
     _write(root, "tests/nap.yaml", "tests:\n"

@@ -14,7 +14,7 @@ optional plugins its module does not name blocked, bytecode cached, Hypothesis's
 - in a subprocess (``python -m pytest``), the median wall and CPU time of 5 runs: the Python test
   without and with the plugin, the tool-agent case under both isolations. The CPU is the
   process's and what it reaped; a fork server the session leaves for init to reap is measured
-  apart: the import it preloads (``pytest_connic.execution.isolation.worker``).
+  apart: the import it preloads (``pytest_connic.execution.isolation.template_process``).
 
 ``profile``: ``CI=true python -m pytest -n 2 tests -p suiteprofile`` (``benchmarks/suiteprofile.py``
 records each test's wall and CPU time and its inner sessions by kind), a table by kind, then the
@@ -148,7 +148,7 @@ def measure_floors(tmp: Path) -> dict[str, float]:
     preload = []
     for _ in range(5):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([PY, "-c", "import pytest_connic.execution.isolation.worker"], env=env, check=True)
+        subprocess.run([PY, "-c", "import pytest_connic.execution.isolation.template_process"], env=env, check=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         preload.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     floors["fork server preload"] = statistics.median(preload)

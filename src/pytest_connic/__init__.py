@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "ConnicRunner": "pytest_connic.plugin.fixture",
     "RunRecord": "pytest_connic.records.run",
-    "CaseOutcome": "pytest_connic.records.run",
+    "CaseOutcome": "pytest_connic.records.outcome",
     "ToolCallRecord": "pytest_connic.records.run",
     "ModelRequest": "pytest_connic.models.base",
     "ModelResponse": "pytest_connic.models.base",
@@ -50,7 +50,8 @@ if TYPE_CHECKING:
         ToolSpec,
     )
     from pytest_connic.plugin.fixture import ConnicRunner
-    from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord
+    from pytest_connic.records.outcome import CaseOutcome
+    from pytest_connic.records.run import RunRecord, ToolCallRecord
     from pytest_connic.warnings import ConnicWarning
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from helpers.project import ProjectFiles
 from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
 from pytest_connic.execution.case import ProjectRuntime
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.runtime.ports import Host, NullHost
 from pytest_connic.secrets import Masker
 

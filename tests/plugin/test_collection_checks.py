@@ -126,7 +126,7 @@ def test_an_open_catalogue_gives_a_located_warning_and_the_case_runs(calc: Conni
     result.stdout.no_fnmatch_line("*the assertion could never hold*")
     strict = calc.run("-q", "-W", "error::pytest_connic.warnings.ConnicWarning")
     strict.stdout.fnmatch_lines(["*ConnicLoadWarning: tests/remote.yaml:4:27:*no known tool 'crm_lookup'*"])
-    assert strict.ret == 2  # -W error: this file's collection fails with it
+    assert strict.ret == 1  # -W error: this file's collection fails with it (a suite that cannot run)
 
 
 def test_unknown_child_agent_and_its_tools(calc: ConnicProject) -> None:
@@ -184,7 +184,8 @@ def test_unknown_agent_is_located_at_its_agent_key(calc: ConnicProject) -> None:
     calc.suite("some", "# a comment\nagent: calcc\ntests:\n  - name: x\n    payload: hi\n")
     result = calc.run("-q")
     result.stdout.fnmatch_lines(["*tests/some.yaml:2:1: unknown agent 'calcc'. Did you mean 'calc'?*"])
-    assert result.ret == 2
+    # a suite Connic cannot run: exit 1, as `connic test` (2 is Connic's code for infrastructure)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
 def test_missing_mocks_and_builder_modules_have_a_close_name(calc: ConnicProject) -> None:

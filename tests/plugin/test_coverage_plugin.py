@@ -79,7 +79,7 @@ def test_coverage_mode_judges_suites_by_connics_schema(calc: ConnicProject) -> N
     result = calc.run("--connic-coverage")
     result.stdout.fnmatch_lines(["*unknown key 'agentt'*", "*Overall coverage: 75.0%  (2 agents)*"])
     assert result.ret == 0
-    assert calc.run().ret == pytest.ExitCode.INTERRUPTED  # without the flag the suite is an error
+    assert calc.run().ret == pytest.ExitCode.TESTS_FAILED  # without the flag the suite is an error
 
 
 def test_coverage_mode_keeps_python_tests_and_their_failures(calc: ConnicProject) -> None:

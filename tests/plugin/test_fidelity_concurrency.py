@@ -1,7 +1,8 @@
-"""Connic's run concurrency (``max_concurrent_runs``, ``concurrency {key, on_conflict}``) where the
-project sets it; an agent that sets nothing keeps its runs concurrent (docs/running.md
-"Concurrency of an agent's runs"). Overlap is observed through marker files the tool leaves in the
-project (user code runs in worker processes); the waits are bounded hang guards only."""
+"""Connic's run concurrency (``max_concurrent_runs``, ``concurrency {key, on_conflict}``): an agent
+that sets nothing has Connic's default ``max_concurrent_runs`` of 1, its runs serialised
+(docs/running.md "Concurrency of an agent's runs"; the scheduler itself is tested below pytest in
+tests/unit/execution/test_run_concurrency.py). Overlap is observed through marker files the tool
+leaves in the project (user code runs in worker processes); the waits are bounded hang guards only."""
 
 from __future__ import annotations
 
@@ -82,26 +83,19 @@ def report(project: ConnicProject, *args: str) -> tuple[pytest.RunResult, dict[s
     return result, case
 
 
-def test_an_agent_that_sets_nothing_keeps_its_runs_concurrent(project: ConnicProject) -> None:
+def test_an_agent_that_sets_nothing_has_its_runs_serialised(project: ConnicProject) -> None:
+    project_with(project)  # Connic's default max_concurrent_runs is 1
+    result, _ = report(project)
+    result.assert_outcomes(passed=1)
+    assert peaks(project) == [1, 1, 1]
+
+
+def test_max_concurrent_runs_from_defaults_yaml_raises_the_cap(project: ConnicProject) -> None:
     project_with(project, payload=json.dumps({"customer_id": "c1", "wait_for": 2, "polls": 200}))
+    project.write("agents/_defaults.yaml", "max_concurrent_runs: 3\n")
     result, _ = report(project)
     result.assert_outcomes(failed=1)
     assert max(peaks(project)) >= 2
-
-
-def test_max_concurrent_runs_caps_the_runs_of_a_case(project: ConnicProject) -> None:
-    project_with(project, max_concurrent_runs=1)
-    result, _ = report(project)
-    result.assert_outcomes(passed=1)
-    assert peaks(project) == [1, 1, 1]
-
-
-def test_max_concurrent_runs_from_defaults_yaml_counts_as_set(project: ConnicProject) -> None:
-    project_with(project)
-    project.write("agents/_defaults.yaml", "max_concurrent_runs: 1\n")
-    result, _ = report(project)
-    result.assert_outcomes(passed=1)
-    assert peaks(project) == [1, 1, 1]
 
 
 def test_max_concurrent_runs_above_one_lets_that_many_overlap(project: ConnicProject) -> None:
@@ -154,8 +148,9 @@ def test_a_dropped_run_counts_as_a_run_that_did_not_pass(project: ConnicProject)
 
 
 def test_drop_does_not_apply_one_after_another(project: ConnicProject) -> None:
+    # no max_concurrent_runs: the runs are serialised, so no run arrives while another runs
     project_with(project, concurrency={"key": "customer_id", "on_conflict": "drop"})
-    result, _ = report(project, "--connic-concurrency", "1")
+    result, _ = report(project)
     result.assert_outcomes(passed=1)
     assert peaks(project) == [1, 1, 1]
 
@@ -172,7 +167,7 @@ def test_coalesce_keeps_only_the_newest_waiting_run(project: ConnicProject) -> N
 def test_concurrency_does_not_apply_to_a_sequential_agent(project: ConnicProject) -> None:
     project.tool("work", WORK)
     project.agent("step", type="tool", tool_name="work.run")
-    project.agent("orders", type="sequential", agents=["step"],
+    project.agent("orders", type="sequential", agents=["step"], max_concurrent_runs=8,
                   concurrency={"key": "customer_id", "on_conflict": "drop"})
     payload = json.dumps({"customer_id": "c1", "wait_for": 2})
     project.suite("orders", f"""

@@ -290,7 +290,7 @@ PROJECTS: dict[str, Callable[[ConnicProject], tuple[str, ...]]] = {
 def test_report_files_are_the_stored_ones(name: str, project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
     args = PROJECTS[name](project)
     # in a subprocess with a random hash seed: the keys a worker adds to a run's ``context`` are
-    # merged back in the worker's order (``execution/isolation/pool._merge``), never in set order
+    # merged back in the worker's order (``execution/isolation/copyback._merge``), never in set order
     monkeypatch.setenv("PYTHONHASHSEED", "random")
     result = project.run_subprocess("-p", "no:randomly", *args, *OUTPUTS)
     assert result.ret in (0, 1), result.stdout.str()  # cases may fail; the session may not break

@@ -4,9 +4,13 @@ hang, exit, run out of memory, leave threads behind, raise KeyboardInterrupt or 
 BaseException, mutate its arguments), that run fails (or passes) with the cause in words, its
 cleanup runs, every other case runs, every report holds every case, and pytest exits.
 
-One project holds a case per fault; it runs once per mode (without xdist, and with ``-n 2``) in a
-subprocess, bounded by a generous timeout (a hang fails the test instead of hanging the suite);
-each test below asserts one fault on that run.
+One project holds a case per fault; it runs once in a subprocess, bounded by a generous timeout (a
+hang fails the test instead of hanging the suite); each test below asserts one fault on that run.
+What the pool does with each outcome is asserted below the session, through a real pool
+(``tests/unit/execution/test_isolation_pool.py``); the run under ``-n 2`` that this module also
+made proved nothing more about the pool (an xdist worker's pool is the same code), and how xdist
+carries a failed case's reports is ``test_xdist_reports.py``'s (identical reports with and without
+xdist, failures and errors included).
 """
 
 from __future__ import annotations
@@ -222,13 +226,11 @@ class Outcome:
     cleanups: list[str]
 
 
-@pytest.fixture(scope="module", params=["no-xdist", "xdist"])
-def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    if request.param == "xdist":
-        pytest.importorskip("xdist")
-    root = tmp_path_factory.mktemp(f"isolation-{request.param}")
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    root = tmp_path_factory.mktemp("isolation")
     _project(root)
-    mode = ["-n", "2"] if request.param == "xdist" else ["-p", "no:xdist"]
+    mode = ["-p", "no:xdist"]
     src = Path(__file__).resolve().parents[2] / "src"
     env = {**os.environ, "PYTHONPATH": str(src)}
     # a hang of pytest (at exit too) fails here instead of hanging the suite
@@ -408,7 +410,7 @@ def test_the_template_ends_on_its_own_when_the_session_ends(project: ConnicProje
     """The session's end closes the template's pipe while a reader thread polls it; the template
     reads the end and exits (code 0). Only closed, the polled socket stayed open and the template
     was killed (-9) after a 2 s wait, at the end of every session whose template ran no case."""
-    from pytest_connic.execution.isolation import pool
+    from pytest_connic.execution.isolation import template as pool
 
     ended: list[int | None] = []
     close = pool.Template.close

@@ -157,7 +157,7 @@ def test_a_lone_surrogate_in_a_node_id_is_written_in_every_report(echo: ConnicPr
 
 def test_recorded_files_and_reports_get_the_umask_mode(echo: ConnicProject) -> None:
     from pytest_connic.files import write_text_file
-    from pytest_connic.models.cassette import write_text_atomic
+    from pytest_connic.models.cassette_write import write_text_atomic
 
     old = os.umask(0o027)
     try:

@@ -1,13 +1,18 @@
 """Planted secrets, in every form, never reach an artifact: the terminal, --connic-json,
 --connic-html, --junitxml (junit_logging=all), --connic-traces, recorded cassettes, the history,
-a comparison (--connic-compare, ``python -m pytest_connic compare``) and the Markdown summary."""
+a comparison (--connic-compare, ``python -m pytest_connic compare``) and the Markdown summary.
+The forms include the encoded ones: percent-encoded in a query string (``%20`` and ``+``) and in
+base64, standard and URL-safe, of a longer text (``Authorization: Basic base64(user:secret)``);
+tests/unit/test_secrets.py checks their masking exactly, at every alignment."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import html
 import json
 import sys
+import urllib.parse
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,10 +34,12 @@ PASSWORD = "q\"u'o\\te-pass-77"
 SECRETS = (TOKEN, PEM, PASSWORD)
 
 TOOL = '''
+import base64
 import json
 import logging
 import os
 import sys
+import urllib.parse
 import warnings
 
 
@@ -50,7 +57,11 @@ def leak(x: int) -> dict:
         forms[f"ascii{i}"] = json.dumps(v, ensure_ascii=True)
         forms[f"repr{i}"] = repr(v)
         forms[f"lines{i}"] = v.splitlines()
-        print("stdout", v, json.dumps(v), repr(v), ascii(v))
+        forms[f"query{i}"] = "https://api.example/cb?token=" + urllib.parse.quote(v, safe="") + "&page=2"
+        forms[f"form{i}"] = urllib.parse.urlencode({"user": "alice", "password": v})
+        forms[f"basic{i}"] = "Basic " + base64.b64encode(("alice:" + v).encode()).decode()
+        forms[f"urlsafe{i}"] = base64.urlsafe_b64encode(("x" + v).encode()).decode().rstrip("=")
+        print("stdout", v, json.dumps(v), repr(v), ascii(v), forms[f"query{i}"], forms[f"basic{i}"])
         print("stderr", v, repr(v), file=sys.stderr)
         logging.getLogger("leaky").warning("log %s %r", v, v)
         warnings.warn(f"warn {v} {v!r}")
@@ -92,14 +103,23 @@ tests:
 def model(body: dict[str, Any]) -> Reply:
     """Asks for ``leak``, then answers with the secrets in their quoted forms."""
     if body["messages"][-1]["role"] == "tool":
-        return text(f"answer {TOKEN} {json.dumps(PASSWORD)} {TOKEN!a} {PEM} {PASSWORD!r}")
+        return text(f"answer {TOKEN} {json.dumps(PASSWORD)} {TOKEN!a} {PEM} {PASSWORD!r} "
+                    f"{urllib.parse.quote_plus(PASSWORD)} {encoded(TOKEN)[2]}")
     return tool_call("leak", {"x": 1})
+
+
+def encoded(value: str) -> list[str]:
+    """The encoded forms the tool and the model write: percent-encoded (``%20``, ``+``), base64 of
+    ``alice:`` and the value, URL-safe base64 of ``x`` and the value."""
+    return [urllib.parse.quote(value, safe=""), urllib.parse.urlencode({"password": value}).partition("=")[2],
+            base64.b64encode(("alice:" + value).encode()).decode(),
+            base64.urlsafe_b64encode(("x" + value).encode()).decode().rstrip("=")]
 
 
 def forms(value: str) -> set[str]:
     """What a leak of ``value`` would look like, in any artifact."""
     pieces = {value} | {line for line in value.splitlines() if len(line) >= 6}
-    out: set[str] = set()
+    out: set[str] = set(encoded(value))
     for p in pieces:
         out |= {p, json.dumps(p)[1:-1], json.dumps(p, ensure_ascii=False)[1:-1], repr(p)[1:-1], ascii(p)[1:-1],
                 html.escape(p), html.escape(p, quote=False)}
@@ -175,6 +195,8 @@ def test_no_secret_in_any_form_reaches_any_artifact(
     junit = texts["junit.xml"]
     for marker in ("plain stdout ***", "plain log", "stdout ***", "plain raise", "broken at import"):
         assert marker in junit, marker
+    for name in ("terminal", "junit.xml", "report.json", "report.html"):  # the encoded forms, masked there
+        assert "cb?token=***" in texts[name] and "Basic YWxpY2U6***" in texts[name], name
     leaks = [(name, form) for name, body in texts.items() for secret in SECRETS for form in forms(secret)
              if form in body]
     assert leaks == []

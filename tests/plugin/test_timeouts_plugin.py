@@ -52,13 +52,16 @@ def test_case_timeout_formula() -> None:
 
 
 def test_each_case_gets_a_timeout_from_its_runs(echo: ConnicProject) -> None:
+    # the agent sets no max_concurrent_runs: Connic's default 1 runs the four runs one after another
     result = echo.run("--connic-concurrency", "2")
     result.assert_outcomes(passed=2)
-    assert timers(echo) == {"four runs": "40.0", "one run": "37.0"}
+    assert timers(echo) == {"four runs": "50.0", "one run": "37.0"}
 
 
 def test_the_timeouts_also_when_pytest_timeout_is_loaded_by_its_module_name(echo: ConnicProject) -> None:
-    # `-p pytest_timeout` registers the plugin under its module name, not its entry point's
+    # `-p pytest_timeout` registers the plugin under its module name, not its entry point's; the
+    # agents allow 8 runs at once, --connic-concurrency 2 of them: two waves
+    echo.write("agents/_defaults.yaml", "max_concurrent_runs: 8\n")
     result = echo.run("-p", "no:timeout", "-p", "pytest_timeout", "--connic-concurrency", "2")
     result.assert_outcomes(passed=2)
     assert timers(echo) == {"four runs": "40.0", "one run": "37.0"}

@@ -490,7 +490,7 @@ def test_module_globals_a_run_changes_are_pristine_in_every_later_run(project: C
     of every case starts from the project as loaded, with one worker at a time and with several."""
     project.tool("shared", SHARED)
     project.tool("glob", GLOBALS)
-    _tool_agent(project, "mutate", "glob")
+    project.agent("mutate", type="tool", tool_name="glob.mutate", max_concurrent_runs=4)  # several at once
     project.suite("mutate", """
         tests:
           - name: first

@@ -29,7 +29,7 @@ def test_every_exception_of_the_package_is_a_connic_error() -> None:
 
 def test_value_errors_stay_value_errors() -> None:
     from pytest_connic.ab.options import ABOptionsError
-    from pytest_connic.expressions import ExpressionError
+    from pytest_connic.expressions.values import ExpressionError
 
     assert issubclass(ExpressionError, ValueError) and issubclass(ABOptionsError, ValueError)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
-from pytest_connic.execution.isolation.wire import decode_exception, encode_exception
+from pytest_connic.execution.isolation import wire
+from pytest_connic.execution.isolation.exceptions import decode_exception, encode_exception
 from pytest_connic.usertb import CAUSE, capture, for_record, traceback_of
 
 
@@ -47,7 +47,10 @@ def test_the_record_form_is_masked_and_located() -> None:
 
 def test_the_traceback_crosses_the_wire_with_the_exception() -> None:
     exc = _caught()
-    decoded = decode_exception(pickle.loads(pickle.dumps(encode_exception(exc, str(exc)))))
+    message = wire.ServiceRaised(1, encode_exception(exc, str(exc)))
+    crossed = wire.decode(wire.TO_WORKER, wire.encode(message))
+    assert isinstance(crossed, wire.ServiceRaised)
+    decoded = decode_exception(crossed.error)
     assert type(decoded) is ValueError and str(decoded) == "wrapped"
     carried = traceback_of(decoded)
     assert carried is not None and [e["type"] for e in carried["chain"]] == ["KeyError", "ValueError"]

@@ -27,7 +27,8 @@ from pytest_connic.errors import ConnicError
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime
     from pytest_connic.models.base import RunModels, RunModelSource
-    from pytest_connic.records.run import CaseOutcome, RunRecord
+    from pytest_connic.records.outcome import CaseOutcome
+    from pytest_connic.records.run import RunRecord
     from pytest_connic.suite.loader import CaseSpec, Suite
 
 #: the replay error of a case without a cassette (models/replay.py): the arm cannot be compared

@@ -6,12 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from pytest_connic.expressions import (
-    Expression,
-    ExpressionError,
-    compile_expression,
-    split_tool_call_expression,
-)
+from pytest_connic.expressions.expression import Expression, compile_expression, split_tool_call_expression
+from pytest_connic.expressions.values import ExpressionError
 from pytest_connic.yamlpos import KeyPath
 
 RESULT_NAMES = ("output", "error", "status", "context")

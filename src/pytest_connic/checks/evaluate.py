@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_connic.checks.compiled import Checks, ChildCheck, ToolCallCheck
-from pytest_connic.expressions import MISSING, Expression
+from pytest_connic.expressions.expression import Expression
+from pytest_connic.expressions.values import MISSING
 from pytest_connic.records.run import RunRecord, ToolCallRecord, TriggerRecord
 
 

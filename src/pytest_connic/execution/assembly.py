@@ -24,7 +24,7 @@ from pytest_connic.models.matching import MatchRule
 from pytest_connic.models.pricing import Prices
 from pytest_connic.models.volatile import KINDS
 from pytest_connic.project.loaded import LoadedProject
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.runtime.hosted import HostedSettings
 from pytest_connic.runtime.ports import Host, NullHost
 from pytest_connic.secrets import Masker

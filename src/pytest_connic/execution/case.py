@@ -22,17 +22,18 @@ from pytest_connic.checks.compiled import CompiledCase, ResolvedCase, compile_ca
 from pytest_connic.checks.evaluate import evaluate_run
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution import builders
-from pytest_connic.execution.concurrency import RunGate, Ticket, gate_for
+from pytest_connic.execution.concurrency import RunGate, Ticket, case_concurrency, gate_for
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.execution.outcomes import suite_outcome
-from pytest_connic.expressions import ExpressionError
+from pytest_connic.expressions.values import ExpressionError
 from pytest_connic.models.base import RunModelSource
 from pytest_connic.project.load import ProjectError
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import relative
 from pytest_connic.records.events import DivergenceNoteEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.clock import RunClock
 from pytest_connic.runtime.hosted import HostedSettings
@@ -40,7 +41,6 @@ from pytest_connic.runtime.invocation import Invocation, output_text
 from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
 from pytest_connic.runtime.payload import FilesError, load_fixtures
 from pytest_connic.runtime.services import RuntimeServices
-from pytest_connic.runtime.sessions import runs_in_order
 from pytest_connic.runtime.signals import UserCodeEnded
 from pytest_connic.runtime.state import RunScope
 from pytest_connic.usertb import TracebackData, for_record, import_in, import_traceback, masked
@@ -205,7 +205,7 @@ class ProjectRuntime:
         project adopts (``LoadedProject.adopt``: exact tool schemas, import errors, middleware that
         fails to load). ``ProjectError``: the agent's modules fail to load, or a worker could not
         import one (a crash; a hang, bounded by ``timeout_s``): the message names the module."""
-        from pytest_connic.execution.isolation.pool import WorkerStartError
+        from pytest_connic.execution.isolation.pool import WorkerSpawnError, WorkerStartError
 
         project = self.project
         if self.pool is None or not project.static:
@@ -227,6 +227,8 @@ class ProjectRuntime:
                                                                         timeout_s))
             except asyncio.TimeoutError:  # a hang: each case waits its own timeout_s
                 failure = f"{doing[-1]} did not finish within {timeout_s:g}s (timeout_s)"
+            except WorkerSpawnError:  # no process could start: the case's infrastructure error
+                raise
             except WorkerStartError as exc:
                 failure = str(exc)
             except UserCodeEnded as exc:  # an exit or a crash at import: the agent's later cases are told at once
@@ -256,8 +258,7 @@ class ProjectRuntime:
             except UserImportError:  # the agent's load error, from describing it
                 pass
         doing.append(f"loading agent '{name}'")
-        report = await lease.call(_WORKER_DESCRIBE, doing[-1], (root, name), {})
-        assert isinstance(report, AgentReport), report  # what ``loaded.worker_describe`` returns
+        report = AgentReport.from_data(await lease.call(_WORKER_DESCRIBE, doing[-1], (root, name), {}))
         self.project.adopt(name, report)
 
     def _reachable(self, agent_name: str) -> list[str]:
@@ -314,19 +315,26 @@ class CaseRun:
         self.compiled: CompiledCase = target.compiled
         self.outcome = target.outcome
         self.executor = executor
-        self.concurrency = runtime.options.concurrency
-        if runs_in_order(runtime.project.agents, target.agent_name):  # they share a session, in order
-            self.concurrency = 1
+        #: runs at once: the agent's ``max_concurrent_runs`` (Connic's default 1) and --connic-concurrency
+        self.concurrency = case_concurrency(runtime.project.agents, target.agent_name, runtime.options.concurrency)
         self.early_stop = runtime.options.early_stop if early_stop is None else early_stop
         self.run_listeners = runtime.run_listeners if run_listeners is None else run_listeners
         self.root = runtime.project.root
         self.fixtures: list[dict[str, str]] = []
         self.models: RunModelSource = target.models
-        self.gate: RunGate | None = None  #: ``max_concurrent_runs`` / ``concurrency`` (set in ``run``)
+        self.gate: RunGate | None = None  #: the agent's ``concurrency`` key rule (set in ``run``)
         self.tickets: dict[int, Ticket] = {}
 
     async def run(self) -> None:
-        await self.runtime.describe(self.agent_name, float(self.case["timeout_s"]))
+        from pytest_connic.execution.isolation.pool import WorkerSpawnError
+
+        try:
+            await self.runtime.describe(self.agent_name, float(self.case["timeout_s"]))
+        except WorkerSpawnError as exc:  # the machine's trouble: an infrastructure error (exit 2)
+            self.outcome.records = [RunRecord(run_id=f"worker-{i}", agent_name=self.agent_name, index=i, status="failed",
+                                              error=str(exc), infrastructure_error=str(exc))
+                                    for i in range(self.outcome.runs)]
+            return
         try:
             names = list(self.case.get("files") or [])
             self.fixtures = load_fixtures(self.root, names) if names else []
@@ -516,19 +524,21 @@ class CaseRun:
 
     async def _lease(self, fresh_modules: bool, index: int = 0) -> Lease | RunRecord | None:
         """The run's worker process (``--connic-isolation=process``), taken before the run's clock
-        starts when the run will call user code; a worker that cannot start within the case's
-        ``timeout_s`` (a hanging import) or is stopped meanwhile is that run's failure."""
-        from pytest_connic.execution.isolation.pool import WorkerStartError
+        starts when the run will call user code; a worker that cannot load the project within the
+        case's ``timeout_s`` (a hanging import) or is stopped meanwhile is that run's failure, and
+        one that cannot start at all (no process, a failed fork) its infrastructure error."""
+        from pytest_connic.execution.isolation.pool import WorkerSpawnError, WorkerStartError
 
         pool = self.runtime.pool
         if pool is None:
             return None
         lease = pool.lease(float(self.case["timeout_s"]))
         if fresh_modules or self.runtime.has_user_code:
+            spawn = False
             try:
                 finished, _ = await self.runtime.stop.race(lease.acquire())
             except WorkerStartError as exc:
-                finished, error = True, str(exc)
+                finished, error, spawn = True, str(exc), isinstance(exc, WorkerSpawnError)
             else:
                 if finished:
                     return lease
@@ -536,7 +546,10 @@ class CaseRun:
             await lease.release()
             record = RunRecord(run_id=f"worker-{index}", agent_name=self.agent_name, index=index,
                                status="failed" if finished else "cancelled", error=error)
-            record.failures.append(error)
+            if spawn:  # no process could start: the machine's, an infrastructure error (exit 2)
+                record.infrastructure_error = error
+            else:  # the project did not load in time, or at all: the suite author's (exit 1)
+                record.failures.append(error)
             return record
         return lease
 

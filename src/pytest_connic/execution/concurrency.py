@@ -1,11 +1,13 @@
 """Connic's run concurrency for the runs of a case: ``max_concurrent_runs`` (a cap on the agent's
 simultaneous runs) and ``concurrency {key, on_conflict}`` (per-key serialisation on top).
 
-Only what the project sets is applied (``model_fields_set`` of the agent's config, which counts a
-value from a ``_defaults.yaml`` as set): an agent that sets nothing keeps its runs concurrent up to
-``--connic-concurrency`` (docs/fidelity.md). A run *arrives* (``RunGate.arrive``, synchronous, in
-index order when the key comes from the case's payload) and then ``wait`` says whether it may run
-or why it was cancelled (``drop``, or a waiting run replaced under ``coalesce``).
+``max_concurrent_runs`` is read as the SDK's ``AgentConfig`` gives it, so an agent that sets nothing
+has Connic's default of 1 ("default 1; minimum 1", connic-skill ``agent-yaml.md``): its runs are
+serialised. ``case_concurrency`` is how many runs of a case execute at once: the smaller of that
+cap and ``--connic-concurrency`` (1 for an agent with a session). Within it, a run *arrives*
+(``RunGate.arrive``, synchronous, in index order when the key comes from the case's payload) and
+then ``wait`` says whether it may run or why it was cancelled (``drop``, or a waiting run replaced
+under ``coalesce``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,40 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pytest_connic.jsonsafe import MISSING, at_path
+from pytest_connic.runtime.sessions import runs_in_order
 
-__all__ = ["RunGate", "Ticket", "gate_for", "key_value"]
+if TYPE_CHECKING:
+    from pytest_connic.project.sdk import Agent
+
+__all__ = ["RunGate", "Ticket", "case_concurrency", "gate_for", "key_value", "run_cap"]
+
+#: Connic's ``max_concurrent_runs`` when an agent sets nothing (the SDK's ``AgentConfig`` default)
+DEFAULT_MAX_RUNS = 1
+
+
+def run_cap(config: object) -> int:
+    """The agent's ``max_concurrent_runs``: what the project sets (the agent file or a
+    ``_defaults.yaml``), else Connic's default of 1; at least 1."""
+    value = getattr(config, "max_concurrent_runs", None)
+    return max(1, int(value)) if isinstance(value, int) and not isinstance(value, bool) else DEFAULT_MAX_RUNS
+
+
+def case_concurrency(agents: Mapping[str, Agent], agent_name: str, concurrency: int) -> int:
+    """How many runs of a case of ``agent_name`` execute at once (each run whole: builder, agent,
+    cleanup): the agent's ``max_concurrent_runs`` capped by ``concurrency``
+    (``--connic-concurrency``); 1 when its runs share a session, in order."""
+    agent = agents.get(agent_name)
+    if agent is None:
+        return max(1, concurrency)
+    if runs_in_order(agents, agent_name):
+        return 1
+    return max(1, min(concurrency, run_cap(agent.config)))
+
 
 def key_value(payload: object, path: str) -> str | None:
     """The value at dot path ``path`` of the raw trigger payload (a JSON string is parsed), as a
@@ -44,7 +75,6 @@ class Ticket:
     key: str | None
     admitted: asyncio.Future[str | None]  #: None: it may run; else why it is cancelled
     holds_key: bool = False
-    holds_slot: bool = False
     released: bool = False
 
 
@@ -55,19 +85,17 @@ class _KeyState:
 
 
 class RunGate:
-    """The gate of one agent's runs within one event loop (one case: see docs/running.md)."""
+    """The per-key gate of one agent's runs within one event loop (one case: see docs/running.md)."""
 
-    def __init__(self, agent: str, max_runs: int | None, key_path: str | None, on_conflict: str) -> None:
+    def __init__(self, agent: str, key_path: str, on_conflict: str) -> None:
         self.agent = agent
-        self.max_runs = max_runs
         self.key_path = key_path
         self.on_conflict = on_conflict
-        self._slots = asyncio.Semaphore(max_runs) if max_runs is not None else None
         self._keys: dict[str, _KeyState] = {}
 
     def arrive(self, index: int, payload: object) -> Ticket:
         """Register run ``index`` with its trigger payload (no await: arrivals keep their order)."""
-        key = key_value(payload, self.key_path) if self.key_path else None
+        key = key_value(payload, self.key_path)
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         ticket = Ticket(index, key, future)
         if key is None:
@@ -91,23 +119,15 @@ class RunGate:
         return ticket
 
     async def wait(self, ticket: Ticket) -> str | None:
-        """None once the run may start (its key and a ``max_concurrent_runs`` slot are held), else
-        the reason it is cancelled. The caller always calls ``release`` afterwards."""
-        reason = await asyncio.shield(ticket.admitted) if not ticket.admitted.done() else ticket.admitted.result()
-        if reason is not None:
-            return reason
-        if self._slots is not None:
-            await self._slots.acquire()
-            ticket.holds_slot = True
-        return None
+        """None once the run may start (it holds its key), else the reason it is cancelled. The
+        caller always calls ``release`` afterwards."""
+        return await asyncio.shield(ticket.admitted) if not ticket.admitted.done() else ticket.admitted.result()
 
     def release(self, ticket: Ticket) -> None:
-        """The run ended (or was cancelled while it waited): its slot and key pass on."""
+        """The run ended (or was cancelled while it waited): its key passes on."""
         if ticket.released:
             return
         ticket.released = True
-        if ticket.holds_slot and self._slots is not None:
-            self._slots.release()
         if ticket.key is None:
             return
         state = self._keys[ticket.key]
@@ -127,17 +147,11 @@ class RunGate:
 
 
 def gate_for(agent: str, config: object) -> RunGate | None:
-    """The gate of an agent whose config sets ``max_concurrent_runs`` or ``concurrency`` (None:
-    nothing set, the runs stay as concurrent as ``--connic-concurrency`` allows). ``concurrency`` is
-    not applied to a sequential agent, as on Connic."""
-    fields_set: set[str] = getattr(config, "model_fields_set", set())
-    max_runs = getattr(config, "max_concurrent_runs", None) if "max_concurrent_runs" in fields_set else None
+    """The per-key gate of an agent whose config sets ``concurrency`` (None: no key rule).
+    ``concurrency`` is not applied to a sequential agent, as on Connic; ``max_concurrent_runs`` is
+    applied by ``case_concurrency``."""
     concurrency = getattr(config, "concurrency", None)
     kind = str(getattr(getattr(config, "type", None), "value", getattr(config, "type", "")) or "")
-    if concurrency is not None and kind == "sequential":
-        concurrency = None
-    if max_runs is None and concurrency is None:
+    if concurrency is None or kind == "sequential":
         return None
-    key = getattr(concurrency, "key", None) if concurrency is not None else None
-    on_conflict = str(getattr(concurrency, "on_conflict", "queue")) if concurrency is not None else "queue"
-    return RunGate(agent, int(max_runs) if max_runs is not None else None, key, on_conflict)
+    return RunGate(agent, str(concurrency.key), str(getattr(concurrency, "on_conflict", "queue")))

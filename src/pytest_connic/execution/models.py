@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from pytest_connic.checks.compiled import ResolvedCase
 from pytest_connic.models.base import Model
-from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, SessionStart, cassette_path
+from pytest_connic.models.cassette import DEFAULT_SIZE_LIMIT, SessionStart
+from pytest_connic.models.cassette_paths import cassette_path
 from pytest_connic.models.matching import MatchRule
 from pytest_connic.models.pricing import Prices
 from pytest_connic.models.replay import CaseModels, UnrecordedNotes
@@ -20,7 +21,7 @@ from pytest_connic.models.world import RunWorld
 from pytest_connic.records.events import DivergenceNoteEvent
 
 if TYPE_CHECKING:
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
     from pytest_connic.runtime.services import RuntimeServices
     from pytest_connic.secrets import Masker
     from pytest_connic.suite.loader import Suite

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 
 if TYPE_CHECKING:
     from pytest_connic.suite.loader import CaseSpec, Suite

@@ -20,7 +20,8 @@ from pytest_connic.models.base import (
     ToolCallRequest,
     ToolSpec,
 )
-from pytest_connic.models.cassette import Cassette, cassette_path, load_cassette, parse_cassette, safe_name
+from pytest_connic.models.cassette import Cassette, load_cassette, parse_cassette
+from pytest_connic.models.cassette_paths import cassette_path, safe_name
 from pytest_connic.models.digest import first_difference, request_digest, request_fingerprint
 from pytest_connic.models.live import LiteLLMModel, RetryPolicy
 from pytest_connic.models.replay import MODES, CaseModels

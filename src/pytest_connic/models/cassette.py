@@ -1,4 +1,5 @@
-"""Cassette files, format version 1: load, validate, save, and where they live.
+"""Cassette files, format version 1: the data and loading it with located errors (where they
+live: ``cassette_paths.py``; writing them: ``cassette_write.py``).
 
 A cassette is a list of runs; each run lists the model turns of the case's own
 agent (``turns``) and of every other agent it invoked (``children``, per agent
@@ -9,32 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
-import hashlib
 import json
 import os
-import re
 import stat
-import tempfile
-import time
-import unicodedata
-import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
 
 from pytest_connic.models.base import CassetteError
 from pytest_connic.models.fingerprint import REQUEST_KEYS, check_section
 from pytest_connic.models.matching import MatchRule, MatchRuleError, parse_rule
-from pytest_connic.models.world import WORLD_KEYS, World, world_from_data, world_to_data
-from pytest_connic.secrets import Masker
+from pytest_connic.models.world import WORLD_KEYS, World, world_from_data
 from pytest_connic.yamlpos import KeyPath, YamlError, YamlPositions, format_path, load_with_positions
 
 VERSION = 1
-#: a file name longer than this (UTF-8 bytes, without ``.yaml``) is cut and gets a hash suffix
-MAX_NAME_BYTES = 120
 
 _RUN_KEYS = ("turns", "children", "calls", "world", "session")
 _SESSION_KEYS = ("agent", "key", "from", "history")
@@ -51,17 +40,6 @@ _TURN_KEYS = ("content", "tool_calls", "usage", "cost", "model", "request")
 _CALL_KEYS = ("name", "arguments", "id")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
 _TOP_KEYS = ("version", "match", "runs")
-#: names Windows refuses as files (cassettes are committed and checked out everywhere)
-_WINDOWS_RESERVED = {
-    "CON",
-    "PRN",
-    "AUX",
-    "NUL",
-    *(f"COM{i}" for i in range(10)),
-    *(f"LPT{i}" for i in range(10)),
-}
-_UNSAFE = re.compile(r'[\x00-\x1f\x7f/\\<>:"|?*]')
-_HEX_PAIR = re.compile(r"[0-9A-Fa-f]{2}")
 
 
 @dataclass
@@ -174,190 +152,6 @@ def undigested_note(cassette: Cassette, path: Path | str) -> str | None:
     return (f"{path}: {which} no `request` digests (a hand-written cassette), so replay cannot notice a "
             "changed prompt, message or tool; `pytest --connic-record-mode=digests` adds them from a "
             "replay without changing the turns (docs/models.md, \"What a recorded request keeps\")")
-
-
-# -- where cassettes live ----------------------------------------------------
-
-
-def legacy_safe_name(name: str) -> str:
-    """The file name older versions gave a case (``/``, ``:``, ``?``, ... all became ``_``, so
-    distinct names could share a file); kept to find cassettes written under it."""
-    safe = _UNSAFE.sub("_", name).replace("..", "_")
-    safe = re.sub(r"^\.", "_", safe)
-    safe = re.sub(r"[. ]$", "_", safe) or "_"
-    if safe.split(".")[0].upper() in _WINDOWS_RESERVED:
-        safe = "_" + safe
-    return _cut(safe, name)
-
-
-def _cut(safe: str, name: str) -> str:
-    if len(safe.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
-        suffix = "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-        budget = MAX_NAME_BYTES - len(suffix)
-        safe = safe.encode("utf-8", "surrogateescape")[:budget].decode("utf-8", "ignore") + suffix
-    return safe
-
-
-def _escape(char: str) -> str:
-    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogateescape"))
-
-
-def safe_name(name: str, *, escape_case: bool = False) -> str:
-    """``name`` as one portable file name, by a reversible rule (docs/models.md, "Where
-    cassettes live"): the characters no file system takes in a name (``/ \\ < > : " | ? *``,
-    control characters) are percent-encoded (``a/b`` -> ``a%2Fb``), and so are a ``%`` that
-    would read as an escape (followed by two hex digits), a leading dot, a trailing dot or
-    space, the first letter of a Windows device name (``CON`` -> ``%43ON``), and every
-    non-ASCII character of a name that is not in Unicode NFC (macOS would store it as its NFC
-    or NFD twin); every other name is its own file name. ``escape_case``: capital letters (any
-    character ``casefold`` changes) are encoded too (for names that differ only in case, which
-    would share a file on macOS and Windows).
-    A name longer than ``MAX_NAME_BYTES`` is cut and ends in a hash of the full name.
-    :func:`name_of_file` reverses the rule (for names that were not cut)."""
-    if not name:
-        return "%00"  # only the connic fixture can have an empty name; the suite schema needs one
-    out = []
-    last = len(name) - 1
-    # a name that is not NFC would share a file with its NFC twin on macOS: its non-ASCII is encoded
-    unnormal = not unicodedata.is_normalized("NFC", name)
-    for i, char in enumerate(name):
-        if (
-            _UNSAFE.match(char)
-            or (char == "%" and _HEX_PAIR.fullmatch(name[i + 1 : i + 3]))
-            or (i == 0 and char == ".")
-            or (i == last and char in ". ")
-            or (escape_case and char.casefold() != char)
-            or (unnormal and not char.isascii())
-        ):
-            out.append(_escape(char))
-        else:
-            out.append(char)
-    if name.split(".")[0].upper() in _WINDOWS_RESERVED and not out[0].startswith("%"):
-        out[0] = _escape(out[0])
-    return _cut("".join(out), name)
-
-
-def name_of_file(stem: str) -> str:
-    """The case name a cassette file name (without ``.yaml``) stands for: the inverse of
-    :func:`safe_name` (a name that was cut gives back its cut form)."""
-    return urllib.parse.unquote(stem, errors="strict") if "%" in stem else stem
-
-
-def cassette_path(cassette_dir: Path, suite_rel: str, case_name: str, *, siblings: Iterable[str] = (),
-                  suites_root: Path | None = None) -> Path:
-    """``<cassette_dir>/<suite path under tests/, without .yaml>/<safe case name>.yaml``.
-
-    ``suite_rel`` is the suite's path from the project root (``tests/sub/math.yaml``, as in
-    node ids); a leading ``tests/`` is dropped. ``siblings``: the names of the other cases
-    of the suite (a name that differs from one of them only in case has its capitals
-    encoded); ``suites_root``: the project root, whose folders say which suites' folder names
-    differ only in case (:func:`suite_folder`). The result always lies inside ``cassette_dir``.
-    """
-    parts = [p for p in re.split(r"[/\\]+", suite_rel) if p not in ("", ".")]
-    folder = suite_folder(parts, suites_root)
-    base = Path(os.path.abspath(cassette_dir))
-    escape_case = any(s != case_name and _fold(s) == _fold(case_name) for s in siblings)
-    path = base.joinpath(*folder, safe_name(case_name, escape_case=escape_case) + ".yaml")
-    if os.path.commonpath([base, os.path.abspath(path)]) != str(base):
-        raise CassetteError(f"cassette path for case {case_name!r} would leave {base}")
-    return path
-
-
-@functools.lru_cache(maxsize=4096)
-def _fold(name: str) -> str:
-    """What a case-insensitive, normalising file system compares (macOS, Windows)."""
-    return unicodedata.normalize("NFC", name).casefold()
-
-
-_SUITE_SUFFIX = re.compile(r"\.ya?ml$", re.IGNORECASE)
-
-
-def _folder_key(entry: str, *, is_dir: bool) -> str | None:
-    """What a project entry stands for in the cassette folder: a folder's name, a suite's name
-    without a lower-case ``.yaml``/``.yml``, a suite with another case of the suffix whole (None:
-    neither a folder nor a suite)."""
-    if is_dir:
-        return entry
-    if entry.endswith((".yaml", ".yml")):
-        return entry.rsplit(".", 1)[0]
-    return entry if _SUITE_SUFFIX.search(entry) else None
-
-
-def _collides(key: str, parent: Path | None) -> bool:
-    """Whether another entry of ``parent`` stands for a name that differs from ``key`` only in
-    case or Unicode normalisation (they would share a folder on macOS and Windows)."""
-    if parent is None:
-        return False
-    try:
-        seen = os.stat(parent)
-    except OSError:
-        return False
-    # a folder changed within the last ticks of a coarse file-system clock can change again with the
-    # same modification time: it is read afresh, and kept only once its state is settled
-    recent = time.time_ns() - seen.st_mtime_ns < _SETTLED_NS
-    read = _keys_by_fold.__wrapped__ if recent else _keys_by_fold
-    keys = read(str(parent), seen.st_ino, seen.st_mtime_ns, seen.st_size).get(_fold(key), ())
-    return any(k != key for k in keys)
-
-
-#: how long ago a folder must have changed for its state to be kept: the modification time of a
-#: file system ticks coarsely (a few milliseconds on Linux, 2 s on FAT)
-_SETTLED_NS = 2_000_000_000
-
-
-@functools.lru_cache(maxsize=256)
-def _keys_by_fold(parent: str, inode: int, mtime_ns: int, size: int) -> dict[str, tuple[str, ...]]:
-    """The folder keys of ``parent``'s entries, by their folded form: read once per state of the
-    folder (its inode, modification time and size, the arguments), not once per case (every
-    case's cassette path asks about its suite's folder; with 1,000 suites in ``tests/`` that was
-    1,000 entries read per case)."""
-    by_fold: dict[str, list[str]] = {}
-    try:
-        with os.scandir(parent) as entries:
-            for entry in entries:
-                key = _folder_key(entry.name, is_dir=entry.is_dir())
-                if key is not None:
-                    by_fold.setdefault(_fold(key), []).append(key)
-    except OSError:
-        return {}
-    return {fold: tuple(keys) for fold, keys in by_fold.items()}
-
-
-def suite_folder(parts: list[str], root: Path | None = None) -> list[str]:
-    """The cassette folder of the suite at ``parts`` (its path from the project root; a leading
-    ``tests`` is dropped): each part by :func:`safe_name`'s rule, the suite file without ``.yaml``.
-    A part that differs only in case or normalisation from another entry of its folder under
-    ``root`` (when given) has its capitals encoded, and a suite whose suffix is not lower case
-    (``calc.YAML``) keeps it with its dot encoded (``calc%2EYAML``: not ``calc.yaml``'s folder nor
-    ``calc.YAML.yaml``'s). So no two suites share a folder on any file system, and every part
-    that needed no escaping keeps its name."""
-    folder = []
-    for i, part in enumerate(parts):
-        if i == 0 and part == "tests":
-            continue
-        last = i == len(parts) - 1
-        key = _folder_key(part, is_dir=not last) or part
-        parent = root.joinpath(*parts[:i]) if root is not None else None
-        name = safe_name(key, escape_case=_collides(key, parent))
-        if last and key == part and _SUITE_SUFFIX.search(part):
-            head, _, suffix = name.rpartition(".")
-            name = f"{head}%2E{suffix}"
-        folder.append(name)
-    return folder
-
-
-def legacy_cassette_path(path: Path) -> Path | None:
-    """Where an older version kept the cassette now at ``path`` (None when it is the same file,
-    or when the name was cut and cannot be read back)."""
-    stem = path.name.removesuffix(".yaml")
-    try:
-        name = name_of_file(stem)
-    except UnicodeDecodeError:
-        return None
-    if not name or stem not in (safe_name(name), safe_name(name, escape_case=True)):
-        return None  # not a name safe_name gives (a cut name, a hand-made file)
-    old = legacy_safe_name(name)
-    return None if old == stem else path.with_name(old + ".yaml")
 
 
 # -- loading -----------------------------------------------------------------
@@ -660,144 +454,3 @@ def _check_kind(path: Path, info: os.stat_result, what: str, error: type[Excepti
     else:
         kind = "not a regular file"
     raise error(f"{path}: the {what} is {kind}; only a regular file is read")
-
-
-# -- saving ------------------------------------------------------------------
-
-
-def turn_to_data(turn: Turn) -> dict[str, object]:
-    """A turn as the plain data written to a file (keys in the documented order)."""
-    out: dict[str, object] = {}
-    if turn.tool_calls:
-        out["tool_calls"] = [_call_to_data(c) for c in turn.tool_calls]
-    if turn.content is not None:
-        out["content"] = turn.content
-    if turn.input_tokens is not None or turn.output_tokens is not None:
-        out["usage"] = {"input_tokens": turn.input_tokens or 0, "output_tokens": turn.output_tokens or 0}
-    if turn.cost:
-        out["cost"] = turn.cost
-    if turn.model:
-        out["model"] = turn.model
-    if turn.request:
-        out["request"] = turn.request
-    return out
-
-
-def _call_to_data(call: RecordedToolCall) -> dict[str, object]:
-    out: dict[str, object] = {"name": call.name, "arguments": call.arguments}
-    if call.id:
-        out["id"] = call.id
-    return out
-
-
-def call_to_data(call: RecordedCall) -> dict[str, object]:
-    """A recorded call as the plain data written to a file."""
-    out: dict[str, object] = {"kind": call.kind, "name": call.name}
-    if call.arguments is not None:
-        out["arguments"] = call.arguments
-    if call.error is not None:
-        out["error"] = call.error
-    else:
-        out["result"] = call.result
-    return out
-
-
-def session_to_data(start: SessionStart) -> dict[str, object]:
-    """A run's ``session`` section as the plain data written to a file."""
-    out: dict[str, object] = {"agent": start.agent, "key": start.key}
-    if start.cases:
-        out["from"] = list(start.cases)
-    out["history"] = [dict(m) for m in start.history]
-    return out
-
-
-def cassette_to_data(cassette: Cassette) -> dict[str, object]:
-    """The whole cassette as plain data."""
-    runs = []
-    for run in cassette.runs:
-        entry: dict[str, object] = {}
-        if run.turns is not None:
-            entry["turns"] = [turn_to_data(t) for t in run.turns.turns]
-        if run.children:
-            entry["children"] = {
-                agent: [{"turns": [turn_to_data(t) for t in tape.turns]} for tape in tapes]
-                for agent, tapes in run.children.items()
-            }
-        if run.calls:
-            entry["calls"] = [call_to_data(c) for c in run.calls]
-        if run.world is not None and world_to_data(run.world):
-            entry["world"] = world_to_data(run.world)
-        if run.session is not None:
-            entry["session"] = session_to_data(run.session)
-        runs.append(entry)
-    if cassette.match:
-        return {"version": VERSION, "match": [dict(r.data) for r in cassette.match], "runs": runs}
-    return {"version": VERSION, "runs": runs}
-
-
-class _Dumper(yaml.SafeDumper):
-    """Block style; multi-line strings as literal blocks; lists indented under their key."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(flow, False)
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _represent_str)
-
-HEADER = (
-    "# pytest-connic cassette (format: docs/models.md). Replayed by default; re-record with\n"
-    "# --connic-record-mode=all. Safe to edit by hand.\n"
-)
-
-
-def dump_cassette_data(data: object) -> str:
-    """YAML text for cassette data (readable: block style, keys in order)."""
-    body = yaml.dump(dict(data) if isinstance(data, Mapping) else data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
-    return HEADER + body
-
-
-def secret_field(data: object, masker: Masker, path: KeyPath = ()) -> str | None:
-    """The key path (``runs[0].turns[1].content``) of the first value of cassette ``data`` that
-    holds a secret in any form (a string containing one, a number or key equal to one), or None."""
-    if isinstance(data, str):
-        return format_path(path) if masker.find(data) else None
-    if isinstance(data, Mapping):
-        for key, value in data.items():
-            if masker.find(str(key)):
-                return format_path(path) + " (a key)" if path else "a top-level key"
-            found = secret_field(value, masker, (*path, key))
-            if found:
-                return found
-        return None
-    if isinstance(data, list):
-        for i, value in enumerate(data):
-            found = secret_field(value, masker, (*path, i))
-            if found:
-                return found
-        return None
-    if data is not None and not isinstance(data, bool) and str(data) in masker.values:
-        return format_path(path)
-    return None
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, so readers never see half a file; the
-    file gets the mode the process's umask gives a new file (``mkstemp`` alone gives 0600)."""
-    from pytest_connic.files import process_umask
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o666 & ~process_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -28,14 +28,16 @@ from pytest_connic.models.cassette import (
     DEFAULT_SIZE_LIMIT,
     Cassette,
     Turn,
-    cassette_to_data,
-    dump_cassette_data,
-    legacy_cassette_path,
     load_cassette,
     read_regular_file,
     relative_path,
-    secret_field,
     undigested_note,
+)
+from pytest_connic.models.cassette_paths import legacy_cassette_path
+from pytest_connic.models.cassette_write import (
+    cassette_to_data,
+    dump_cassette_data,
+    secret_field,
     write_text_atomic,
 )
 from pytest_connic.models.matching import MatchRule

@@ -45,6 +45,10 @@ def activate(config: pytest.Config) -> ConnicSession:
         from pytest_connic.plugin.timeouts import ConnicTimeouts
 
         manager.register(ConnicTimeouts(config), "connic-timeouts")
+    if state.settings.filter:
+        from pytest_connic.plugin.selection import ConnicFilter
+
+        manager.register(ConnicFilter(config, state.settings.filter), "connic-filter")
     if state.settings.ab:
         from pytest_connic.plugin.ab import register as register_ab
 

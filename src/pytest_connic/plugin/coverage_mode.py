@@ -13,7 +13,8 @@ from pytest_connic.plugin.session import ConnicSession
 from pytest_connic.plugin.session import state as state_of
 
 if TYPE_CHECKING:
-    from pytest_connic.records.run import CaseOutcome, RunRecord
+    from pytest_connic.records.outcome import CaseOutcome
+    from pytest_connic.records.run import RunRecord
 
 
 class ConnicCoverageMode:
@@ -33,21 +34,6 @@ class ConnicCoverageMode:
         if dropped:
             self.config.hook.pytest_deselected(items=dropped)
             items[:] = keep
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed and _is_suite_file(self.config, report.nodeid):
-            state_of(self.config).suite_failed_to_collect()
-
-
-def _is_suite_file(config: pytest.Config, nodeid: str) -> bool:
-    from pytest_connic.project.layout import suite_root
-
-    if not nodeid or "::" in nodeid:
-        return False
-    try:
-        return suite_root(Path(config.rootpath) / nodeid) is not None
-    except OSError:
-        return False
 
 
 def project_roots(state: ConnicSession) -> list[Path]:

@@ -17,7 +17,7 @@ import pytest
 from pytest_connic.plugin.options import Settings
 
 if TYPE_CHECKING:
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
 
 
 def debugger_flag(config: pytest.Config) -> str | None:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_connic.project.layout import find_project_root
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 
 if TYPE_CHECKING:
     from pytest_connic.execution.case import ProjectRuntime

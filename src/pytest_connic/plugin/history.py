@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pytest_connic.history.store import CaseRow, SessionRow
     from pytest_connic.plugin.session import ConnicSession
     from pytest_connic.plugin.xdist import WorkerNode
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
     from pytest_connic.secrets import Masker
 
 #: sessions read for trends and flakiness
@@ -284,8 +284,8 @@ class ConnicHistory:
 
 
 def selection(config: pytest.Config) -> str:
-    """What selected this session's cases: its path arguments (from the root dir), ``-k`` and ``-m``;
-    ``-n``, report and budget options do not change it."""
+    """What selected this session's cases: its path arguments (from the root dir), ``-k``, ``-m``
+    and ``--connic-filter``; ``-n``, report and budget options do not change it."""
     root = config.rootpath
     args = []
     for arg in config.args:
@@ -297,7 +297,9 @@ def selection(config: pytest.Config) -> str:
         args.append(rel + sep + rest)
     keyword = config.getoption("keyword", "") or ""
     marks = config.getoption("markexpr", "") or ""
-    return " ".join(sorted(args)) + (f" -k {keyword}" if keyword else "") + (f" -m {marks}" if marks else "")
+    text = config.getoption("connic_filter", None) or ""  # --connic-filter selects cases too
+    return (" ".join(sorted(args)) + (f" -k {keyword}" if keyword else "") + (f" -m {marks}" if marks else "")
+            + (f" --connic-filter {text}" if text else ""))
 
 
 def _digest(paths: list[Path]) -> str | None:
@@ -341,7 +343,7 @@ class _Digests:
         self.parts = CaseParts(config.stash[SETTINGS_KEY])
 
     def cassette(self, root: Path, outcome: CaseOutcome) -> str | None:
-        from pytest_connic.models.cassette import cassette_path
+        from pytest_connic.models.cassette_paths import cassette_path
 
         try:
             return _digest([cassette_path(root / self.cassette_dir, outcome.suite_path, outcome.case_name,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pytest_connic.project.index import ProjectIndex
     from pytest_connic.project.load import LoadWarning
     from pytest_connic.project.loaded import LoadedProject
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
     from pytest_connic.suite.loader import CaseSpec, Suite
 
 # The SDK (and pydantic behind it) is imported by the first suite collected, not by importing

@@ -20,7 +20,7 @@ from _pytest._code.code import ExceptionChainRepr, ReprEntryNative, ReprFileLoca
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.usertrace import TraceOptions
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
     from pytest_connic.secrets import Masker
     from pytest_connic.usertb import TracebackData
 

@@ -16,7 +16,7 @@ from pytest_connic.plugin.session import state as state_of
 if TYPE_CHECKING:
     from _pytest._io import TerminalWriter
 
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
 
 
 def _is_invalid_case(suite_path: str, error: str) -> bool:

@@ -68,6 +68,8 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="N"),
     Setting("early_stop", "stop starting runs of a case once its verdict is decided", kind="bool",
             default=False),
+    Setting("filter", "run only the cases whose name contains TEXT, as connic test --filter (case-sensitive, "
+            "the case's name only; other tests are left alone)", ini=False, metavar="TEXT"),
     Setting("isolation", "where user code runs: process (a worker process per run, default; timeout_s is a "
             "hard bound) or none (in pytest's process, for pdb)", kind="choice", default="process",
             choices=("process", "none")),
@@ -277,6 +279,7 @@ class Settings:
     mcp_url: tuple[str, ...]
     concurrency: int
     early_stop: bool
+    filter: str | None
     isolation: str
     worker_memory_mb: int
     json: str | None
@@ -338,9 +341,10 @@ class Settings:
 
     def needed_at_start(self) -> bool:
         """Whether these settings ask for Connic's session plugins whatever is collected: report
-        files (written with no case too), coverage, A/B (whose options are checked at once)."""
+        files (written with no case too), coverage, A/B (whose options are checked at once), a
+        filter (its notice when it leaves nothing to run, on an xdist controller too)."""
         return bool(self.json or self.html or self.traces or self.coverage or self.coverage_json or self.ab
-                    or self.coverage_fail_under is not None or self.merge)
+                    or self.coverage_fail_under is not None or self.merge or self.filter)
 
     def matching_rules(self) -> tuple[MatchRule, ...]:
         """``connic_match_rules`` as ``MatchRule``s; a rule that cannot be used is a usage error

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_connic.plugin.session import ConnicSession
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
     from pytest_connic.secrets import Masker
 
 

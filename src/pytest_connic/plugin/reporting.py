@@ -16,7 +16,8 @@ from pytest_connic.plugin.xdist import ends_runs, is_worker, placeholder_outcome
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
-    from pytest_connic.records.run import CaseOutcome, RunRecord
+    from pytest_connic.records.outcome import CaseOutcome
+    from pytest_connic.records.run import RunRecord
 
 
 class ConnicReporting:
@@ -108,6 +109,11 @@ class ConnicReporting:
         if not isinstance(excinfo.value, pytest.Session.Interrupted):
             self.interrupted = True
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Count the suite files that fail to collect (the exit code, the coverage report)."""
+        if report.failed and is_suite_file(self.config, report.nodeid):
+            state_of(self.config).suite_failed_to_collect()
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if is_worker(self.config):
@@ -115,6 +121,9 @@ class ConnicReporting:
         from pytest_connic.plugin.outputs import write_outputs
 
         state = state_of(self.config)
+        session.exitstatus = collection_exit_code(
+            session.exitstatus, interrupted=self.interrupted or state.stop.is_set() or bool(session.shouldstop),
+            collection_errors=session.testsfailed, suite_errors=state.suite_collection_errors)
         if state.stop.is_set() or self.interrupted:
             items: list[tuple[str, tuple[str, int | None, str], pytest.Item | None]] = [
                 (i.nodeid, i.location, i) for i in session.items]
@@ -165,6 +174,34 @@ def gate_in_last_line(reporter: pytest.TerminalReporter) -> None:
         reporter._main_color = None  # recomputed for the last line
 
 
+
+
+def is_suite_file(config: pytest.Config, nodeid: str) -> bool:
+    """Whether ``nodeid`` names a Connic suite file (a collector's report, not a case's)."""
+    from pathlib import Path
+
+    from pytest_connic.project.layout import suite_root
+
+    if not nodeid or "::" in nodeid:
+        return False
+    try:
+        return suite_root(Path(config.rootpath) / nodeid) is not None
+    except OSError:
+        return False
+
+
+def collection_exit_code(status: int | pytest.ExitCode, *, interrupted: bool, collection_errors: int,
+                         suite_errors: int) -> int | pytest.ExitCode:
+    """The session's exit code after collection errors. pytest stops a session whose collection
+    failed before any test runs and exits 2 ("Interrupted: N errors during collection"); when
+    every one of those errors is a Connic suite (an unknown agent, a project that fails to load,
+    a suite that does not validate), the session exits 1, as ``connic test`` does for a suite it
+    cannot run: Connic keeps 2 for infrastructure (a provider down, a worker that cannot start).
+    A real interruption (``interrupted``), or a collection error of another file (a Python test
+    module), keeps pytest's code."""
+    if status == pytest.ExitCode.INTERRUPTED and not interrupted and 0 < collection_errors == suite_errors:
+        return pytest.ExitCode.TESTS_FAILED
+    return status
 
 
 def junit_as_error(config: pytest.Config, report: pytest.TestReport) -> None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pytest_connic.project.envfile import AppliedEnv
     from pytest_connic.project.index import ProjectIndex
     from pytest_connic.project.loaded import LoadedProject
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
 
 
 class ConnicSession:
@@ -85,7 +85,8 @@ class ConnicSession:
     # read-only properties (``tests/unit/test_session_hub.py`` keeps every write in this class).
 
     def suite_failed_to_collect(self) -> None:
-        """A suite file failed to collect (``plugin/coverage_mode.py``: the coverage report judges it)."""
+        """A suite file failed to collect (``plugin/reporting.py``: the exit code; the coverage report
+        judges it in ``plugin/coverage_mode.py``)."""
         self._suite_collection_errors += 1
 
     @property

@@ -41,16 +41,21 @@ def case_timeout(runs: int, timeout_s: float, concurrency: int, builder: bool = 
 
 def set_timeouts(config: pytest.Config, items: list[CaseItem], concurrency: int) -> None:
     """With pytest-timeout installed and no explicit timeout, give each case one derived from
-    its runs, the concurrency and ``timeout_s``, so a hung tool cannot hang CI. A marker would
+    its runs, the runs it executes at once (its agent's ``max_concurrent_runs``, Connic's default 1,
+    within ``concurrency``) and ``timeout_s``, so a hung tool cannot hang CI. A marker would
     beat ``--timeout`` in pytest-timeout, so none is added when the user chose a timeout."""
     if not items or not _has_timeout_plugin(config) or explicit_timeout(config):
         return
+    from pytest_connic.execution.concurrency import case_concurrency
+
+    state = state_of(config)
     marks: dict[float, pytest.MarkDecorator] = {}  # one (immutable) marker per value, not one per case
     for item in items:
         if item.get_closest_marker("timeout") is not None or item.spec.resolved is None:
             continue
         resolved = item.spec.resolved
-        seconds = case_timeout(resolved["runs"], resolved["timeout_s"], concurrency, bool(resolved.get("builder")))
+        at_once = case_concurrency(state.project_index(item.project_root).agents, item.suite.agent_name, concurrency)
+        seconds = case_timeout(resolved["runs"], resolved["timeout_s"], at_once, bool(resolved.get("builder")))
         if seconds not in marks:
             marks[seconds] = pytest.mark.timeout(seconds)
         item.add_marker(marks[seconds])

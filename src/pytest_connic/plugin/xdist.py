@@ -19,7 +19,7 @@ from pytest_connic.plugin.verdicts import is_case_id, report_verdict
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
-    from pytest_connic.records.run import CaseOutcome
+    from pytest_connic.records.outcome import CaseOutcome
 
 WORKER_KEY = "connic_outcomes"
 ROOTS_KEY = "connic_roots"

@@ -76,6 +76,26 @@ class AgentReport:
     failed: list[str] = field(default_factory=list)
     warnings: list[LoadWarning] = field(default_factory=list)
 
+    def to_data(self) -> dict[str, object]:
+        """The report as plain data (it crosses from a worker as data, never pickled)."""
+        return {"tools": {ref: [text, params] for ref, (text, params) in self.tools.items()},
+                "errors": list(self.errors), "failed": list(self.failed),
+                "warnings": [[w.key, w.message, str(w.path), w.line, w.unknown_key] for w in self.warnings]}
+
+    @classmethod
+    def from_data(cls, data: object) -> AgentReport:
+        """The report ``to_data`` gave (``ProjectError`` when ``data`` is not one: user code
+        replaced the worker's own code)."""
+        try:
+            assert isinstance(data, dict)
+            tools = {str(ref): (str(text), dict(params)) for ref, (text, params) in data["tools"].items()}
+            warnings = [LoadWarning(str(key), str(message), Path(str(path)), int(line), bool(unknown))
+                        for key, message, path, line, unknown in data["warnings"]]
+            return cls(tools, [str(e) for e in data["errors"]], [str(f) for f in data["failed"]], warnings)
+        except (AssertionError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ProjectError("the Connic project failed to load: a worker process described an agent with "
+                               f"something that is not an agent's report ({type(exc).__name__})") from None
+
 
 class LoadedProject:
     """The project loaded for running: real tool functions, middleware, hooks, guardrails.
@@ -405,6 +425,7 @@ def worker_import(root: str, name: str) -> None:
     _PROJECTS[root].import_module(name)
 
 
-def worker_describe(root: str, agent_name: str) -> AgentReport:
-    """In a worker: ``agent_name`` as the SDK loads it for real (a reference pytest's process calls)."""
-    return _PROJECTS[root].describe(agent_name)
+def worker_describe(root: str, agent_name: str) -> dict[str, object]:
+    """In a worker: ``agent_name`` as the SDK loads it for real (a reference pytest's process
+    calls), as data (``AgentReport.from_data`` reads it)."""
+    return _PROJECTS[root].describe(agent_name).to_data()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_connic.records.events import event_from_dict, run_status
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.records.run import (
     ApprovalRecord,
-    CaseOutcome,
     GuardrailRecord,
     ModelTurnRecord,
     RunRecord,

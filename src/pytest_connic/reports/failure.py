@@ -4,7 +4,7 @@ evaluated operands and tool-call trace, saying each thing once."""
 
 from __future__ import annotations
 
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.reports.terminal import Said, failure_details, failure_head_lines
 from pytest_connic.secrets import Masker
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from pytest_connic.jsonsafe import JsonObject, JsonValue, dumps, masked, masked_again, to_jsonable
-from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord, build_spans
 from pytest_connic.reports import stats
 from pytest_connic.reports.stats import case_status, case_wilson, pass_rate, sorted_outcomes
 from pytest_connic.secrets import Masker

@@ -6,7 +6,7 @@ rate) is the empty string, so every testcase has the same property names.
 
 from __future__ import annotations
 
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.reports.stats import case_wilson, pass_rate
 
 

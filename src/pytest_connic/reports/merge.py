@@ -12,7 +12,7 @@ from typing import Any
 from pytest_connic.errors import ConnicError
 from pytest_connic.files import IrregularFileError, read_bounded
 from pytest_connic.jsonsafe import JsonBoundsError, load_bounded
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.records.serialize import outcome_from_dict
 
 #: the top-level keys of a report a merge rebuilds; anything else (an A/B section) is not merged

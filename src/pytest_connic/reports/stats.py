@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 
 from pytest_connic.records.events import CaseStatus, SessionStatus
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 
 #: two-sided 95 % normal quantile
 Z_95 = 1.959963984540054

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from pytest_connic.jsonsafe import dumps, masked
 from pytest_connic.records.events import OutboundEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord, build_trace
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord, build_trace
 from pytest_connic.records.spans import (
     AgentMeta,
     EventMeta,

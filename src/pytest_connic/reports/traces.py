@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pytest_connic.files import write_text_file
 from pytest_connic.jsonsafe import JsonObject, JsonValue, dumps, masked
-from pytest_connic.records.run import CaseOutcome, RunRecord, build_spans
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord, build_spans
 from pytest_connic.reports.stats import sorted_outcomes
 from pytest_connic.secrets import Masker
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.expressions import EvaluationError, Expression, ExpressionError, compile_expression
+from pytest_connic.expressions.expression import Expression, compile_expression
+from pytest_connic.expressions.values import EvaluationError, ExpressionError
 from pytest_connic.jsonsafe import json_text
 from pytest_connic.records.events import NoteEvent
 from pytest_connic.records.run import ApprovalRecord, ToolCallRecord

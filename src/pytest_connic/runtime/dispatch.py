@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TypedDict
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.expressions import compile_expression
+from pytest_connic.expressions.expression import compile_expression
 from pytest_connic.jsonsafe import JsonObject, json_text, trace_data
 from pytest_connic.models.base import CallFailed
 from pytest_connic.project.located import exception_text

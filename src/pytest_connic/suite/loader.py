@@ -28,7 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from pytest_connic.checks.compiled import CompiledCase, ResolvedCase, compile_case
 from pytest_connic.errors import ConnicError
-from pytest_connic.expressions import ExpressionError
+from pytest_connic.expressions.values import ExpressionError
 from pytest_connic.jsonsafe import JsonObject, JsonValue
 from pytest_connic.project.sdk import ChildAgentExpectation, TestCase, TestDefaults, TestFile
 from pytest_connic.yamlpos import YamlError, YamlPositions, format_path, parse_file

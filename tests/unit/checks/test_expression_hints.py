@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_connic.expressions import ExpressionError, compile_expression
+from pytest_connic.expressions.expression import compile_expression
+from pytest_connic.expressions.values import ExpressionError
 
 
 def _error(source: str) -> ExpressionError:

@@ -14,15 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.budget import counting_calls
-from pytest_connic.expressions import (
+from pytest_connic.expressions.expression import Expression, compile_expression, split_tool_call_expression
+from pytest_connic.expressions.values import (
     MAX_LENGTH,
     MISSING,
     EvaluationError,
-    Expression,
     ExpressionError,
-    compile_expression,
     format_value,
-    split_tool_call_expression,
 )
 
 RESULT_NAMES = ("output", "error", "status", "context")

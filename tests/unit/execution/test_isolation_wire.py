@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import pickle
 import sys
 import types
 from pathlib import Path
 
-from pytest_connic.execution.isolation.pool import _copy_back, _reference
-from pytest_connic.execution.isolation.wire import (
-    EncodedException,
-    RemoteUserError,
-    decode_exception,
-    encode_exception,
-)
+from pytest_connic.execution.isolation.copyback import copy_back
+from pytest_connic.execution.isolation.exceptions import RemoteUserError, decode_exception, encode_exception
+from pytest_connic.execution.isolation.pool import _reference
+from pytest_connic.execution.isolation.wire import EncodedException
 from pytest_connic.project.located import safe_text
 from pytest_connic.runtime.state import describe
 
@@ -61,7 +57,7 @@ def test_closures_and_bound_methods_run_in_process(tmp_path: Path) -> None:
 
 
 def test_an_exception_that_cannot_be_rebuilt_crosses_as_a_stand_in_of_the_same_name() -> None:
-    encoded = EncodedException(None, "BuilderOnlyError", "it broke")
+    encoded = EncodedException("_connic_builders_seed_1", "BuilderOnlyError", "BuilderOnlyError", "it broke")
     exc = decode_exception(encoded)
     assert isinstance(exc, RemoteUserError)
     assert type(exc).__name__ == "BuilderOnlyError" and str(exc) == "it broke"
@@ -78,10 +74,10 @@ def test_an_unprintable_exception_is_printed_safely() -> None:
 def test_mutations_in_the_worker_are_copied_into_the_callers_objects() -> None:
     context: dict[str, object] = {"a": 1}
     items = [1]
-    _copy_back(pickle.loads(pickle.dumps({0: {"a": 2, "b": 3}, 1: [1, 2]})), {}, (context, items), {})
+    copy_back({0: {"a": 2, "b": 3}, 1: [1, 2]}, {}, (context, items), {})
     assert context == {"a": 2, "b": 3} and items == [1, 2]
     kw: dict[str, object] = {"old": True}
-    _copy_back({"context": {"new": True}}, {}, (), {"context": kw})
+    copy_back({"context": {"new": True}}, {}, (), {"context": kw})
     assert kw == {"new": True}
 
 
@@ -92,8 +88,8 @@ def test_calls_in_flight_at_once_merge_their_changes_into_the_shared_context() -
     first = {"keep": 1, "gone": 0, "nested": {"a": 1, "b": 2}, "hooked": ["greet"], "first": True}
     second = {"keep": 1, "nested": {"a": 1}, "hooked": ["greet"], "second": True}
 
-    _copy_back({"context": first}, sent, (), {"context": context})
-    _copy_back({"context": second}, sent, (), {"context": context})
+    copy_back({"context": first}, sent, (), {"context": context})
+    copy_back({"context": second}, sent, (), {"context": context})
 
     assert context == {"keep": 1, "nested": {"a": 1, "b": 2}, "hooked": ["greet", "greet"],
                        "first": True, "second": True}
@@ -140,8 +136,8 @@ def test_a_builders_own_timeout_error_is_not_its_bound_running_out() -> None:
 
 
 def test_an_sdk_exception_whose_init_refuses_its_own_args_crosses_as_itself() -> None:
-    # TransferCall(number) validates a phone number while its args hold a sentence: it pickles but
-    # does not unpickle; it crosses as its class and state, so dispatch still recognises it
+    # TransferCall(number) validates a phone number while its args hold a sentence: it crosses as
+    # its class and state (its __init__ not called), so dispatch still recognises it
     from pytest_connic.project.sdk import TransferCall
 
     crossed = decode_exception(encode_exception(TransferCall("+4930123456789"), "text"))

@@ -21,7 +21,8 @@ import yaml
 
 from pytest_connic.checks.compiled import RESULT_NAMES, TOOL_CALL_NAMES, compile_case
 from pytest_connic.execution.case import ReusingDaemonExecutor
-from pytest_connic.expressions import LITERAL_NAMES, EvaluationError, ExpressionError, compile_expression
+from pytest_connic.expressions.expression import compile_expression
+from pytest_connic.expressions.values import LITERAL_NAMES, EvaluationError, ExpressionError
 from pytest_connic.yamlpos import load_with_positions
 
 # ------------------------------------------------------------------------ expression cache

@@ -11,7 +11,8 @@ import pytest
 
 from helpers.harness import CaseProject, conftest_hooks
 from pytest_connic.records.events import NoteEvent
-from pytest_connic.records.run import ApprovalRecord, CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import ApprovalRecord, RunRecord
 from pytest_connic.reports.json_report import build_json_report
 
 OPS_TOOLS = '''

@@ -9,7 +9,8 @@ import pytest
 
 from helpers.harness import CaseProject, conftest_hooks
 from pytest_connic.project.index import index_project
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.suite.loader import load_suite
 from pytest_connic.suite.static import check_suite
 
@@ -266,6 +267,7 @@ def mock_billing_refund(tool_name, params, context):
 @pytest.mark.parametrize(("concurrency", "overlap", "isolation"), [(8, 3, "none"), (1, 0, "none"), (8, 3, "process")])
 def test_each_run_gets_fresh_builder_and_mocks_modules(bill: CaseProject, concurrency: int, overlap: int,
                                                        isolation: str) -> None:
+    bill.agent("bill", tools=["billing.refund"], max_concurrent_runs=8)  # the runs may overlap
     bill.write("tests/builders/counting.py", COUNTING_BUILDER)
     bill.write("tests/mocks/counting.py", COUNTING_MOCKS)
     bill.suite("bill", f'''

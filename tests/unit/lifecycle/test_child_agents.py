@@ -11,7 +11,8 @@ import pytest
 
 from helpers.harness import CaseProject
 from pytest_connic.records.events import TriggerEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 
 WORK_TOOLS = '''
 import asyncio

@@ -14,7 +14,8 @@ import pytest
 
 from helpers.harness import CaseProject, conftest_hooks
 from pytest_connic.records.events import HookEvent, MiddlewareEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.secrets import Masker
 

@@ -11,7 +11,8 @@ import pytest
 
 from helpers.harness import CaseProject, conftest_hooks
 from helpers.models import ECHO_REQUEST_MODEL
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.runtime.payload import (
     FilesError,

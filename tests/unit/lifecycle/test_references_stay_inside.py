@@ -20,7 +20,7 @@ from helpers.harness import CaseProject
 from pytest_connic.execution.assembly import CaseNotFound
 from pytest_connic.models.base import ModelRequest, ModelResponse
 from pytest_connic.project.index import index_project
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.reports.json_report import build_json_report
 from pytest_connic.suite.loader import load_suite

@@ -9,7 +9,8 @@ from typing import Any
 
 from helpers.harness import CaseProject, HookHost, conftest_hooks
 from helpers.models import ECHO_REQUEST_MODEL
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.secrets import Masker
 

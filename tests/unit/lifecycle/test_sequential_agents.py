@@ -10,7 +10,8 @@ import pytest
 from helpers.harness import CaseProject, conftest_hooks
 from helpers.project import esc
 from pytest_connic.records.events import StageEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord, build_trace
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord, build_trace
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.reports.terminal import render_trace_tree
 from pytest_connic.secrets import Masker

@@ -12,7 +12,8 @@ from helpers.harness import CaseProject, conftest_hooks
 from helpers.models import SCRIPTED_MODEL
 from helpers.project import esc
 from pytest_connic.records.events import StopProcessingEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.reports.terminal import summary_line
 

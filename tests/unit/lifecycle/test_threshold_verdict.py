@@ -11,7 +11,7 @@ import pytest
 
 from helpers.harness import CaseProject, HookHost
 from helpers.project import esc
-from pytest_connic.records.run import CaseOutcome
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.records.serialize import outcome_from_dict
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.reports.terminal import results_table
@@ -106,7 +106,7 @@ def test_runs_of_a_case_execute_concurrently_up_to_the_concurrency(
     case_project: CaseProject, module: str, concurrency: int, runs: int, expected: int, within: float, most: int,
 ) -> None:
     case_project.tool(module, MEETING)
-    case_project.agent("lab", tools=[f"{module}.meet"])
+    case_project.agent("lab", tools=[f"{module}.meet"], max_concurrent_runs=8)  # Connic's default 1 would serialise
     case_project.suite("lab", f"tests:\n  - name: meets\n    payload: hi\n    runs: {runs}\n")
     case_project.replies("lab", "meets", [("meet", {"expected": expected, "within": within})], "met")
     outcome = case_project.case("lab", "meets", concurrency=concurrency)

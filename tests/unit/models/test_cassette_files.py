@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from pytest_connic.models import CassetteError, ModelRequest, ModelResponse, ToolCallRequest
-from pytest_connic.models.cassette import (
+from pytest_connic.models.cassette import load_cassette
+from pytest_connic.models.cassette_paths import (
     MAX_NAME_BYTES,
     cassette_path,
     legacy_safe_name,
-    load_cassette,
     name_of_file,
     safe_name,
 )

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_connic.models.cassette import cassette_path, legacy_safe_name, suite_folder
+from pytest_connic.models.cassette_paths import cassette_path, legacy_safe_name, suite_folder
 
 
 def _fold(name: str) -> str:
@@ -89,7 +89,7 @@ def test_distinct_stems_stay_distinct_and_reversible(stems: list[str]) -> None:
     def collides(stem: str) -> bool:
         return any(k != stem and _fold(k) == _fold(stem) for k in keys)
 
-    from pytest_connic.models.cassette import safe_name
+    from pytest_connic.models.cassette_paths import safe_name
 
     folders = [safe_name(s, escape_case=collides(s)) for s in stems]
     assert len({_fold(f) for f in folders}) == len(stems)

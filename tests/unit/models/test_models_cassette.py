@@ -26,7 +26,8 @@ from pytest_connic.models import (
     request_fingerprint,
     safe_name,
 )
-from pytest_connic.models.cassette import MAX_NAME_BYTES, load_cassette
+from pytest_connic.models.cassette import load_cassette
+from pytest_connic.models.cassette_paths import MAX_NAME_BYTES
 from pytest_connic.models.divergence import ReplayDiverged
 from pytest_connic.secrets import Masker, default_masker
 
@@ -627,7 +628,7 @@ def test_replay_mode_none_runs_many_runs_concurrently(tmp_path: Path) -> None:
 
 
 def test_a_session_section_round_trips(tmp_path: Path) -> None:
-    from pytest_connic.models.cassette import cassette_to_data
+    from pytest_connic.models.cassette_write import cassette_to_data
 
     text = ("runs:\n  - turns: [{content: a}]\n    session:\n      key: ann\n      from: [first]\n"
             "      history: [{role: user, content: hi}]\n")

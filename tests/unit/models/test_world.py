@@ -7,7 +7,8 @@ import datetime as dt
 import pytest
 
 from pytest_connic.models.base import CassetteError
-from pytest_connic.models.cassette import cassette_to_data, parse_cassette
+from pytest_connic.models.cassette import parse_cassette
+from pytest_connic.models.cassette_write import cassette_to_data
 from pytest_connic.models.world import RunWorld, World
 
 TEXT = """

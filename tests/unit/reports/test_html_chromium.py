@@ -16,7 +16,8 @@ import pytest
 
 from helpers.chromium import Visible, run_chromium
 from pytest_connic.records.events import DivergenceNoteEvent
-from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord, ToolCallRecord
 from pytest_connic.reports.html import render_html
 from pytest_connic.reports.json_report import build_json_report
 from pytest_connic.secrets import Masker

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_connic.records.run import CaseOutcome, RunRecord
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
 from pytest_connic.reports.json_report import build_json_report, report_text
 from pytest_connic.reports.merge import MergeError, load_shards
 from pytest_connic.secrets import Masker

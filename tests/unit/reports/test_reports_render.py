@@ -13,9 +13,9 @@ import pytest
 
 from pytest_connic.jsonsafe import to_jsonable
 from pytest_connic.records.events import HookEvent, MiddlewareEvent, NoteEvent, StageEvent
+from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.records.run import (
     ApprovalRecord,
-    CaseOutcome,
     GuardrailRecord,
     ModelTurnRecord,
     RunRecord,

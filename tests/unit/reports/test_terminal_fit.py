@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_connic.records.run import CaseOutcome, RunRecord, ToolCallRecord, build_spans, build_trace
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord, ToolCallRecord, build_spans, build_trace
 from pytest_connic.reports.failure import failure_text
 from pytest_connic.reports.terminal import (
     RESULT_COLUMNS,

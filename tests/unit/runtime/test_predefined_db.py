@@ -158,6 +158,7 @@ def test_valid_collection_names(db: LocalDatabase, name: str) -> None:
         ({"tags": ["y"]}, ["b"]),  # equality with an array is exact
         ({"tags": "y"}, []),  # ... and is not membership: that is $contains
         ({"status": {"$regex": "^act"}}, ["a", "c"]),
+        ({"status": {"$regex": "^ACT"}}, ["a", "c"]),  # always case-insensitive, as on Connic
         ({"status": {"$regex": "(?i)^PEND"}}, ["b"]),
         ({"status": {"$regex": "^PEND", "$options": "i"}}, ["b"]),
         ({"qty": {"$regex": "7"}}, ["d"]),  # only strings match a regex
@@ -188,6 +189,32 @@ def test_valid_collection_names(db: LocalDatabase, name: str) -> None:
 )
 def test_filter_operators(people: LocalDatabase, filter: dict[str, Any] | None, expected: list[str]) -> None:
     assert names(people, filter) == expected
+
+
+def test_regex_is_case_insensitive_in_every_tool_and_filter(db: LocalDatabase) -> None:
+    """Connic: "``$regex`` matching is always case-insensitive" (predefined-tools.md); one engine
+    serves the db tools, ``file_list`` and retrieval's ``metadata_filter``."""
+    from pytest_connic.runtime.predefined.query import compile_filter
+
+    run(db.db_insert("people", [{"name": n} for n in ("Smith", "SMITH", "Blacksmithing", "Jones", "Smyth")]))
+    found = run(db.db_find("people", {"name": {"$regex": "smith"}}))
+    assert [d["name"] for d in found["documents"]] == ["Smith", "SMITH", "Blacksmithing"]
+    assert names(db, {"name": {"$regex": "^smith$"}}) == ["Smith", "SMITH"]
+    assert names(db, {"name": {"$regex": "^smith$", "$options": "i"}}) == ["Smith", "SMITH"]  # i: no change
+    assert names(db, {"name": {"$regex": "^S.I", "$options": "s"}}) == ["Smith", "SMITH"]  # other flags add
+    assert names(db, {"name": {"$regex": "(?-i:^Smith$)"}}) == ["Smith"]  # only an inline flag turns it off
+    assert run(db.db_count("people", {"name": {"$regex": "SMITH"}})) == {"count": 3}
+    assert run(db.db_update("people", {"name": {"$regex": "^smith$"}}, {"k": 1}))["updated_count"] == 2
+    assert run(db.db_delete("people", {"name": {"$regex": "JONES"}}))["deleted_count"] == 1
+    assert compile_filter({"title": {"$regex": "invoice"}}, what="metadata_filter")({"title": "INVOICE 7"})
+
+
+def test_a_regex_that_backtracks_fails_the_call_instead_of_hanging(db: LocalDatabase) -> None:
+    """A ``$regex`` (a model's or a tool's) runs in pytest's process: one that backtracks for ever
+    is stopped by its bound and fails the call with a located reason (issue 39)."""
+    run(db.db_insert("words", [{"w": "a" * 60 + "!"}]))
+    with pytest.raises(PredefinedToolError, match=r"\$regex: the regular expression '\(a\|aa\)\+\$' ran past its bound"):
+        run(db.db_find("words", {"w": {"$regex": "(a|aa)+$"}}))
 
 
 @pytest.mark.parametrize(
@@ -377,6 +404,23 @@ def test_upsert_inserts_from_filter_update_and_insert_only(db: LocalDatabase) ->
     user_fields = {k: v for k, v in document.items() if not k.startswith("_")}
     assert user_fields == {"order_id": "ORD-1", "status": "shipped", "carrier": "ups", "source": "etl"}
     assert document["_created_at"] == document["_updated_at"]
+
+
+def test_upsert_leaves_a_none_of_update_out_of_an_inserted_document(db: LocalDatabase) -> None:
+    """"A ``None`` value in ``update`` removes the field on the update branch and is omitted from an
+    inserted document" (predefined-tools.md): the entry is left out, so a filter equality of the same
+    field stays (the document matches its filter); ``insert_only`` is not ``update``: stored as given."""
+    result = run(db.db_upsert("orders", filter={"order_id": "A", "note": "from the filter"},
+                              update={"status": "new", "note": None, "meta.tag": None, "gone": None},
+                              insert_only={"source": None}))
+    assert result["operation"] == "inserted"
+    (document,) = run(db.db_find("orders"))["documents"]
+    assert {k: v for k, v in document.items() if not k.startswith("_")} == {
+        "order_id": "A", "note": "from the filter", "status": "new", "source": None}
+    assert run(db.db_count("orders", {"gone": {"$exists": True}})) == {"count": 0}
+    again = run(db.db_upsert("orders", {"order_id": "A", "note": "from the filter"}, {"note": None}))
+    assert again == {"upserted_id": result["upserted_id"], "operation": "updated"}  # and now it is removed
+    assert "note" not in run(db.db_find("orders"))["documents"][0]
 
 
 def test_upsert_updates_the_first_match_only(db: LocalDatabase) -> None:

@@ -108,6 +108,62 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def mark() -> int:
+    """Open a pipe that every process forked below this one inherits (kept open for this
+    process's life, inherited through ``exec`` too where the code does not close it), and return
+    its inode: when this process is killed, what it started that has not ended (a plain
+    ``os.fork()`` child of a worker, re-parented to init) is found by it (``kill_marked``). 0
+    where there is no ``/proc`` to find it by."""
+    if not supported():
+        return 0
+    read, write = os.pipe()
+    os.close(read)
+    os.set_inheritable(write, True)
+    _MARKS.append(write)
+    return os.fstat(write).st_ino
+
+
+_MARKS: list[int] = []
+
+
+def marked(inode: int) -> list[int]:
+    """The processes that hold the pipe ``mark`` returned ``inode`` for."""
+    target = f"pipe:[{inode}]"
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            links = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in links:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{fd}") == target:
+                    found.append(int(entry))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def kill_marked(inode: int) -> None:
+    """SIGKILL every process that holds the pipe of ``inode`` until none is left (new ones forked
+    meanwhile too): what a killed template's workers started."""
+    if not inode or not supported():
+        return
+    me = os.getpid()
+    for _ in range(_ROUNDS):
+        holders = [pid for pid in marked(inode) if pid != me]
+        if not holders:
+            return
+        for pid in holders:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL every process below ``pid`` until none is left (new ones forked meanwhile too)."""
     me = os.getpid()

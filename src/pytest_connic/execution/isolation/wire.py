@@ -1,47 +1,47 @@
 """The worker protocol: the messages that cross between pytest's process, a project's template
-process and the workers the template forks, and what may cross inside them.
+process and the workers the template forks, and how they cross: as data.
 
-Every message is a frozen dataclass, sent whole over a ``multiprocessing`` pipe (pickled by it).
+Every message is a frozen ``msgspec.Struct``, tagged with its class name, and crosses as one
+MessagePack frame of a ``multiprocessing`` pipe (``send_bytes``/``recv_bytes``): no pickle in
+either direction. Each direction has its own decoder (``FROM_WORKER`` ...), which accepts only
+that direction's messages, checks every field's type, and every value inside (``values.checked``:
+data only, at most ``values.MAX_DEPTH`` deep); a frame over ``MAX_FRAME`` bytes is not read. What
+fails any of that is a :class:`BadFrame`: the side that reads it ends that pipe (pytest's process
+kills the worker and says why), and nothing of it reaches pytest's state.
+
 Each side has one handler method per message it receives (``handle_<message>``), dispatched on the
-message's class (``match``, checked exhaustive by mypy: ``unhandled``); what arrives is
-narrowed to its direction's messages first (``from_template`` ...), anything else is not a
-message of the protocol. The message set, by direction (as pytest-xdist's ``workermanage.py``
-and ``remote.py`` name theirs):
+message's class (``match``, checked exhaustive by mypy: ``unhandled``). The message set, by
+direction (as pytest-xdist's ``workermanage.py`` and ``remote.py`` name theirs):
 
-- pytest's process to the template (``worker._Template``): ``Preload``, ``Fork`` (followed on
+- pytest's process to the template (``worker.TemplateProcess``): ``Preload``, ``Fork`` (followed on
   the pipe by three descriptors: the worker's end of its own pipe, its fds 1 and 2);
 - the template to pytest's process (``pool.Template``): ``Started``, ``Importing``, ``Ready``,
   ``LoadFailed``, ``Forked``, ``ForkFailed``, ``WorkerExited``;
-- pytest's process to a worker (``worker._Worker``): ``Call``, ``ServiceReturned``,
+- pytest's process to a worker (``worker.Endpoint``): ``Call``, ``ServiceReturned``,
   ``ServiceRaised``, ``Release``;
 - a worker to pytest's process (``pool.Worker``): ``CallResult`` (its ``outcome`` one of
   ``Returned``, ``Untransferable``, ``Raised``, ``Exited``, ``OutOfMemory``, ``RaisedBase``),
   ``ServiceRequest``, ``Released``.
 
-What may cross: a call's arguments are pickled with its ``Call`` (one that does not pickle fails
-the send, in pytest's process). A call's result and the arguments it copies back are pickled by
-the worker ahead of its ``CallResult`` (``pickled_result``, ``pickled_copies``), so a value that
-does not pickle crosses as its JSON-safe form (``Untransferable`` when not even that), and
-pytest's process unpickles them itself (``unpickled_copies``): a class it cannot import is that
-call's error, not a broken pipe. That is the snapshot of what was delivered (a tool that mutates
-its arguments cannot rewrite the record). An exception crosses as an ``EncodedException``: pickled
-when both sides can rebuild it, else as a stand-in of the same type name and text, with its
-traceback as plain data.
+Values inside messages are in their data form (``values.to_data``, by the sender); exceptions
+cross as an :class:`EncodedException` (``errors.py``), their traceback as data.
 """
 
 from __future__ import annotations
 
-import pickle
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn, Protocol, TypedDict, TypeVar
+
+import msgspec
 
 from pytest_connic.errors import ConnicError
-from pytest_connic.jsonsafe import to_jsonable
-from pytest_connic.project.located import safe_text
-from pytest_connic.usertb import TracebackData, attach, capture, remember_import
+from pytest_connic.execution.isolation.coverage_share import CoverageSettings
+from pytest_connic.execution.isolation.values import NotData, checked, ext_hook, might_not_be_data
 
-if TYPE_CHECKING:
-    from pytest_connic.execution.isolation.coverage_share import CoverageSettings
+#: the largest frame a side reads (a result past it crosses as ``Untransferable``)
+MAX_FRAME = 64 * 1024 * 1024
+
+#: the exit code of a worker whose reply path user code broke (``worker.Endpoint._answer``)
+REPLY_BROKEN = 87
 
 #: ("module", module name, qualname) or ("fresh", module name, file, qualname)
 Ref = tuple[str, ...]
@@ -49,114 +49,193 @@ Ref = tuple[str, ...]
 Back = tuple[int | str, ...]
 #: the arguments a call copied back, by their place in ``Back``
 Copies = dict[int | str, object]
-#: a call's recorded world: the wall clock it starts at (ISO 8601, None: the real one) and the
-#: run's seed for ``random`` (models/world.py)
-World = tuple[str | None, int | None]
+
+
+class Pipe(Protocol):
+    """One end of a ``multiprocessing`` pipe, as the wire uses it (frames of bytes only)."""
+
+    def send_bytes(self, buf: bytes, offset: int = 0, size: int | None = None) -> None: ...
+
+    def recv_bytes(self, maxlength: int | None = None) -> bytes: ...
+
+
+class BadFrame(ConnicError):
+    """A frame that is not a message of its direction: malformed, mistyped, too deep or too big."""
+
+
+class _Struct(msgspec.Struct, frozen=True, array_like=True):
+    """A part of a message."""
+
+
+class _Message(msgspec.Struct, frozen=True, array_like=True, tag=True):
+    """A message: tagged with its class's name."""
 
 
 # -- what a process takes of pytest's process -------------------------------------------------
-@dataclass(frozen=True)
-class WorkerSettings:
-    """What the template needs of pytest's process to load the project as it does (the argument
-    of ``worker.main``)."""
+def raw(text: str) -> bytes:
+    """``text`` as bytes that keep any lone surrogate (a path or variable that is not UTF-8)."""
+    return text.encode("utf-8", "surrogatepass")
 
-    root: str
-    cwd: str
-    env: dict[str, str]
-    sys_path: list[str]
+
+def cooked(data: bytes) -> str:
+    """The text ``raw`` gave."""
+    return data.decode("utf-8", "surrogatepass")
+
+
+class ForkSettings(_Struct, frozen=True):
+    """What a worker takes of pytest's process when it is forked for a run: its working directory,
+    environment and ``sys.path``, as bytes (``raw``: a name that is not UTF-8 crosses as it is)."""
+
+    raw_cwd: bytes
+    raw_env: dict[bytes, bytes]
+    raw_sys_path: list[bytes]
+
+    @classmethod
+    def of(cls, cwd: str, env: dict[bytes, bytes], sys_path: list[str]) -> ForkSettings:
+        """``env``: the environment's bytes (``os.environb``)."""
+        return cls(raw(cwd), env, [raw(p) for p in sys_path])
+
+    @property
+    def cwd(self) -> str:
+        return cooked(self.raw_cwd)
+
+    @property
+    def env(self) -> dict[str, str]:
+        import os
+
+        return {os.fsdecode(k): os.fsdecode(v) for k, v in self.raw_env.items()}
+
+    @property
+    def sys_path(self) -> list[str]:
+        return [cooked(p) for p in self.raw_sys_path]
+
+
+class WorkerSettings(_Struct, frozen=True):
+    """What the template needs of pytest's process to load the project as it does (the argument
+    of ``template_process.main``): the project's root, and ``ForkSettings`` of collection time."""
+
+    raw_root: bytes
+    process: ForkSettings
     memory_mb: int | None
     #: coverage.py's settings when pytest's process measures coverage (``coverage_share.py``)
     coverage: CoverageSettings | None = None
 
-
-@dataclass(frozen=True)
-class ForkSettings:
-    """What a worker takes of pytest's process when it is forked for a run."""
-
-    cwd: str
-    env: dict[str, str]
-    sys_path: list[str]
+    @property
+    def root(self) -> str:
+        return cooked(self.raw_root)
 
 
-# -- exceptions -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class EncodedException:
-    """An exception on the wire: ``data`` is the exception pickled (or its class and state, see
-    ``encode_exception``), None when it does not pickle; its type name and text always cross, its
-    traceback and cause chain as plain data (``usertb``)."""
+# -- exceptions and their tracebacks (``usertb.TracebackData``, checked field by field) ---------
+class Frame(TypedDict):
+    """One frame of a traceback (``usertb._frames``)."""
 
-    data: bytes | None
+    file: str
+    line: int
+    name: str
+    first: int
+    source: list[str]
+    locals: dict[str, str]
+    hidden: bool
+
+
+class ChainEntry(TypedDict):
+    """One exception of a traceback's chain."""
+
+    type: str
+    text: str
+    frames: list[Frame]
+    relation: str | None
+
+
+class _TraceChain(TypedDict):
+    chain: list[ChainEntry]
+
+
+class Trace(_TraceChain, total=False):
+    """A traceback as data (``usertb.TracebackData``); ``text``, ``where``, ``origin`` once
+    finished for a record."""
+
+    text: str
+    where: str | None
+    origin: str
+
+
+class EncodedException(_Struct, frozen=True):
+    """An exception on the wire: its class by module and qualname (rebuilt on the other side only
+    when it is a built-in, the SDK's or pytest-connic's own class, ``errors.decode_exception``,
+    else a stand-in of the same name), its type name and text, its args and attributes as data,
+    its traceback and cause chain as data."""
+
+    module: str
+    qualname: str
     type_name: str
     text: str
-    trace: TracebackData | None = None
+    args: tuple[object, ...] = ()
+    attrs: dict[str, object] = {}
+    trace: Trace | None = None
 
 
 # -- pytest's process -> the template ---------------------------------------------------------
-@dataclass(frozen=True)
-class Preload:
+class Preload(_Message, frozen=True):
     """Import ``names`` for the workers forked from now on, each within ``timeout_s``."""
 
     names: tuple[str, ...]
     timeout_s: float
 
 
-@dataclass(frozen=True)
-class Fork:
-    """Fork a worker for a run; three descriptors follow on the pipe (``send_handle``): the
-    worker's end of its own pipe, then what its fds 1 and 2 become."""
+class Fork(_Message, frozen=True):
+    """Fork a worker for a run; three descriptors follow on the pipe in one message
+    (``reduction.sendfds``): the worker's end of its own pipe, then what its fds 1 and 2 become.
+    ``settings``: None when they are those of the previous ``Fork`` (pytest's environment, working
+    directory and ``sys.path`` rarely change between runs: not sent again)."""
 
     token: int
-    settings: ForkSettings
+    settings: ForkSettings | None
 
 
 # -- the template -> pytest's process ---------------------------------------------------------
-@dataclass(frozen=True)
-class Started:
-    """The template runs (its process group is its pid)."""
+class Started(_Message, frozen=True):
+    """The template runs (its process group is its pid); ``mark``: the inode of the pipe every
+    process forked below it holds (``procs.kill_marked``: what outlives a killed template)."""
 
     pid: int
+    mark: int = 0
 
 
-@dataclass(frozen=True)
-class Importing:
+class Importing(_Message, frozen=True):
     """The module of the project the template is importing while it loads (a start that hangs
     names it)."""
 
     module: str
 
 
-@dataclass(frozen=True)
-class Ready:
+class Ready(_Message, frozen=True):
     """The template loaded the project: it forks workers from now on."""
 
     pid: int
 
 
-@dataclass(frozen=True)
-class LoadFailed:
+class LoadFailed(_Message, frozen=True):
     """The template could not load the project (or ended before it did)."""
 
     why: str
 
 
-@dataclass(frozen=True)
-class Forked:
+class Forked(_Message, frozen=True):
     """The worker asked for by ``token`` runs as ``pid``."""
 
     token: int
     pid: int
 
 
-@dataclass(frozen=True)
-class ForkFailed:
+class ForkFailed(_Message, frozen=True):
     """No worker could be forked for ``token``."""
 
     token: int
     why: str
 
 
-@dataclass(frozen=True)
-class WorkerExited:
+class WorkerExited(_Message, frozen=True):
     """The template reaped worker ``pid`` (``status`` as ``os.waitpid`` gives it)."""
 
     pid: int
@@ -164,75 +243,67 @@ class WorkerExited:
 
 
 # -- pytest's process -> a worker -------------------------------------------------------------
-@dataclass(frozen=True)
-class Call:
-    """Call the function ``ref`` names; ``back``: the arguments to copy back after it."""
+class Call(_Message, frozen=True):
+    """Call the function ``ref`` names with ``args`` and ``kwargs`` (data); ``back``: the
+    arguments to copy back after it; ``seed``: the run's seed for ``random``, applied before the
+    run's first call (models/world.py; user code reads the real clock)."""
 
     cid: int
     ref: Ref
     args: tuple[object, ...]
     kwargs: dict[str, object]
     back: Back = ()
-    world: World | None = None
+    seed: int | None = None
 
 
-@dataclass(frozen=True)
-class ServiceReturned:
+class ServiceReturned(_Message, frozen=True):
     """The value of the ``connic.tools`` service request ``rid``."""
 
     rid: int
     value: object
 
 
-@dataclass(frozen=True)
-class ServiceRaised:
+class ServiceRaised(_Message, frozen=True):
     """The error of the ``connic.tools`` service request ``rid``."""
 
     rid: int
     error: EncodedException
 
 
-@dataclass(frozen=True)
-class Release:
+class Release(_Message, frozen=True):
     """The run ended (asked only when coverage is measured: save it, the worker is killed next)."""
 
 
 # -- a worker -> pytest's process -------------------------------------------------------------
-@dataclass(frozen=True)
-class Returned:
-    """The call returned this value (pickled: ``pickled_result``)."""
+class Returned(_Message, frozen=True):
+    """The call returned this value (its data form)."""
 
-    data: bytes
+    value: object
 
 
-@dataclass(frozen=True)
-class Untransferable:
-    """The call returned a value that pickles neither as it is nor as its JSON-safe form."""
+class Untransferable(_Message, frozen=True):
+    """The call returned a value whose data form is more than a frame carries."""
 
     why: str
 
 
-@dataclass(frozen=True)
-class Raised:
+class Raised(_Message, frozen=True):
     """The call raised an ``Exception``."""
 
     error: EncodedException
 
 
-@dataclass(frozen=True)
-class Exited:
+class Exited(_Message, frozen=True):
     """The call raised ``SystemExit`` (``code``: its code, as text when not an int or None)."""
 
     code: int | str | None
 
 
-@dataclass(frozen=True)
-class OutOfMemory:
+class OutOfMemory(_Message, frozen=True):
     """The call went past the worker's memory limit (``MemoryError``)."""
 
 
-@dataclass(frozen=True)
-class RaisedBase:
+class RaisedBase(_Message, frozen=True):
     """The call raised another ``BaseException`` (``KeyboardInterrupt``, ``GeneratorExit``, a
     cancellation, a class of the user's); ``where``: the innermost frame of the project."""
 
@@ -244,17 +315,15 @@ class RaisedBase:
 CallOutcome = Returned | Untransferable | Raised | Exited | OutOfMemory | RaisedBase
 
 
-@dataclass(frozen=True)
-class CallResult:
-    """Call ``cid`` ended; ``copies``: the arguments it copied back (``pickled_copies``)."""
+class CallResult(_Message, frozen=True):
+    """Call ``cid`` ended; ``copies``: the arguments it copied back (their data form)."""
 
     cid: int
     outcome: CallOutcome
-    copies: bytes | None
+    copies: list[tuple[int | str, object]] = []
 
 
-@dataclass(frozen=True)
-class ServiceRequest:
+class ServiceRequest(_Message, frozen=True):
     """User code of call ``cid`` (None: outside any call) called ``connic.tools.<name>``: pytest's
     process runs the service and answers request ``rid``."""
 
@@ -264,8 +333,7 @@ class ServiceRequest:
     params: dict[str, object]
 
 
-@dataclass(frozen=True)
-class Released:
+class Released(_Message, frozen=True):
     """The worker saved its coverage data."""
 
 
@@ -273,155 +341,86 @@ ToTemplate = Preload | Fork
 FromTemplate = Started | Importing | Ready | LoadFailed | Forked | ForkFailed | WorkerExited
 ToWorker = Call | ServiceReturned | ServiceRaised | Release
 FromWorker = CallResult | ServiceRequest | Released
+Message = ToTemplate | FromTemplate | ToWorker | FromWorker
 
-_TO_TEMPLATE = (Preload, Fork)
-_FROM_TEMPLATE = (Started, Importing, Ready, LoadFailed, Forked, ForkFailed, WorkerExited)
-_TO_WORKER = (Call, ServiceReturned, ServiceRaised, Release)
-_FROM_WORKER = (CallResult, ServiceRequest, Released)
+_M = TypeVar("_M")
 
 
-def to_template(received: object) -> ToTemplate | None:
-    """What the template received, if it is a message for it."""
-    return received if isinstance(received, _TO_TEMPLATE) else None
+#: the decoder of one direction's messages (and of what a process is started with)
+Decoder = msgspec.msgpack.Decoder
+
+TO_TEMPLATE: Decoder[ToTemplate] = Decoder(ToTemplate, ext_hook=ext_hook)
+FROM_TEMPLATE: Decoder[FromTemplate] = Decoder(FromTemplate, ext_hook=ext_hook)
+TO_WORKER: Decoder[ToWorker] = Decoder(ToWorker, ext_hook=ext_hook)
+FROM_WORKER: Decoder[FromWorker] = Decoder(FromWorker, ext_hook=ext_hook)
+SETTINGS: Decoder[WorkerSettings] = Decoder(WorkerSettings, ext_hook=ext_hook)
+
+_encode = msgspec.msgpack.Encoder().encode
 
 
-def from_template(received: object) -> FromTemplate | None:
-    """What pytest's process received from a template, if it is a message of a template."""
-    return received if isinstance(received, _FROM_TEMPLATE) else None
+def encode(message: Message | WorkerSettings) -> bytes:
+    """``message`` as one frame; ``BadFrame`` when it is over ``MAX_FRAME`` bytes."""
+    frame = _encode(message)
+    if len(frame) > MAX_FRAME:
+        raise BadFrame(f"a message of {len(frame) / 2**20:.0f} MiB, more than the {MAX_FRAME // 2**20} MiB "
+                       "a message may carry")
+    return frame
 
 
-def to_worker(received: object) -> ToWorker | None:
-    """What a worker received, if it is a message for it."""
-    return received if isinstance(received, _TO_WORKER) else None
+def decode(decoder: Decoder[_M], frame: bytes) -> _M:
+    """The message ``frame`` holds, its values checked (``BadFrame`` when it is none)."""
+    try:
+        message = decoder.decode(frame)
+        if might_not_be_data(frame):
+            _check_values(message)
+    except (msgspec.DecodeError, NotData, RecursionError, TypeError, ValueError, OverflowError) as exc:
+        raise BadFrame(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    return message
 
 
-def from_worker(received: object) -> FromWorker | None:
-    """What pytest's process received from a worker, if it is a message of a worker."""
-    return received if isinstance(received, _FROM_WORKER) else None
+def _check_values(message: object) -> None:
+    """The free-form values of a message are data (``values.checked``)."""
+    match message:
+        case Call():
+            checked(message.args)
+            checked(message.kwargs)
+        case ServiceReturned():
+            checked(message.value)
+        case ServiceRaised():
+            _check_error(message.error)
+        case CallResult():
+            checked(message.copies)
+            if isinstance(message.outcome, Returned):
+                checked(message.outcome.value)
+            elif isinstance(message.outcome, Raised):
+                _check_error(message.outcome.error)
+        case ServiceRequest():
+            checked(message.params)
+
+
+def _check_error(error: EncodedException) -> None:
+    checked(error.args)
+    checked(error.attrs)
+
+
+def send(conn: Pipe, message: Message) -> None:
+    """Send ``message`` on ``conn`` as one frame."""
+    conn.send_bytes(encode(message))
+
+
+def receive(conn: Pipe, decoder: Decoder[_M]) -> _M:
+    """The next message on ``conn`` (``EOFError``/``OSError`` when the pipe ends, ``BadFrame``
+    when what came is not a message of ``decoder``'s direction)."""
+    try:
+        frame = conn.recv_bytes(MAX_FRAME)
+    except OSError as exc:
+        if str(exc) == "bad message length":  # multiprocessing's words for a frame over the limit
+            raise BadFrame(f"a message of more than {MAX_FRAME // 2**20} MiB") from None
+        raise
+    return decode(decoder, frame)
 
 
 def unhandled(message: NoReturn) -> NoReturn:
     """Where a handler's ``match`` ends: mypy rejects the call while a message class of the
     direction has no case (``typing.assert_never``, which needs Python 3.11)."""
     raise AssertionError(f"no handler for {message!r}")
-
-
-# -- values -----------------------------------------------------------------------------------
-def pickled_result(result: object) -> Returned | Untransferable:
-    """A call's result for the wire: pickled as it is, else as its JSON-safe form."""
-    try:
-        return Returned(pickle.dumps(result))
-    except BaseException:  # noqa: BLE001  (an unpicklable result crosses as its JSON-safe form)
-        try:
-            return Returned(pickle.dumps(to_jsonable(result)))
-        except BaseException as error:  # noqa: BLE001
-            return Untransferable(f"{type(error).__name__}: {safe_text(error)}")
-
-
-def pickled_copies(copies: Copies) -> bytes | None:
-    """The arguments a call copies back, pickled as they are, else as their JSON-safe forms
-    (None: nothing to copy back, or nothing that pickles)."""
-    if not copies:
-        return None
-    try:
-        return pickle.dumps(copies)
-    except BaseException:  # noqa: BLE001  (something unpicklable put in the context)
-        try:
-            return pickle.dumps({k: to_jsonable(v) for k, v in copies.items()})
-        except BaseException:  # noqa: BLE001
-            return None
-
-
-def unpickled_copies(data: bytes | None) -> Copies:
-    """The arguments a call copied back (none when their classes cannot be imported here)."""
-    if data is None:
-        return {}
-    try:
-        copies = pickle.loads(data)
-    except Exception:  # noqa: BLE001  (a class pytest's process cannot import: not copied back)
-        return {}
-    return copies if isinstance(copies, dict) else {}
-
-
-# -- exceptions -------------------------------------------------------------------------------
-class RemoteUserError(ConnicError):
-    """Base of the stand-ins for user exceptions that cannot be rebuilt in pytest's process
-    (their class lives in a builder or mocks module, or they do not pickle)."""
-
-
-_STANDINS: dict[str, type[RemoteUserError]] = {}
-
-
-def standin(type_name: str, text: str) -> RemoteUserError:
-    """An exception whose type is named ``type_name`` and whose text is ``text``."""
-    cls = _STANDINS.get(type_name)
-    if cls is None:
-        cls = _STANDINS[type_name] = type(type_name, (RemoteUserError,), {"__module__": __name__})
-    return cls(text)
-
-
-def encode_exception(exc: BaseException, text: str) -> EncodedException:
-    """``exc`` for the wire: pickled when it can be, always with its type name and text.
-
-    An exception whose ``__init__`` does not take its own ``args`` back (the SDK's
-    ``TransferCall(number)`` validates a phone number, its message is a sentence) pickles but does
-    not unpickle: it crosses as its class and state instead, rebuilt without calling ``__init__``.
-    Its traceback and ``__cause__`` / ``__context__`` chain cross as plain data (``usertb``), which
-    pickling an exception would drop."""
-    data: bytes | None
-    try:
-        data = pickle.dumps(exc)
-        pickle.loads(data)
-    except Exception:  # noqa: BLE001  (any user exception may refuse pickling or unpickling)
-        data = _state_of(exc)
-    try:
-        trace: TracebackData | None = capture(exc)
-    except Exception:  # noqa: BLE001  # pragma: no cover - the error still crosses, without frames
-        trace = None
-    return EncodedException(data, type(exc).__name__, text, trace)
-
-
-@dataclass(frozen=True)
-class _State:
-    """An exception's class and state, for one that pickles but does not unpickle."""
-
-    cls: type[BaseException]
-    args: tuple[object, ...]
-    attributes: dict[str, object]
-
-
-def _state_of(exc: BaseException) -> bytes | None:
-    """``exc``'s class and state, pickled (None when its state does not pickle)."""
-    try:
-        return pickle.dumps(_State(type(exc), exc.args, dict(vars(exc))))
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def decode_exception(encoded: EncodedException) -> BaseException:
-    """The exception ``encode_exception`` sent, or its stand-in. The traceback of a module of the
-    project that failed to import in the worker (what the exception carries) is remembered here
-    (``usertb.remember_import``), as when the import fails in this process."""
-    exc = _rebuilt(encoded.data) if encoded.data is not None else None
-    remember_import(encoded.trace)
-    return attach(exc if exc is not None else standin(encoded.type_name, encoded.text), encoded.trace)
-
-
-def _from_state(value: object) -> object:
-    """An exception rebuilt from ``_state_of`` (its class's ``__init__`` is not called)."""
-    if not isinstance(value, _State):
-        return value
-    exc = value.cls.__new__(value.cls)
-    exc.args = value.args
-    exc.__dict__.update(value.attributes)
-    return exc
-
-
-def _rebuilt(data: bytes) -> Exception | None:
-    """The pickled exception, when it unpickles here and prints (else None: its stand-in)."""
-    try:
-        exc = _from_state(pickle.loads(data))
-        str(exc)
-    except Exception:  # noqa: BLE001  (its class is not importable here, or its __str__ raises)
-        return None
-    return exc if isinstance(exc, Exception) else None

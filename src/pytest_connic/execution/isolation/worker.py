@@ -19,8 +19,8 @@ worker's tree while it lives and become the template's children when it ends, an
 kills every child that is not a live worker; it reports each worker's end (``wire.WorkerExited``)
 at once. Everything exits when pytest's process closes the pipes.
 
-``_Template`` handles the messages pytest's process sends the template (``wire.ToTemplate``),
-``_Worker`` those it sends a worker (``wire.ToWorker``), one ``handle_<message>`` method each.
+``TemplateProcess`` handles the messages pytest's process sends the template (``wire.ToTemplate``),
+``Endpoint`` those it sends a worker (``wire.ToWorker``), one ``handle_<message>`` method each.
 """
 
 from __future__ import annotations
@@ -28,63 +28,48 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import datetime as dt
 import inspect
 import os
 import random
-import signal
 import sys
 import threading
 import types
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from pytest_connic.errors import ConnicError
 from pytest_connic.execution.executors import ReusingDaemonExecutor
-from pytest_connic.execution.isolation import coverage_share, procs
+from pytest_connic.execution.isolation import coverage_share, wire
+from pytest_connic.execution.isolation.exceptions import decode_exception, encode_exception
+from pytest_connic.execution.isolation.values import text, to_data
 from pytest_connic.execution.isolation.wire import (
+    REPLY_BROKEN,
+    BadFrame,
     Call,
     CallResult,
-    Copies,
     Exited,
-    Fork,
-    Forked,
-    ForkFailed,
-    ForkSettings,
-    FromTemplate,
     FromWorker,
-    Importing,
-    LoadFailed,
     OutOfMemory,
-    Preload,
     Raised,
     RaisedBase,
-    Ready,
     Ref,
     Release,
     Released,
+    Returned,
     ServiceRaised,
     ServiceRequest,
     ServiceReturned,
-    Started,
-    ToTemplate,
     ToWorker,
-    WorkerExited,
+    Untransferable,
     WorkerSettings,
-    decode_exception,
-    encode_exception,
-    pickled_copies,
-    pickled_result,
-    to_template,
-    to_worker,
     unhandled,
 )
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.project.located import safe_text, user_location
-from pytest_connic.pyparse import guard_ast_parse
 from pytest_connic.runtime.mocks import ModuleLoadError, import_fresh
 from pytest_connic.runtime.placeholders import PlaceholderSwap
 from pytest_connic.runtime.signals import UserCodeEnded
@@ -93,18 +78,15 @@ from pytest_connic.usertb import attach, import_in
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-    from time_machine import Traveller, travel
-
     from pytest_connic.execution.isolation.coverage_share import Measurement
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
+
 
 #: the id of the call a piece of user code runs for (``connic.tools`` requests carry it)
 CALL_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar("connic_worker_call", default=None)
 
 
-class _Worker:
+class Endpoint:
     """The project as a worker uses it: built in the template, bound to a run's pipe in each
     forked worker (``bind``). It handles what pytest's process sends a worker (``ToWorker``, one
     ``handle_<message>`` each) and sends it ``FromWorker`` messages."""
@@ -116,7 +98,8 @@ class _Worker:
         self.fresh: dict[str, types.ModuleType] = {}
         self.functions: dict[Ref, Callable[..., object]] = {}
         self.project: LoadedProject | None = None
-        self.world = _World()
+        #: whether the run's seed was applied to ``random`` (before its first call)
+        self.seeded = False
         #: coverage.py measuring this worker (``coverage_share.py``; None: not measured)
         self.coverage: Measurement | None = None
 
@@ -125,13 +108,28 @@ class _Worker:
         self.conn = conn
         self.send_lock = threading.Lock()
         self.executor = ReusingDaemonExecutor("connic-call", idle_s=60.0)
-        self.loop = asyncio.new_event_loop()
+        #: the worker's event loop, made by its first coroutine (a run of sync code makes none)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.loop_lock = threading.Lock()
+        #: the calls whose outcome was sent (``_answer`` checks that its reply sent one)
+        self.answered: set[int] = set()
+        # the reply path, bound now, before any user code runs here: a run that patches this
+        # class (or this module) cannot change how this worker answers
+        for name in ("handle", "handle_call", "call", "send", "_answer", "_reply", "_run_sync", "_start_task",
+                     "_reply_task"):
+            setattr(self, name, getattr(self, name))
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The worker's event loop (``start_loop`` made it)."""
+        assert self._loop is not None, "start_loop first"
+        return self._loop
 
     def send(self, message: FromWorker) -> None:
+        frame = wire.encode(message)
         with self.send_lock:
-            self.conn.send(message)
+            self.conn.send_bytes(frame)
 
     # -- connic.tools, forwarded to pytest's process --------------------------------------
     def install_placeholders(self) -> None:
@@ -145,7 +143,7 @@ class _Worker:
         future: Future[object] = Future()
         rid = next(self.request_ids)
         self.requests[rid] = future
-        self.send(ServiceRequest(CALL_ID.get(), rid, name, params))
+        self.send(ServiceRequest(CALL_ID.get(), rid, name, {str(k): to_data(v) for k, v in params.items()}))
         return await asyncio.wrap_future(future)
 
     def handle_service_returned(self, message: ServiceReturned) -> None:
@@ -205,15 +203,16 @@ class _Worker:
         try:
             self.call(message)
         except BaseException as exc:  # noqa: BLE001  (no thread left: memory is short)
-            self._reply(replace(message, back=()), exc, None)
+            self._answer(msgspec.structs.replace(message, back=()), exc, None)
 
     def call(self, call: Call) -> None:
-        if call.world is not None:
-            self.world.enter(*call.world)
+        if call.seed is not None and not self.seeded:  # the run's seed, before its first call
+            random.seed(call.seed)
+            self.seeded = True
         try:
             func = self.resolve(call.ref)
         except BaseException as exc:  # noqa: BLE001  (a module of the user's failing to load here)
-            self._reply(call, exc, None)
+            self._answer(call, exc, None)
             return
         if inspect.iscoroutinefunction(func):
             self.start_loop()
@@ -232,13 +231,13 @@ class _Worker:
     def _reply_task(self, call: Call, task: asyncio.Task[object]) -> None:
         """A coroutine's outcome; a ``BaseException`` it raised arrives boxed (``_boxed``)."""
         if task.cancelled():
-            self._reply(call, asyncio.CancelledError(), None)
+            self._answer(call, asyncio.CancelledError(), None)
             return
         exc = task.exception()
         result = None if exc is not None else task.result()
         if isinstance(result, _Raised):
             exc, result = result.exc, None
-        self._reply(call, exc, result)
+        self._answer(call, exc, result)
 
     def _run_sync(self, call: Call, func: Callable[..., object]) -> None:
         def run() -> None:
@@ -246,7 +245,7 @@ class _Worker:
             try:
                 result = func(*call.args, **call.kwargs)
             except BaseException as exc:  # noqa: BLE001  (sent to pytest's process)
-                self._reply(call, exc, None)
+                self._answer(call, exc, None)
                 return
             if inspect.isawaitable(result):
                 awaitable = result
@@ -262,30 +261,41 @@ class _Worker:
                 self.start_loop()
                 self.loop.call_soon_threadsafe(start)
                 return
-            self._reply(call, None, result)
+            self._answer(call, None, result)
 
         contextvars.Context().run(run)
+
+    def _answer(self, call: Call, exc: BaseException | None, result: object) -> None:
+        """Send a call's outcome; when that fails or sends nothing (user code broke the reply
+        path: a patched module, a replaced function), the worker ends at once with
+        ``wire.REPLY_BROKEN``, which pytest's process reports, instead of leaving the run to wait
+        for its whole ``timeout_s``."""
+        try:
+            self._reply(call, exc, result)
+        except BaseException:  # noqa: BLE001  (whatever broke it, this worker can no longer answer)
+            os._exit(REPLY_BROKEN)
+        if call.cid not in self.answered:
+            os._exit(REPLY_BROKEN)
 
     def _reply(self, call: Call, exc: BaseException | None, result: object) -> None:
         """Send a call's outcome with the arguments to copy back (mutated in place, even when the
         call raised, as in-process)."""
         _flush_stdio()  # what the call printed is in pytest's capture before its outcome arrives
+        if isinstance(exc, MemoryError):
+            self.send(CallResult(call.cid, OutOfMemory()))
+            self.answered.add(call.cid)
+            return
         args, kwargs = call.args, call.kwargs
-        copies: Copies = {key: (args[key] if isinstance(key, int) else kwargs[key]) for key in call.back
-                          if (isinstance(key, int) and key < len(args)) or key in kwargs}
-        returned = pickled_copies(copies)
-        if exc is None:
-            self.send(CallResult(call.cid, pickled_result(result), returned))
-        elif isinstance(exc, MemoryError):
-            self.send(CallResult(call.cid, OutOfMemory(), None))
-        elif isinstance(exc, SystemExit):
-            code = exc.code if exc.code is None or isinstance(exc.code, int) else safe_text(exc.code)
-            self.send(CallResult(call.cid, Exited(code), returned))
-        elif isinstance(exc, Exception):
-            self.send(CallResult(call.cid, Raised(encode_exception(exc, safe_text(exc))), returned))
-        else:  # KeyboardInterrupt, GeneratorExit, CancelledError, a custom BaseException
-            where = user_location(exc, self.root)
-            self.send(CallResult(call.cid, RaisedBase(type(exc).__name__, safe_text(exc), where), returned))
+        copies = [(key, to_data(args[key] if isinstance(key, int) else kwargs[key])) for key in call.back
+                  if (isinstance(key, int) and key < len(args)) or key in kwargs]
+        outcome = _outcome(exc, result, self.root)
+        try:
+            frame = wire.encode(CallResult(call.cid, outcome, copies))
+        except BadFrame as too_big:
+            frame = wire.encode(CallResult(call.cid, Untransferable(str(too_big))))
+        with self.send_lock:
+            self.conn.send_bytes(frame)
+            self.answered.add(call.cid)
 
     def handle_release(self, message: Release) -> None:
         """The run that leased this worker ended (asked only when coverage is measured): save
@@ -308,18 +318,17 @@ class _Worker:
         never starts it)."""
         with self.loop_lock:
             if self.loop_thread is None:
+                self._loop = asyncio.new_event_loop()
                 self.loop_thread = threading.Thread(target=self.run_loop, name="connic-worker-loop", daemon=True)
                 self.loop_thread.start()
 
     def serve(self) -> None:
         while True:
             try:
-                received = self.conn.recv()
-            except (EOFError, OSError):  # pytest's process went away: so do we, with our threads
+                message = wire.receive(self.conn, wire.TO_WORKER)
+            except (EOFError, OSError, BadFrame):  # pytest's process went away: so do we, with our threads
                 os._exit(0)
-            message = to_worker(received)
-            if message is not None:
-                self.handle(message)
+            self.handle(message)
 
     def handle(self, message: ToWorker) -> None:
         match message:
@@ -335,40 +344,19 @@ class _Worker:
                 unhandled(message)
 
 
-class _World:
-    """The recorded world of the run that leases this worker (models/world.py): ``random`` seeded
-    before its first call, and the wall clock held (``time-machine``, imported only then) at the
-    time each call reads, in the recording and in a replay alike, so a timestamp written into a
-    prompt is the same to the microsecond; monotonic clocks and ``perf_counter`` are not
-    touched. Calls are started one at a time on the main thread, so no lock is needed; the calls of
-    one run that overlap read the clock of the one started last."""
-
-    def __init__(self) -> None:
-        self.seeded = False
-        self.traveller: travel | None = None
-        self.coordinates: Traveller | None = None
-
-    def enter(self, at: str | None, seed: int | None) -> None:
-        if seed is not None and not self.seeded:
-            random.seed(seed)
-            self.seeded = True
-        if at is None:
-            return
-        destination = dt.datetime.fromisoformat(at)
-        if self.coordinates is not None:
-            self.coordinates.move_to(destination)
-            return
-        import time_machine
-
-        self.traveller = time_machine.travel(destination, tick=False)
-        self.coordinates = self.traveller.start()
-
-    def leave(self) -> None:
-        """The run ended: the real clock again, and the next run seeds ``random`` anew."""
-        if self.traveller is not None:
-            self.traveller.stop()
-        self.traveller = self.coordinates = None
-        self.seeded = False
+def _outcome(exc: BaseException | None, result: object, root: Path) -> Returned | Raised | Exited | RaisedBase:
+    """A call's outcome for the wire: its result as data, or what it raised."""
+    if exc is None:
+        return Returned(to_data(result))
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        return Exited(code if code is None or (isinstance(code, int) and to_data(code) == code) else
+                      text(safe_text(code)))
+    if isinstance(exc, Exception):
+        return Raised(encode_exception(exc, safe_text(exc)))
+    # KeyboardInterrupt, GeneratorExit, CancelledError, a custom BaseException
+    where = user_location(exc, root)
+    return RaisedBase(text(type(exc).__name__), text(safe_text(exc)), text(where) if where else None)
 
 
 class _Raised:
@@ -388,303 +376,17 @@ async def _boxed(awaitable: Awaitable[object]) -> object:
         return _Raised(exc)
 
 
-def _limit_memory(memory_mb: int | None) -> None:
-    if not memory_mb:
-        return
-    try:
-        import resource
-    except ImportError:  # Windows: no limit
-        return
-    limit = memory_mb * 1024 * 1024
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ValueError, OSError):
-        pass
-
 
 class BreakpointInWorker(ConnicError):
     """``breakpoint()`` in user code running in a worker process: no terminal to debug in."""
 
 
-def _no_breakpoint(*args: object, **kwargs: object) -> None:
+def no_breakpoint(*args: object, **kwargs: object) -> None:
     """``sys.breakpointhook`` of a worker: the debugger needs pytest's process and terminal."""
     raise BreakpointInWorker(
         "breakpoint() in user code running in a worker process: run pytest with --pdb (or "
         "--connic-isolation=none) so user code runs in pytest's process and the debugger can stop there")
 
-
-def main(conn: Connection[FromTemplate, object], settings: WorkerSettings) -> None:
-    """The template's entry point (``multiprocessing.Process`` target): load the project, then
-    fork a worker per request until pytest's process closes the pipe."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.breakpointhook = _no_breakpoint
-    guard_ast_parse()  # a run's tool calls run in threads: user code and the SDK may parse at once
-    if hasattr(os, "setpgid"):
-        with contextlib.suppress(OSError):
-            os.setpgid(0, 0)
-    procs.become_subreaper()  # a worker's detached descendants come here when it ends
-    conn.send(Started(os.getpid()))
-    try:  # user code may start processes of its own (a daemonic process may not)
-        import multiprocessing
-
-        multiprocessing.current_process().daemon = False
-    except (AssertionError, AttributeError):  # pragma: no cover
-        pass
-    os.chdir(settings.cwd)
-    os.environ.clear()
-    os.environ.update(settings.env)
-    sys.path[:] = settings.sys_path
-    measuring = coverage_share.start(settings.coverage)  # import-time lines count too
-    worker = _Worker(settings)
-    try:
-        worker.install_placeholders()
-        with _reporting_imports(conn, Path(settings.root)):
-            project = worker.project = load_project(Path(settings.root), worker.adopt)
-        worker.rebind(project.modules())
-    except BaseException as exc:  # noqa: BLE001  (reported to pytest's process)
-        conn.send(LoadFailed(f"{type(exc).__name__}: {safe_text(exc)}"))
-        return
-    coverage_share.save(measuring)
-    import gc
-
-    gc.collect()
-    gc.freeze()  # the workers' collections leave the template's objects alone: shared, not copied
-    conn.send(Ready(os.getpid()))
-    _Template(conn, settings, worker, measuring).serve()
-
-
-def load_project(root: Path, on_import: Callable[[str, types.ModuleType], None]) -> LoadedProject:
-    """The project as the template reads it, once (every worker is forked from it): statically,
-    as pytest's process reads it, so no user module runs in the template; a run's worker imports
-    the modules its calls name (``on_import`` sees each), so what a module does at import happens
-    in that run's worker, bounded and reported like any call."""
-    return LoadedProject(root, static=True, on_import=on_import)
-
-
-class _Template:
-    """The template's loop: fork a worker per request, report each worker's end, and kill what a
-    dead worker left (its descendants become this subreaper's children). It handles what pytest's
-    process sends the template (``ToTemplate``, one ``handle_<message>`` each)."""
-
-    def __init__(self, conn: Connection[FromTemplate, object], settings: WorkerSettings, worker: _Worker,
-                 measuring: Measurement | None) -> None:
-        self.conn = conn
-        self.settings = settings
-        self.worker = worker
-        self.measuring = measuring
-        self.workers: set[int] = set()
-        self.wake_r, self.wake_w = os.pipe()
-
-    def serve(self) -> None:
-        from multiprocessing.connection import wait
-
-        os.set_blocking(self.wake_r, False)
-        os.set_blocking(self.wake_w, False)
-        signal.set_wakeup_fd(self.wake_w)
-        signal.signal(signal.SIGCHLD, _ignore)
-        while True:
-            ready = wait([self.conn, self.wake_r])
-            if self.wake_r in ready:
-                with contextlib.suppress(OSError):
-                    os.read(self.wake_r, 4096)
-                self.reap()
-            if self.conn not in ready:
-                continue
-            try:
-                message = to_template(self.conn.recv())
-                if message is not None:
-                    self.handle(message)
-                    continue
-            except (EOFError, OSError):  # pytest's process went away
-                pass
-            self.shutdown()  # the pipe closed (or something else than a message came)
-
-    def handle(self, message: ToTemplate) -> None:
-        match message:
-            case Preload():
-                self.handle_preload(message)
-            case Fork():
-                self.handle_fork(message)
-            case _:
-                unhandled(message)
-
-    def handle_preload(self, message: Preload) -> None:
-        """Import ``message.names`` here (modules a worker imported without trouble for an agent's
-        first case) so the workers forked next start with them loaded; each import is bounded by
-        ``message.timeout_s`` (an alarm: the template runs no other code meanwhile), and a failure
-        only leaves the module to each run's worker, as before."""
-        project = self.worker.project
-        if project is None:
-            return
-        previous = signal.signal(signal.SIGALRM, _preload_timeout)
-        try:
-            for name in message.names:
-                signal.setitimer(signal.ITIMER_REAL, max(message.timeout_s, 0.001))
-                try:
-                    project.preload(name)
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-        finally:
-            signal.signal(signal.SIGALRM, previous)
-
-    def handle_fork(self, message: Fork) -> None:
-        """Fork a worker; the descriptors it takes follow the message on the pipe."""
-        from multiprocessing.reduction import recv_handle
-
-        fd = recv_handle(self.conn)
-        stdio = (recv_handle(self.conn), recv_handle(self.conn))
-        self.fork(message.token, message.settings, fd, stdio)
-
-    def fork(self, token: int, settings: ForkSettings, fd: int, stdio: tuple[int, int]) -> None:
-        """Fork a worker whose pipe is ``fd`` and whose descriptors 1 and 2 are ``stdio`` (pytest's
-        process's when it asked: its capture, or the terminal under ``-s``)."""
-        if not hasattr(os, "fork"):  # pragma: no cover  (Windows)
-            _close(fd, *stdio)
-            why = "process isolation forks its workers, which Windows cannot: use --connic-isolation=none"
-            self.conn.send(ForkFailed(token, why))
-            return
-        try:
-            pid = os.fork()
-        except OSError as exc:  # out of processes
-            _close(fd, *stdio)
-            self.conn.send(ForkFailed(token, f"{type(exc).__name__}: {safe_text(exc)}"))
-            return
-        if pid == 0:
-            try:
-                for target, source in zip((1, 2), stdio):
-                    os.dup2(source, target)
-                _close(*stdio)
-                self.become_worker(settings, fd)
-            finally:
-                os._exit(1)
-        _close(fd, *stdio)
-        self.workers.add(pid)
-        self.conn.send(Forked(token, pid))
-
-    def become_worker(self, settings: ForkSettings, fd: int) -> None:
-        """In the forked child: a worker of one run, in the template's state."""
-        from multiprocessing.connection import Connection
-
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.close(self.wake_r)
-        os.close(self.wake_w)
-        self.conn.close()
-        if hasattr(os, "setpgid"):
-            with contextlib.suppress(OSError):
-                os.setpgid(0, 0)
-        procs.become_subreaper()  # a detached grandchild stays this worker's child while it lives
-        procs.die_with_parent()
-        if os.getcwd() != settings.cwd:
-            os.chdir(settings.cwd)
-        if os.environ != settings.env:
-            os.environ.clear()
-            os.environ.update(settings.env)
-        sys.path[:] = settings.sys_path
-        worker = self.worker
-        worker.coverage = coverage_share.restart(self.measuring, self.settings.coverage)
-        _limit_memory(self.settings.memory_mb)  # the limit is for user code's calls
-        worker.bind(Connection(fd))
-        worker.serve()
-
-    def reap(self) -> None:
-        """Report the workers that ended; kill every other child (what a dead worker left)."""
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            if pid in self.workers:
-                self.workers.discard(pid)
-                with contextlib.suppress(OSError, ValueError):
-                    self.conn.send(WorkerExited(pid, status))
-        for child in procs.children(os.getpid()):
-            if child not in self.workers:
-                procs.kill_tree(child)
-                with contextlib.suppress(OSError):
-                    os.kill(child, signal.SIGKILL)
-
-    def shutdown(self) -> None:
-        """pytest's process is gone or asked: every worker and what they started ends, then this."""
-        for pid in self.workers:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        procs.kill_tree(os.getpid())
-        os._exit(0)
-
-
-def _ignore(*args: object) -> None:
-    """SIGCHLD's handler in the template: the signal only wakes its loop (``set_wakeup_fd``)."""
-
-
-class _ImportReporter:
-    """A ``sys.meta_path`` entry that finds nothing: it tells pytest's process which module of
-    the project is being imported (``Importing``: a start that hangs then names it)."""
-
-    def __init__(self, conn: Connection[FromTemplate, object], root: Path) -> None:
-        self.conn = conn
-        self.root = root
-
-    def report(self, origin: object) -> None:
-        try:
-            path = Path(str(origin)).resolve()
-            if path.is_relative_to(self.root):
-                self.conn.send(Importing(path.relative_to(self.root).as_posix()))
-        except (OSError, ValueError):
-            pass
-
-    def find_spec(self, name: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None) -> None:
-        from importlib.machinery import PathFinder
-
-        spec = PathFinder.find_spec(name, path)
-        if spec is not None and spec.origin:
-            self.report(spec.origin)
-
-
-def _reporting(original: Callable[_P, _R], report: Callable[[object], None]) -> Callable[_P, _R]:
-    """``importlib.util.spec_from_file_location`` that reports its ``location`` first."""
-
-    def spec_from_file_location(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        report(args[1] if len(args) > 1 else kwargs.get("location"))
-        return original(*args, **kwargs)
-
-    return spec_from_file_location
-
-
-@contextlib.contextmanager
-def _reporting_imports(conn: Connection[FromTemplate, object], root: Path) -> Iterator[None]:
-    """While the project loads: every module of the project imported (through ``import`` or the
-    SDK's ``spec_from_file_location``) is named to pytest's process."""
-    import importlib.util
-
-    reporter = _ImportReporter(conn, root.resolve())
-    original = importlib.util.spec_from_file_location
-    sys.meta_path.insert(0, reporter)
-    importlib.util.spec_from_file_location = _reporting(original, reporter.report)
-    try:
-        yield
-    finally:
-        importlib.util.spec_from_file_location = original
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(reporter)
-
-
-def _close(*fds: int) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-class _PreloadTimeout(ConnicError):
-    """A preload in the template took longer than the case's ``timeout_s``."""
-
-
-def _preload_timeout(signum: int, frame: types.FrameType | None) -> None:
-    raise _PreloadTimeout()
 
 
 def _flush_stdio() -> None:

@@ -326,7 +326,8 @@ class LocalDatabase(SqliteStore):
         update: JsonObject,
         insert_only: JsonObject | None = None,
     ) -> Upserted:
-        """Update the first match, or insert filter equalities + ``update`` + ``insert_only``."""
+        """Update the first match, or insert filter equalities + ``update`` + ``insert_only``
+        (a ``None`` in ``update`` removes the field from a match, and is omitted from an insert)."""
         check_collection(collection)
         if not _require_dict(filter, "filter"):
             raise PredefinedToolError("db_upsert needs a non-empty filter identifying the target document")
@@ -341,7 +342,11 @@ class LocalDatabase(SqliteStore):
                 changed = {**merge(target, update, remove_none=True), "_updated_at": stamp}
                 self._rewrite(connection, collection, [changed])
                 return {"upserted_id": target["_id"], "operation": "updated"}
-            seed = merge(insert_seed(filter), update, remove_none=False)
+            # a None in ``update`` is omitted from the inserted document (predefined-tools.md): left
+            # out of the merge, so a filter equality of the same field stays and the document
+            # matches its filter; ``insert_only`` is stored as given
+            given = {key: value for key, value in update.items() if value is not None}
+            seed = merge(insert_seed(filter), given, remove_none=False)
             created = {**merge(seed, extra, remove_none=False), "_id": str(uuid.uuid4())}
             created.update({"_created_at": stamp, "_updated_at": stamp})
             self._store(connection, collection, [created])

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeGuard, TypeVar
 
 from pytest_connic.jsonsafe import MISSING, JsonObject, JsonValue, at_path, to_jsonable
+from pytest_connic.patterns import Bounded, PatternError, PatternTimeout
 from pytest_connic.runtime.predefined.errors import PredefinedToolError
 
 Predicate = Callable[[object], bool]
@@ -245,21 +246,32 @@ def _contains(needle: object, _what: str) -> Predicate:
 
 
 def _regex(pattern: object, options: object, what: str) -> Predicate:
+    """``$regex``, always case-insensitive as on Connic ("``$regex`` matching is always
+    case-insensitive", connic-skill ``predefined-tools.md``): ``$options`` adds ``m``, ``s``, ``x``;
+    its ``i`` changes nothing. Python's syntax, applied with a time bound (``patterns.py``): a
+    pattern that backtracks fails the call instead of hanging pytest's process."""
     if not isinstance(pattern, str):
         raise PredefinedToolError(f"{what}: $regex takes a string pattern, got {pattern!r}")
     if options is not None and not isinstance(options, (str, list)):
         raise PredefinedToolError(f"{what}: $options takes a string of flags, got {options!r}")
-    flags = 0
+    flags = re.IGNORECASE
     for letter in options or "":
         flag = _REGEX_FLAGS.get(letter) if isinstance(letter, str) else None
         if flag is None:
             raise PredefinedToolError(f"{what}: unknown $options flag {letter!r} (use i, m, s, x)")
         flags |= flag
     try:
-        compiled = re.compile(pattern, flags)
-    except re.error as error:
+        compiled = Bounded(pattern, flags)  # a pattern that backtracks is stopped (patterns.py)
+    except PatternError as error:
         raise PredefinedToolError(f"{what}: invalid $regex {pattern!r}: {error}") from None
-    return lambda value: isinstance(value, str) and compiled.search(value) is not None
+
+    def matches(value: object) -> bool:
+        try:
+            return isinstance(value, str) and compiled.search(value) is not None
+        except PatternTimeout as error:
+            raise PredefinedToolError(f"{what}: $regex: {error}") from None
+
+    return matches
 
 
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}

@@ -1,127 +1,38 @@
-"""The Connic expression DSL (https://connic.co/docs/v1/test/assertions): compiled once through a whitelist over ``ast``, evaluated often.
-
-Compiling validates the syntax tree and turns it into a tree of closures. Evaluating never calls
-anything and never reads a Python attribute: ``a.b`` and ``a["b"]`` look a key up in a mapping,
-``a[0]`` an index in a list, tuple or string. A failed lookup yields :data:`MISSING`, and a
-comparison with a ``MISSING`` operand is false (https://connic.co/docs/v1/test/assertions).
-"""
+"""Compiling an expression: parsing it (with hints for common mistakes), checking every node
+against the whitelist, and turning the tree into a tree of closures (``_Compiler``)."""
 
 from __future__ import annotations
 
 import ast
 import contextlib
 import difflib
-import functools
 import io
-import json
 import keyword
-import operator
-import re
 import tokenize
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Final, NoReturn
+from collections.abc import Callable, Iterator, Mapping
+from typing import Final, NoReturn
 
-from pytest_connic.errors import ConnicError
+from pytest_connic.expressions.values import (
+    _COMPARATORS,
+    _DISPLAYS,
+    _INT_LIMIT,
+    _PATHS,
+    LITERAL_NAMES,
+    MAX_DEPTH,
+    MAX_INT_DIGITS,
+    MAX_LENGTH,
+    MAX_NODES,
+    MISSING,
+    EvaluationError,
+    ExpressionError,
+    _Eval,
+    _get,
+    _SourceOffsets,
+    _truth,
+    _why_missing,
+)
 from pytest_connic.pyparse import parse_expression
-
-__all__ = ["LITERAL_NAMES", "MAX_DEPTH", "MAX_INT_DIGITS", "MAX_LENGTH", "MAX_NODES", "MISSING"]
-__all__ += ["EvaluationError", "Expression", "ExpressionError", "compile_expression", "format_value"]
-__all__ += ["split_tool_call_expression"]
-
-MAX_LENGTH: Final = 2000
-MAX_DEPTH: Final = 50
-MAX_NODES: Final = 750
-MAX_INT_DIGITS: Final = 100
-LITERAL_NAMES: Final[Mapping[str, object]] = {"true": True, "false": False, "null": None}
-_INT_LIMIT: Final = 10**MAX_INT_DIGITS
-
-
-class _Missing:
-    """Type of :data:`MISSING`: falsy; copy and pickle give back the one instance."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<missing>"
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __reduce__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Final = _Missing()
-
-
-class _LocatedError(ConnicError):
-    """An error about ``source``; ``column`` is a 0-based character offset into it, or None."""
-
-    def __init__(self, message: str, source: str, column: int | None = None) -> None:
-        super().__init__(message)
-        self.message, self.source, self.column = message, source, column
-
-    def __str__(self) -> str:
-        return self.message
-
-    def pointer(self) -> str:
-        """The source line holding ``column`` and a caret under it; "" without a column."""
-        if self.column is None:
-            return ""
-        start = self.source.rfind("\n", 0, self.column) + 1
-        end = self.source.find("\n", self.column)
-        line = self.source[start : end if end >= 0 else len(self.source)]
-        pad = "".join(c if c == "\t" else " " for c in line[: self.column - start])  # keep tabs aligned
-        return f"{line}\n{pad}^"
-
-
-class ExpressionError(_LocatedError, ValueError):
-    """An expression that cannot be compiled (raised by :func:`compile_expression`)."""
-
-
-class EvaluationError(_LocatedError):
-    """A failed lookup or comparison during a strict evaluation."""
-
-
-_Eval = Callable[[Mapping[str, object], bool], object]
-_PATHS: Final = (ast.Name, ast.Attribute, ast.Subscript)
-
-
-class _SourceOffsets:
-    """Map ast positions (line, UTF-8 byte column) to character offsets in the original source."""
-
-    def __init__(self, text: str, shift: int) -> None:
-        self._text, self._shift = text, shift
-        self._starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
-
-    def _line(self, lineno: int) -> tuple[int, str]:
-        index = min(max(lineno, 1), len(self._starts)) - 1
-        end = self._starts[index + 1] if index + 1 < len(self._starts) else len(self._text)
-        return self._starts[index], self._text[self._starts[index] : end].rstrip("\r\n")
-
-    def offset(self, lineno: int, col: int) -> int:
-        """Offset of UTF-8 byte column ``col`` of line ``lineno`` (1-based)."""
-        start, line = self._line(lineno)
-        if not line.isascii():
-            col = len(line.encode("utf-8", "surrogatepass")[:col].decode("utf-8", "replace"))
-        return self._shift + start + col
-
-    def char_offset(self, lineno: int, col: int) -> int:
-        """Offset of character column ``col`` of line ``lineno``, clamped to the line."""
-        start, line = self._line(lineno)
-        return self._shift + start + min(max(col, 0), len(line))
-
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        """Start and end offsets of an ast expression node."""
-        lineno: int = getattr(node, "lineno")  # noqa: B009 - every node the compiler meets is an expression
-        end_lineno: int | None = getattr(node, "end_lineno", None)
-        end_col: int | None = getattr(node, "end_col_offset", None)
-        start = self.offset(lineno, getattr(node, "col_offset"))  # noqa: B009
-        return start, self.offset(end_lineno or lineno, end_col or 0)
-
-
-# ---------------------------------------------------------------------------------------- compile
 
 _OPERATOR_SYMBOLS: Final[Mapping[type, str]] = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
@@ -224,51 +135,6 @@ def _dotted_before(tokens: list[tokenize.TokenInfo], dot: int) -> str:
             continue
         break
     return ".".join(parts)
-
-
-# --------------------------------------------------------------------------------------- evaluate
-
-#: Python's own operators over the user's values: what they accept is decided at run time
-_COMPARATORS: Final[Mapping[type, Callable[[Any, Any], object]]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
-}  # fmt: skip
-_DISPLAYS: Final[Mapping[type, Callable[[Iterator[object]], object]]] = {ast.List: list, ast.Tuple: tuple, ast.Set: set}  # fmt: skip
-_SEQUENCES: Final = (list, tuple, str)
-
-
-def _truth(value: object) -> bool:
-    """``bool(value)``, false when the value refuses one (a user object whose ``__bool__`` raises,
-    such as an array in a builder's context): an evaluation error makes the predicate false."""
-    try:
-        return bool(value)
-    except Exception:  # noqa: BLE001 - user objects may raise anything
-        return False
-
-
-def _get(container: object, key: object) -> object:
-    """``container[key]`` for a mapping, or a sequence with an int index or a slice; else MISSING."""
-    try:
-        if isinstance(container, dict):
-            return dict.get(container, key, MISSING)  # never a subclass's __missing__
-        if isinstance(container, _SEQUENCES):
-            return container[key] if type(key) is int or type(key) is slice else MISSING
-        if isinstance(container, Mapping):
-            return container.get(key, MISSING)
-    except (TypeError, IndexError, ValueError):  # unhashable key, index out of range, slice step 0
-        pass
-    return MISSING
-
-
-def _why_missing(container: object, key: object) -> str:
-    """Why :func:`_get` found nothing, for strict-mode messages."""
-    if isinstance(container, Mapping):
-        keys = ", ".join(repr(k) for _, k in zip(range(10), container))
-        return f"no key {key!r} (keys: {keys or 'none'})"
-    if isinstance(container, _SEQUENCES) and type(key) is int:
-        return f"index {key} is out of range for length {len(container)}"
-    return f"cannot look up {format_value(key, 40)} in {format_value(container, 40)}"
 
 
 class _Compiler:
@@ -475,25 +341,6 @@ class _Compiler:
         return self._display(node, pairs, [*keys, *node.values], depth)
 
 
-def format_value(value: object, limit: int = 200) -> str:
-    """Render a value JSON-ishly for a report, cut to ``limit`` characters (``…`` marks the cut)."""
-    if value is MISSING:
-        return "<missing>"
-    if isinstance(value, str):
-        value = value[: limit + 1]
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=_jsonable)
-    except Exception:  # noqa: BLE001 - a failure report must survive odd values (deep, huge int, bad repr)
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
-
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    return repr(value)
-
-
 def _operands(node: ast.AST) -> list[ast.AST]:
     """The path operands (names, lookups) under ``node``, outermost paths only."""
     if isinstance(node, ast.Name) and node.id in LITERAL_NAMES:
@@ -509,173 +356,3 @@ def _flatten_and(node: ast.expr) -> Iterator[ast.expr]:
             yield from _flatten_and(value)
     else:
         yield node
-
-
-# ------------------------------------------------------------------------------------- public API
-
-
-class Expression:
-    """A compiled expression: make it with :func:`compile_expression`, then evaluate it often.
-
-    Immutable once made, so equal sources compiled for the same place share one instance
-    (:func:`compile_expression` caches them). Compiling validates everything; the syntax tree and
-    the evaluator are rebuilt from ``source`` on first use and kept from then on, so the many
-    expressions a large collection holds cost a string each until a run evaluates them.
-    """
-
-    __slots__ = ("_parts", "_run", "_tree", "allowed", "names", "source", "where")
-
-    def __init__(
-        self,
-        source: str,
-        node: ast.expr | None,
-        *,
-        where: str,
-        allowed: frozenset[str],
-        positions: _SourceOffsets | None = None,
-        base: int = 0,
-        names: frozenset[str] | None = None,
-    ) -> None:
-        self.source, self.where, self.allowed = source, where, allowed
-        #: ``(node, positions, base)``; None until needed for an expression compiled from its source
-        self._tree: tuple[ast.expr, _SourceOffsets, int] | None = (
-            None if node is None or positions is None else (node, positions, base)
-        )
-        if names is None:
-            assert node is not None
-            names = _root_names(node)
-        self.names = names
-        self._run: _Eval | None = None
-        self._parts: list[Expression] | None = None
-
-    def __repr__(self) -> str:
-        return f"Expression({self.source!r})"
-
-    def mentions(self, name: str) -> bool:
-        """Whether the root name ``name`` occurs in the expression."""
-        return name in self.names
-
-    def value(self, bindings: Mapping[str, object], *, strict: bool = False) -> object:
-        """The raw value, not coerced to bool (MISSING for a failed lookup); ``strict`` as in evaluate."""
-        run = self._run
-        if run is None:
-            run = self._run = self._compiler().build(self._syntax()[0])
-        return run(bindings, strict)
-
-    def evaluate(self, bindings: Mapping[str, object], *, strict: bool = False) -> bool:
-        """Evaluate to a bool.
-
-        Not strict: a failed lookup yields MISSING; a comparison with a MISSING operand, or one that
-        raises ``TypeError``, is false. Strict: both raise :class:`EvaluationError` (approval
-        conditions, where an evaluation error means "approval required").
-        """
-        return _truth(self.value(bindings, strict=strict))
-
-    def conjuncts(self) -> list[Expression]:
-        """The operands of a top-level ``and``, nested ``and`` flattened; ``[self]`` for anything else."""
-        if self._parts is None:
-            nodes = list(_flatten_and(self._syntax()[0]))
-            self._parts = [self] if len(nodes) == 1 else [self._child(node) for node in nodes]
-        return list(self._parts)
-
-    def explain(self, bindings: Mapping[str, object], *, limit: int = 200) -> str:
-        """Failure-report text: each false conjunct with the values of its path operands.
-
-        For example ``output.total > 0 where output.total = 0``; several conjuncts are joined with
-        ``; ``. When nothing is false every conjunct is shown. Each value is cut to ``limit`` characters.
-        """
-        parts = self.conjuncts()
-        failing = [part for part in parts if not part.evaluate(bindings)] or parts
-        return "; ".join(part._explain_one(bindings, limit) for part in failing)
-
-    def _explain_one(self, bindings: Mapping[str, object], limit: int) -> str:
-        compiler, shown = self._compiler(), {}
-        for node in _operands(self._syntax()[0]):
-            text = self._segment(node)
-            if text not in shown:
-                shown[text] = format_value(compiler.build(node)(bindings, False), limit)
-        if list(shown) == [self.source]:  # a bare path: "context.active = false"
-            return f"{self.source} = {shown[self.source]}"
-        values = ", ".join(f"{text} = {value}" for text, value in shown.items())
-        return f"{self.source} where {values}" if shown else self.source
-
-    def _syntax(self) -> tuple[ast.expr, _SourceOffsets, int]:
-        tree = self._tree
-        if tree is None:  # parsed and validated when compiled: this cannot fail
-            node, positions = _parse(self.source, self.where)
-            tree = self._tree = (node, positions, 0)
-        return tree
-
-    def _compiler(self) -> _Compiler:
-        _, positions, base = self._syntax()
-        return _Compiler(self.source, positions, base, self.allowed, self.where)
-
-    def _segment(self, node: ast.AST) -> str:
-        _, positions, base = self._syntax()
-        start, end = positions.span(node)
-        return self.source[start - base : end - base]
-
-    def _child(self, node: ast.expr) -> Expression:
-        _, positions, _ = self._syntax()
-        start = positions.span(node)[0]
-        return Expression(
-            self._segment(node),
-            node,
-            where=self.where,
-            allowed=self.allowed,
-            positions=positions,
-            base=start,
-        )
-
-
-def _root_names(node: ast.AST) -> frozenset[str]:
-    return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name)) - LITERAL_NAMES.keys()
-
-
-def compile_expression(source: str, allowed: Iterable[str], *, where: str = "expression") -> Expression:
-    """Parse and validate ``source`` once; its root names must be in ``allowed`` (or true/false/null).
-
-    Raises :class:`ExpressionError` whose message names ``where`` (the place, e.g.
-    ``"expected_result"``) and whose ``column`` points at the offending part when there is one.
-    The same ``(source, allowed, where)`` gives back the same (immutable) :class:`Expression`.
-    """
-    if isinstance(allowed, str):  # "output" would otherwise allow the names o, u, t and p
-        raise TypeError("allowed must be an iterable of names, not a string")
-    if not isinstance(source, str):
-        raise ExpressionError(f"{where} must be a string, not {type(source).__name__}", repr(source))
-    names = frozenset(allowed)
-    if len(_ALLOWED) < 256:  # a handful of places share a few name sets: keep one copy of each
-        names = _ALLOWED.setdefault(names, names)
-    return _compile_cached(source, names, where)
-
-
-_ALLOWED: dict[frozenset[str], frozenset[str]] = {}
-
-
-@functools.lru_cache(maxsize=8192)
-def _compile_cached(source: str, allowed: frozenset[str], where: str) -> Expression:
-    """Compile once per place: the key holds everything a compiled expression depends on (the
-    allowed names and the place named in its messages); errors are raised afresh, never cached."""
-    node, positions = _parse(source, where)
-    compiler = _Compiler(source, positions, 0, allowed, where)
-    compiler.build(node)  # validates; the evaluator is rebuilt from the source on first use
-    return Expression(source, None, where=where, allowed=allowed, names=frozenset(compiler.names))
-
-
-def split_tool_call_expression(
-    expr: Expression,
-) -> tuple[list[Expression], list[Expression], list[Expression]]:
-    """Split an ``expected_tool_calls`` expression into (filters, counts, mixed) conjuncts (https://connic.co/docs/v1/test/assertions).
-
-    Filters do not mention ``invocations``; counts mention it but neither ``params`` nor ``result``;
-    mixed conjuncts mention ``invocations`` together with ``params`` or ``result``.
-    """
-    filters: list[Expression] = []
-    counts: list[Expression] = []
-    mixed: list[Expression] = []
-    for part in expr.conjuncts():
-        if not part.mentions("invocations"):
-            filters.append(part)
-        else:
-            (mixed if part.mentions("params") or part.mentions("result") else counts).append(part)
-    return filters, counts, mixed
