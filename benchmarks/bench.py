@@ -13,6 +13,10 @@ Figures (issue "Fast at every scale"):
   serialising  Connic's default max_concurrent_runs of 1: a 16-run case of an agent that sets
                nothing vs max_concurrent_runs: 8, with an instant model and a 50 ms one
   scaling      a 200-case model-bound suite with -n 0 vs -n 2 (and the same with a 150 ms model)
+  xdist        when -n 2 pays on two CPUs: the bundled example, and N cases whose user code waits
+               100 ms (a model, a service) or computes 100 ms, with -n 0 vs -n 2 (docs/performance.md)
+  firstcall    a recording (--connic-record-mode all, a provider on 127.0.0.1) of two one-run
+               cases: the first case's time vs the second's (LiteLLM's import: before the first case)
   earlystop    model calls with and without --connic-early-stop; verdicts must be equal
   startup      pytest --version and a plain Python project, with and without the plugin
   memory       peak RSS of collecting and of running 10,000 tool-agent cases, and of collecting
@@ -416,6 +420,86 @@ def bench_scaling(tmp: Path) -> None:
               f"cases alone {one_span:5.2f}s vs {two_span:5.2f}s: {one_span / two_span:4.2f}x", flush=True)
 
 
+WAITING_TOOLS = '''
+import time
+
+
+def wait(payload: dict) -> dict:
+    """User code that waits (a model, a service): the CPU is free meanwhile."""
+    time.sleep(0.1)
+    return {"ok": True}
+
+
+def compute(payload: dict) -> dict:
+    """User code that computes for 100 ms of CPU."""
+    end = time.process_time() + 0.1
+    n = 0
+    while time.process_time() < end:
+        n += 1
+    return {"ok": n > 0}
+'''
+
+
+def _kind_project(root: Path, cases: int, kind: str) -> None:
+    """``cases`` tool-agent cases whose tool ``wait``s or ``compute``s for 100 ms."""
+    write(root / "agents/echo.yaml", f'version: "1.0"\nname: echo\ndescription: d\ntype: tool\ntool_name: t.{kind}\n')
+    write(root / "tools/t.py", WAITING_TOOLS)
+    write(root / "pytest.ini", "[pytest]\naddopts = -p no:cacheprovider -p no:randomly\n")
+    body = ["agent: echo", "tests:"] + [f"  - name: case {c}\n    payload: '{{}}'\n    expected_result: output.ok == true"
+                                       for c in range(cases)]
+    write(root / "tests/t.yaml", "\n".join(body) + "\n")
+
+
+def bench_xdist(tmp: Path) -> None:
+    """When ``-n 2`` pays on this machine: medians of alternating rounds, -n 0 against -n 2."""
+    import shutil
+
+    example = tmp / "xd-example"
+    shutil.copytree(HERE.parent / "examples" / "order-desk", example,
+                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    projects = [("example (11 cases)", example)]
+    for kind in ("wait", "compute"):
+        for cases in (10, 40, 160):
+            root = tmp / f"xd-{kind}-{cases}"
+            _kind_project(root, cases, kind)
+            projects.append((f"{cases} x {kind} 100 ms", root))
+    for label, root in projects:
+        serial, parallel = (median_of(root, args) for args in (["-n", "0"], ["-n", "2"]))
+        print(f"{'xdist':<12} {label:<22} -n 0 {serial:6.2f}s  -n 2 {parallel:6.2f}s  "
+              f"speed-up {serial / parallel:4.2f}x", flush=True)
+
+
+def median_of(root: Path, args: list[str], rounds: int = 3) -> float:
+    times = sorted(run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], root)[0] for _ in range(rounds))
+    return times[len(times) // 2]
+
+
+def bench_firstcall(tmp: Path) -> None:
+    """A recording's first case against its second: LiteLLM's import (seconds of CPU) used to be
+    in the first case's first model call; it now happens before the first case."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from helpers.fake_provider import FakeProvider
+
+    root = tmp / "fc"
+    write(root / "agents/bot.yaml", 'version: "1.0"\nname: bot\ndescription: d\nmodel: openai/gpt-4o-mini\n'
+                                    'system_prompt: s\n')
+    write(root / "pytest.ini", "[pytest]\naddopts = -p no:cacheprovider -p no:randomly\n")
+    write(root / "tests/bot.yaml", "agent: bot\ntests:\n  - name: first\n    payload: hi\n"
+                                   "  - name: second\n    payload: hi\n")
+    firsts, seconds, walls = [], [], []
+    with FakeProvider(lambda body: "ok") as fp:
+        env = {"OPENAI_API_KEY": "sk-bench", "OPENAI_API_BASE": fp.base_url}
+        for _ in range(3):
+            wall, _ = run([PY, "-m", "pytest", "-q", "--connic-record-mode=all", "--junitxml=j.xml"], root, env)
+            times = {c.get("name"): float(c.get("time", "nan"))
+                     for c in ET.parse(root / "j.xml").getroot().iter("testcase")}
+            firsts.append(times["first"])
+            seconds.append(times["second"])
+            walls.append(wall)
+    print(f"{'firstcall':<12} first case {min(firsts):5.2f}s  second case {min(seconds):5.2f}s  "
+          f"session {min(walls):5.2f}s", flush=True)
+
+
 COUNTING_MODEL = '''
 import os
 from pytest_connic.models.base import ModelResponse
@@ -558,6 +642,8 @@ FIGURES = {
     "concurrency": bench_concurrency,
     "serialising": bench_serialising,
     "scaling": bench_scaling,
+    "xdist": bench_xdist,
+    "firstcall": bench_firstcall,
     "earlystop": bench_earlystop,
     "startup": bench_startup,
     "memory": bench_memory,

@@ -55,6 +55,19 @@ if TYPE_CHECKING:
     from pytest_connic.warnings import ConnicWarning
 
 
+def pytest_addhooks(pluginmanager: Any) -> None:
+    """``pytest -p pytest_connic``: the package's own name loads the plugin, as ``-p connic`` (the
+    ``pytest11`` entry point's name) and ``-p pytest_connic.plugin`` (its module) do. pytest registers
+    whatever module ``-p`` names; this package has no hooks but this one, which registers the
+    plugin module under the entry point's name (so autoloading then finds it loaded), unless it is
+    registered already or blocked (``-p no:connic``). docs/getting-started.md "Loading the plugin"."""
+    from pytest_connic import plugin
+
+    if pluginmanager.is_registered(plugin) or pluginmanager.is_blocked("connic"):
+        return
+    pluginmanager.register(plugin, "connic")
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 
 class ConnicWarning(UserWarning):
-    """Base class of every warning pytest-connic emits."""
+    """Base class of every warning pytest-connic emits: ``ConnicWarning(message)``, or
+    ``ConnicWarning(message, key)`` for a warning shown once per session for ``key``. The key
+    travels with the warning (pytest-xdist sends a warning's arguments to the controller), so the
+    controller shows a keyed warning once however many workers met it; its text is the message."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    @property
+    def key(self) -> str | None:
+        """What the warning is shown once per session for (None: it is shown every time)."""
+        return str(self.args[1]) if len(self.args) > 1 and self.args[1] is not None else None
 
 
 class GuardrailNotEvaluatedWarning(ConnicWarning):

@@ -91,7 +91,8 @@ def without_latency(value: Any) -> Any:
     return value
 
 
-def test_confidence_mode_recommends_control_and_keeps_the_ordinary_verdicts(ab: ConnicProject) -> None:
+def test_confidence_mode_recommends_control_and_keeps_the_ordinary_verdicts(ab: ConnicProject,
+                                                                          wide_terminal: None) -> None:
     plain, plain_report = run_json(ab, name="plain.json")
     result, report = run_json(ab, "--connic-ab", "calc-test-fast", "--connic-ab-mode", "confidence", *SMALL_PLAN)
 
@@ -169,6 +170,10 @@ def test_exploratory_mode_with_a_make_model_hook_shows_a_negative_difference(cal
     ])
     page = (calc.root / "report.html").read_text("utf-8")
     assert "A/B comparison (exploratory)" in page and "-50.0 pp" in page and "calc-test-fast (variant)" in page
+    # scripted models: the latencies are this machine's timings, said so and not judged
+    assert report["ab"]["latencies"] == "local"
+    result.stdout.fnmatch_lines(["*note: latencies are local timings (replayed or scripted models)*"])
+    assert "Latencies are local timings" in page
 
 
 @pytest.mark.parametrize("mode", ["exploratory", "confidence"])

@@ -37,6 +37,25 @@ def test_collects_node_ids_with_connic_discovery(calc: ConnicProject) -> None:
     assert result.ret == 0
 
 
+@pytest.mark.parametrize("autoload", [False, True], ids=["no-autoload", "autoload"])
+@pytest.mark.parametrize("spelling", ["pytest_connic", "connic", "pytest_connic.plugin"])
+def test_p_loads_the_plugin_by_each_documented_name(calc: ConnicProject, monkeypatch: pytest.MonkeyPatch,
+                                                    spelling: str, autoload: bool) -> None:
+    """docs/running.md "Loading the plugin": with autoloading off, ``-p`` loads the plugin by the
+    package's name, the entry point's or the module's; with it on, the first two are no-ops (the
+    module's is pytest's own "already registered" error, as for any plugin's module)."""
+    if not autoload:
+        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    calc.suite("echo", SIMPLE.format(name="first"))
+    result = calc.run("-p", spelling, "--collect-only", "-q")
+    if autoload and spelling == "pytest_connic.plugin":  # loudly, never in silence
+        assert result.ret != 0
+        result.stderr.fnmatch_lines(["ValueError: Plugin already registered under a different name: connic=*"])
+        return
+    result.stdout.fnmatch_lines(["tests/echo.yaml::first", "*1 test collected*"])
+    assert result.ret == 0
+
+
 def test_yml_is_not_a_suite_and_connic_refuses_the_upload(calc: ConnicProject) -> None:
     calc.suite("echo", SIMPLE.format(name="real suite"))
     calc.write("tests/old.yml", SIMPLE.format(name="yml is not a suite"))
@@ -421,4 +440,26 @@ def test_cases_that_never_ran_are_in_no_report(calc: ConnicProject) -> None:
     import json
 
     assert [c["test_name"] for c in json.loads((calc.root / "report.json").read_text())["cases"]] == ["fails first"]
+    assert "never runs" not in (calc.root / "junit.xml").read_text()
+
+
+def test_after_x_under_xdist_the_cases_that_never_ran_are_in_no_report(calc: ConnicProject) -> None:
+    """``-n 2 -x``: xdist stops with its own ``Interrupted``; the case queued behind the failure on
+    its worker never runs and, as a Python test there, is reported nowhere (it was ``SKIPPED
+    tests/echo.yaml:1: interrupted``)."""
+    pytest.importorskip("xdist")
+    # four cases: xdist's load scheduling gives each worker two, "never runs" after "fails first"
+    calc.suite("echo", "tests:\n" + "".join(
+        f"  - name: {name}\n    payload: '{{\"x\": 1}}'\n    expected_result: output.got.x == {want}\n"
+        for name, want in (("fails first", 2), ("never runs", 1), ("third", 1), ("fourth", 1))))
+    result = calc.run("-p", "no:randomly", "-n", "2", "-x", "-rA", "--connic-json", "report.json",
+                      "--junitxml", "junit.xml")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # xdist's exit after -x, for Python tests too
+    result.assert_outcomes(failed=1, passed=2)
+    result.stdout.no_fnmatch_line("*SKIPPED*")
+    result.stdout.no_fnmatch_line("*never runs*")
+    import json
+
+    report = json.loads((calc.root / "report.json").read_text())
+    assert sorted(c["test_name"] for c in report["cases"]) == ["fails first", "fourth", "third"]
     assert "never runs" not in (calc.root / "junit.xml").read_text()

@@ -34,6 +34,9 @@ def never(payload: dict) -> dict:
 def measured(project: ConnicProject, *args: str) -> dict[str, float]:
     result = project.run_subprocess("--cov=tools", "--cov-report=json:cov.json", *args)
     result.assert_outcomes(passed=2)
+    # pytest's process (each xdist worker's) measured none of tools/: its data is the workers'
+    output = result.stdout.str() + result.stderr.str()
+    assert "CoverageWarning" not in output and "No data was collected" not in output, output
     files = json.loads((project.root / "cov.json").read_text("utf-8"))["files"]
     return {name: data["summary"]["percent_covered"] for name, data in files.items()}
 

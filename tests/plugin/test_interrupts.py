@@ -152,3 +152,12 @@ def test_under_xdist_the_controller_writes_every_case(project: ConnicProject, si
     junit = _junit(project.root)
     assert sorted(junit) == sorted(statuses)
     assert junit["b slow"] == ("skipped", f"interrupted by {name}")
+    # each case where its suite has it, also those the controller knows only by their node ids
+    lines = {c["test_name"]: (c["suite"], c["line"]) for c in report["cases"]}
+    assert lines == {n: (suite, _line(project.root / suite, n)) for n, (suite, _) in lines.items()}
+
+
+def _line(path: Path, name: str) -> int:
+    """The 1-based line of the case ``name`` (its ``- name:`` line) in the suite at ``path``."""
+    return next(i for i, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+                if line.strip() == f"- name: {name}")

@@ -169,3 +169,41 @@ def test_load_warnings_can_be_made_errors(project: ConnicProject) -> None:
 
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*UnknownAgentKeyWarning: agents/echo.yaml:6:1: max_iteration: unknown agent key*"])
+
+
+ANSWER_MODEL = '''
+def pytest_connic_make_model(config, agent, model, case, run_index):
+    return lambda request: "ok"
+'''
+#: docs/errors.md "Silencing a warning you know about", for the agent below
+KNOWN = """[pytest]
+filterwarnings =
+    ignore:.*context_compression of agent 'chat' is not applied locally:pytest_connic.warnings.ConnicLoadWarning
+    ignore:.*context_compression.session_history of agent 'chat':pytest_connic.warnings.ConnicWarning
+"""
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_context_compression_is_warned_once_per_session_with_relative_paths_and_can_be_silenced(
+        project: ConnicProject, xdist: tuple[str, ...]) -> None:
+    """Two public projects (knowledge-copilot, telegram-personal-assistant) showed these two warnings
+    on every run, one with an absolute path, the runtime's once per xdist worker."""
+    project.agent("chat", session=True, context_compression={"keep_recent_messages": 4,
+                                                             "session_history": {"interval": 4}})
+    project.write("conftest.py", ANSWER_MODEL)
+    # four cases: each of two xdist workers runs two, and meets the session's warning itself
+    project.suite("chat", "tests:\n" + "".join(f"  - name: c{i}\n    payload: hi\n" for i in range(4)))
+
+    result = project.run("-p", "no:randomly", *xdist)
+
+    result.assert_outcomes(passed=4, warnings=2)
+    summary = result.stdout.str().split("warnings summary", 1)[1].split("-- Docs:", 1)[0]
+    assert summary.count("context_compression of agent 'chat' is not applied locally") == 1
+    assert summary.count("context_compression.session_history of agent 'chat' is not simulated") == 1
+    assert str(project.root) not in summary  # relative to where pytest runs, as pytest names files
+    result.stdout.fnmatch_lines(["agents/chat.yaml:*", "  agents/chat.yaml:*: ConnicLoadWarning: *"])
+    if not xdist:
+        project.pytester.makeini(KNOWN)
+        silenced = project.run("-p", "no:randomly")
+        silenced.assert_outcomes(passed=4)
+        assert "warnings summary" not in silenced.stdout.str()

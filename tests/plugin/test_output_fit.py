@@ -83,13 +83,24 @@ def test_qq_drops_the_table_but_keeps_the_verdict(calc: ConnicProject, narrow: N
     result.stdout.fnmatch_lines(["3/6 cases passed."])
 
 
+#: 48 characters: ``tests/long.yaml:3: case '<name>' (calc) could not be set up`` is wider than 80
+LONG_48 = "high_priority_customer_escalates_balance_updates"
+
+
 def test_the_reason_is_in_the_short_summary_tb_line_and_junit(calc: ConnicProject, narrow: None) -> None:
     write_mixed(calc)
+    calc.suite("long", f"agent: calc\ntests:\n  - name: {LONG_48}\n    payload: x\n    files: [nope.txt]\n")
     result = calc.run("-rA", "--junitxml", "junit.xml")
     result.stdout.fnmatch_lines([
         "FAILED tests/calc.yaml::wrong sum - expected_result not satisfied*",
         "FAILED tests/calc.yaml::missing fixture - missing fixture: tests/files/nope*",
     ])
+    # the failure report's first line folds at 80 columns; the name is whole, to be copied into -k
+    lines = result.stdout.lines
+    head = next(i for i, line in enumerate(lines) if line.startswith("tests/long.yaml:3: case"))
+    said = " ".join(line.strip() for line in lines[head:head + 2])
+    assert said == f"tests/long.yaml:3: case '{LONG_48}' (calc) could not be set up", lines[head:head + 3]
+    assert all(display_width(line) <= 80 for line in lines[head:head + 3])
     root = ET.parse(calc.root / "junit.xml").getroot()
     failure = next(c for c in root.iter("testcase") if c.get("name") == "wrong sum").find("failure")
     assert failure is not None and failure.get("message") == REASON

@@ -73,3 +73,14 @@ def test_a_bad_value_in_the_native_table_names_its_key(pytester: pytest.Pytester
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*invalid value '0' from ini connic_concurrency: must be at least 1*"])
+
+
+def test_every_private_part_of_pytest_the_plugin_uses_is_there(pytester: pytest.Pytester) -> None:
+    """``plugin/pytest_private.py`` names each part of pytest without a public name that the plugin
+    uses, with the releases it was tested with: a pytest that moves one fails here."""
+    from pytest_connic.plugin import pytest_private
+
+    config = pytester.parseconfigure("--junitxml=junit.xml")
+    assert pytest_private.missing(config) == []
+    tested = [tuple(int(p) for p in v.split(".")[:2]) for v in pytest_private.PYTEST_TESTED]
+    assert tested[0] <= tuple(int(p) for p in pytest.__version__.split(".")[:2] if p.isdigit())

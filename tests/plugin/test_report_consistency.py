@@ -15,7 +15,9 @@ from helpers.project import ConnicProject
 from pytest_connic.errors import ConnicError
 from pytest_connic.plugin.items import CaseFailed
 
-OUTPUTS = ("--connic-json", "report.json", "--connic-html", "report.html", "--junitxml", "junit.xml")
+#: JUnit with the family whose testcases carry properties: each case has one set of them
+OUTPUTS = ("--connic-json", "report.json", "--connic-html", "report.html", "--junitxml", "junit.xml",
+           "-o", "junit_family=xunit1")
 WORD = {"passed": "PASS", "failed": "FAIL", "error": "ERROR"}
 
 

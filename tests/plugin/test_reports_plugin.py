@@ -145,7 +145,8 @@ def test_json_report_has_connics_shape_traces_and_wilson(calc: ConnicProject) ->
 
 def test_junit_xml_one_testcase_per_case_with_properties(calc: ConnicProject) -> None:
     write_mixed(calc)
-    calc.run("--junitxml", "junit.xml", "--connic-json", "report.json")
+    # the properties come with the families whose schema has them in a testcase (docs/ci.md)
+    calc.run("--junitxml", "junit.xml", "--connic-json", "report.json", "-o", "junit_family=xunit1")
     report = json.loads((calc.root / "report.json").read_text("utf-8"))
     run_ids = {c["test_name"]: ",".join(c["agent_run_ids"]) for c in report["cases"]}
     cases = junit_cases(calc.root / "junit.xml")
@@ -184,13 +185,45 @@ def test_junit_xml_one_testcase_per_case_with_properties(calc: ConnicProject) ->
     assert all(isinstance(r, (Failure, Error)) for s in xml for c in s for r in c.result)
 
 
-def test_junit_properties_can_be_turned_off(calc: ConnicProject) -> None:
-    write_mixed(calc)
-    calc.pytester.makeini("[pytest]\nconnic_junit_properties = false\n")
-    calc.run("--junitxml", "junit.xml")
+SCHEMA = Path(__file__).resolve().parent / "data" / "junit-10.xsd"
+
+
+def test_the_default_junit_file_validates_against_pytests_schema(calc: ConnicProject) -> None:
+    """pytest's default ``junit_family`` is ``xunit2``, whose schema (``junit-10.xsd``, as pytest's
+    own tests validate it) has no ``<properties>`` in a ``<testcase>``: by default the cases carry
+    none, and the file validates (a passing and a failing case; pytest writes an error as
+    ``<error>``, which this schema spells ``<errors>``, so none is here)."""
+    xmlschema = pytest.importorskip("xmlschema")
+    calc.suite("echo", """
+        tests:
+          - name: passes
+            payload: '{"x": 1}'
+            expected_result: output.got.x == 1
+          - name: fails
+            payload: '{"x": 1}'
+            expected_result: output.got.x == 2
+    """)
+    result = calc.run("--junitxml", "junit.xml")
+    result.assert_outcomes(passed=1, failed=1)
     cases = junit_cases(calc.root / "junit.xml")
-    assert len(cases) == 6
-    assert all(properties(case) == [] for case in cases.values())
+    assert len(cases) == 2 and all(properties(case) == [] for case in cases.values())
+    errors = [str(e) for e in xmlschema.XMLSchema(str(SCHEMA)).iter_errors(str(calc.root / "junit.xml"))]
+    assert errors == []
+
+
+@pytest.mark.parametrize(("family", "ini", "expected"), [
+    (None, None, False), ("xunit2", None, False), ("xunit1", None, True), ("legacy", None, True),
+    ("xunit2", "true", True), ("xunit1", "false", False),
+])
+def test_junit_properties_follow_the_family_unless_the_ini_key_says(
+        pytester: pytest.Pytester, family: str | None, ini: str | None, expected: bool) -> None:
+    from pytest_connic.plugin.options import Settings
+
+    args = [*(("-o", f"junit_family={family}") if family else ()),
+            *(("-o", f"connic_junit_properties={ini}") if ini else ())]
+    settings = Settings.from_config(pytester.parseconfig(*args))
+    assert settings.junit_properties is expected
+    assert settings.source("junit_properties") == ("ini connic_junit_properties" if ini else "default")
 
 
 def test_bad_junit_properties_value_is_a_usage_error(calc: ConnicProject) -> None:

@@ -144,7 +144,15 @@ def test_web_search_through_a_search_backend_is_recorded_without_the_key_and_rep
             payload: opening hours
             expected_tool_calls:
               - web_search: result.results[0].title == "Hours" and result.results[0].url == "https://example.com/h"
+          - name: asks with an argument web_search does not take
+            payload: hotels in a city
+            expected_tool_calls: [web_search]
     """)
+
+    def model(body: dict[str, Any]) -> Reply:
+        city = "city" in str(body["messages"][1]["content"])
+        arguments = {"query": "hotels", "city": "Paris"} if city else {"query": "opening hours", "max_results": 3}
+        return calling("web_search", arguments)(body)
 
     def search(body: dict[str, Any]) -> Any:
         return {"query": body["query"], "results": [
@@ -154,10 +162,15 @@ def test_web_search_through_a_search_backend_is_recorded_without_the_key_and_rep
     with Site(search) as backend:
         monkeypatch.setenv("TAVILY_API_KEY", key)
         monkeypatch.setenv("TAVILY_BASE_URL", backend.url)
-        with serving(monkeypatch, calling("web_search", {"query": "opening hours", "max_results": 3})):
+        with serving(monkeypatch, model):
             recorded = project.run("--connic-record-mode", "once")
-        recorded.assert_outcomes(passed=1)
-        ((path, headers, body),) = backend.received
+        recorded.assert_outcomes(passed=1, errors=1)
+        ((path, headers, body),) = backend.received  # the call with a wrong argument never left
+    # in the words of the tool the agent lists, not of the function behind it (tavily_search())
+    wrong = ("web_search: got an unexpected keyword argument 'city' (its arguments: query, max_results, country, "
+             "include_news)")
+    recorded.stdout.fnmatch_lines([f"*its web call 'web_search' failed while recording: TypeError: {wrong}; *"])
+    assert "tavily_search" not in recorded.stdout.str()
     assert path == "/search" and headers["authorization"] == f"Bearer {key}"
     assert body == {"query": "opening hours", "max_results": 3, "topic": "general"}
     saved = (project.root / "cassettes/finder/finds.yaml").read_text("utf-8")
@@ -167,7 +180,7 @@ def test_web_search_through_a_search_backend_is_recorded_without_the_key_and_rep
 
     monkeypatch.delenv("TAVILY_API_KEY")
     with no_network(monkeypatch) as attempts:
-        replayed = project.run()
+        replayed = project.run("-k", "finds")
     assert attempts == []
     replayed.assert_outcomes(passed=1)
 

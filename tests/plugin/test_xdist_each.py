@@ -70,7 +70,8 @@ def test_a_worker_that_crashes_on_a_case_is_that_workers_row(project: ConnicProj
     pytest.importorskip("xdist")
     project.tool("who", CRASH)
     project.agent("who", type="tool", tool_name="who.who")
-    project.suite("who", "agent: who\ntests:\n  - name: crashes on gw1\n    payload: '{\"crash\": true}'\n")
+    project.suite("who", "agent: who\n# the case's line: 5\ntests:\n\n  - name: crashes on gw1\n"
+                         "    payload: '{\"crash\": true}'\n")
     result = project.run("-p", "no:randomly", "-p", "no:timeout", "-n", "2", "--dist", "each",
                                     "--connic-isolation=none", "--connic-json=r.json")
     result.assert_outcomes(passed=1, errors=1)
@@ -78,3 +79,6 @@ def test_a_worker_that_crashes_on_a_case_is_that_workers_row(project: ConnicProj
     report = json.loads((project.root / "r.json").read_text("utf-8"))
     assert sorted((c["nodeid"], c["status"]) for c in report["cases"]) == [
         ("tests/who.yaml::crashes on gw1 [gw0]", "passed"), ("tests/who.yaml::crashes on gw1 [gw1]", "error")]
+    # the crashed row is where its case is, though the controller knows it only by its node id
+    assert [c["line"] for c in report["cases"]] == [5, 5]
+    result.stdout.fnmatch_lines(["*✗ who::crashes on gw1 [[]gw1[]] (tests/who.yaml:5)"])

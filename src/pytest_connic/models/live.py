@@ -7,9 +7,15 @@ copies). Providers are configured the LiteLLM way: ``OPENAI_API_KEY``,
 
 Retries follow the agent's ``retry_options`` (Connic's defaults: 3 attempts,
 120 s per attempt, delays from 10 s doubling up to 30 s, or the provider's
-``Retry-After``). With a ``fallback_model`` the primary is tried once and the
-fallback gets the ``attempts`` budget, as on Connic. A failure that remains is a
-``ProviderError`` (infrastructure), with the provider's message, masked.
+``Retry-After``), where a retry can help: not after a refused connection or a host
+name that does not resolve (nothing listens there), nor after a client error. With a
+``fallback_model`` the primary is tried once and the fallback gets the ``attempts``
+budget, as on Connic. A failure that remains is a ``ProviderError`` (infrastructure),
+with the provider's message, masked.
+
+LiteLLM's import is most of a recording's first call (about 4.5 s of CPU: it imports
+the OpenAI SDK's types and every provider's module; nothing is fetched, see
+``OFFLINE_ENV``): :func:`import_in_background` starts it when the session begins.
 """
 
 from __future__ import annotations
@@ -18,9 +24,13 @@ import asyncio
 import dataclasses
 import datetime as dt
 import email.utils
+import errno
 import functools
 import json
 import os
+import socket
+import sys
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -64,6 +74,39 @@ def import_litellm() -> LiteLLMModule:
     litellm.failure_callback = []
     litellm.callbacks = []
     return litellm
+
+
+def import_in_background() -> None:
+    """Start importing LiteLLM on a thread of its own (once), so that a session that will call
+    providers does not wait for the import in its first call: the first call waits only for what
+    is left of it (Python's import lock). The import is CPU and the GIL is shared, so it is free
+    only where the session waits anyway: collection's and the worker templates' start. Errors are
+    the first call's to report."""
+    global _importing
+    with _import_lock:
+        if _importing is not None or "litellm" in sys.modules:
+            return
+        _importing = threading.Thread(target=_import_quietly, name="connic-litellm-import", daemon=True)
+        _importing.start()
+
+
+_import_lock = threading.Lock()
+_importing: threading.Thread | None = None
+
+
+def wait_imported(stopped: Callable[[], bool]) -> None:
+    """Wait for :func:`import_in_background` to finish, or for ``stopped()`` to say the session
+    was asked to stop."""
+    thread = _importing
+    while thread is not None and thread.is_alive() and not stopped():
+        thread.join(0.1)
+
+
+def _import_quietly() -> None:
+    try:
+        import_litellm()
+    except Exception:  # noqa: BLE001, S110 -- the first live call imports again and reports it
+        pass
 
 
 class LiteLLMModule(Protocol):
@@ -233,7 +276,9 @@ class LiteLLMModel:
             return to_response(raw, model, litellm)
         assert failure is not None
         tries = attempt + 1
-        raise ProviderError(self.masker.text(f"{model}: {describe(failure)} (after {tries} attempt(s))"))
+        why = unreachable(failure)
+        said = f"after {tries} attempt(s)" + (f"; not retried: {why}" if why else "")
+        raise ProviderError(self.masker.text(f"{model}: {describe(failure)} ({said})"))
 
     def _kwargs(self, model: str, request: ModelRequest, policy: RetryPolicy) -> dict[str, object]:
         kwargs: dict[str, object] = {
@@ -277,8 +322,33 @@ def status_of(exc: BaseException) -> int | None:
     return None
 
 
+def unreachable(exc: BaseException) -> str | None:
+    """Why no retry can reach the provider, from ``exc``'s causes: a refused connection (nothing
+    listens at that address: a local server not started, a wrong ``OPENAI_API_BASE``) or a host
+    name that does not resolve (a typo); LiteLLM reports both as a 500-like ``InternalServerError``.
+    None when a retry may help (a reset, a timeout, a temporary resolver failure)."""
+    seen, cause = 0, exc
+    while seen < 16:
+        if isinstance(cause, ConnectionRefusedError) or getattr(cause, "errno", None) == errno.ECONNREFUSED:
+            return "the connection was refused (nothing listens at that address)"
+        if isinstance(cause, socket.gaierror) and cause.errno in _UNKNOWN_HOST:
+            return "the host name does not resolve"
+        following = cause.__cause__ or cause.__context__
+        if following is None:
+            return None
+        seen, cause = seen + 1, following
+    return None
+
+
+#: ``getaddrinfo`` errors that say the name has no address (not ``EAI_AGAIN``, a temporary failure)
+_UNKNOWN_HOST = tuple(getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name))
+
+
 def is_retryable(exc: BaseException) -> bool:
-    """Rate limits, 5xx, timeouts and connection errors are worth another attempt."""
+    """Rate limits, 5xx, timeouts and connection errors are worth another attempt; a refused
+    connection or an unknown host (:func:`unreachable`) is not."""
+    if unreachable(exc) is not None:
+        return False
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
         return True
     if any(part in type(exc).__name__ for part in _RETRYABLE_NAMES):

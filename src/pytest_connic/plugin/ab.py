@@ -33,8 +33,10 @@ WORKER_KEY = "connic_ab"
 class ABSession:
     """What one process knows about the comparison: its options and per-case results."""
 
-    def __init__(self, options: ABOptions) -> None:
+    def __init__(self, options: ABOptions, latencies: str = "local") -> None:
         self.options = options
+        #: ``measured`` (every model call went to its provider) or ``local`` (a replay's timings)
+        self.latencies = latencies
         self.entries: list[dict[str, object]] = []
         self._selection: dict[Path, dict[str, list[str]]] = {}
         self._section: dict[str, object] | None = None
@@ -52,7 +54,7 @@ class ABSession:
         if self._section is None:
             from pytest_connic.ab.analysis import build_section
 
-            self._section = build_section(self.entries, self.options)
+            self._section = {**build_section(self.entries, self.options), "latencies": self.latencies}
         return self._section
 
 
@@ -102,12 +104,20 @@ def register(config: pytest.Config, state: ConnicSession) -> None:
 
     if importlib.util.find_spec("scipy") is None:
         raise pytest.UsageError(f"{state.settings.source('ab')} needs SciPy: pip install 'pytest-connic[stats]'")
-    config.stash[AB_KEY] = ABSession(options_from_settings(state.settings))
+    config.stash[AB_KEY] = ABSession(options_from_settings(state.settings), _latencies(config, state.settings))
     if not is_worker(config):  # the controller has checked it before any worker starts
         check_selection(config, state, _roots_from_args(config))
     config.pluginmanager.register(ABPlugin(config, state), "connic-ab")
     if config.pluginmanager.hasplugin("xdist") and not is_worker(config):
         config.pluginmanager.register(ABXdist(config), "connic-ab-xdist")
+
+
+def _latencies(config: pytest.Config, settings: Settings) -> str:
+    """``measured`` when every model call of both arms goes to its provider (``--connic-live``,
+    ``--connic-record-mode=all``, no model hook): then the arms' latencies compare; else ``local``,
+    the timings of replayed (or scripted) models on this machine."""
+    hooked = bool(config.pluginmanager.hook.pytest_connic_make_model.get_hookimpls())
+    return "measured" if (settings.live or settings.record_mode == "all") and not hooked else "local"
 
 
 def _roots_from_args(config: pytest.Config) -> set[Path]:
@@ -160,7 +170,7 @@ def _warnings_of(item: pytest.Item) -> Iterator[None]:
     if not item.config.pluginmanager.has_plugin("warnings"):
         yield
         return
-    from _pytest.warnings import catch_warnings_for_item
+    from pytest_connic.plugin.pytest_private import catch_warnings_for_item
 
     with catch_warnings_for_item(item.config, item.ihook, "runtest", item):
         yield
@@ -230,9 +240,10 @@ class ABPlugin:
         lines = terminal_lines(masked(self.ab.section(), self.state.masker), table_width(self.config),
                                console_encoding(terminalreporter))
         if lines:
+            from pytest_connic.plugin.terminal_fit import write_lines
+
             terminalreporter.write_sep("=", f"connic A/B ({self.ab.options.mode})")
-            for line in lines:
-                terminalreporter.write_line(line)
+            write_lines(terminalreporter, lines)  # the tables fit already; a long note folds
 
 
 class ABXdist:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import linecache
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -13,6 +14,17 @@ import pytest
 
 from pytest_connic.runtime.ports import WarnedKeys
 from pytest_connic.warnings import ConnicWarning
+
+
+def shown_path(config: pytest.Config, path: Path) -> str:
+    """``path`` as pytest shows a file: relative to the invocation directory when inside it (a
+    warning's line in pytest's summary names it so, as its header does), else as it is."""
+    if not path.is_absolute():
+        return str(path)
+    try:
+        return path.resolve().relative_to(Path(config.invocation_params.dir).resolve()).as_posix()
+    except (ValueError, OSError):
+        return str(path)
 
 
 class PytestHost:
@@ -33,11 +45,17 @@ class PytestHost:
         if not self._warned.first(key):
             return
         category = category or ConnicWarning
+        # the key goes with a ConnicWarning: the xdist controller shows it once for all workers
+        warning = category(message, key) if key is not None and issubclass(category, ConnicWarning) else category(message)
         where = location or self._case
         if where is not None:  # the user's file and line, not the runtime's source line
-            warnings.warn_explicit(category(message), category, str(where[0]), where[1])
+            shown = shown_path(self.config, Path(where[0]))
+            # pytest shows the file's line from linecache, which keys a relative name the same for
+            # every project (pytester's runs share this process): a changed file is read afresh
+            linecache.checkcache(shown)
+            warnings.warn_explicit(warning, category, shown, where[1])
         else:
-            warnings.warn(category(message), stacklevel=2)
+            warnings.warn(warning, stacklevel=2)
 
     @contextlib.contextmanager
     def case_running(self, shown_path: str, line: int) -> Iterator[None]:

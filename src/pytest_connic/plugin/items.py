@@ -18,8 +18,7 @@ from pytest_connic.project.layout import DiscoveryError
 from pytest_connic.warnings import CassetteDivergenceWarning, ConnicWarning
 
 if TYPE_CHECKING:
-    from _pytest._code.code import TerminalRepr, TracebackStyle
-
+    from pytest_connic.plugin.pytest_private import TerminalRepr, TracebackStyle
     from pytest_connic.project.index import ProjectIndex
     from pytest_connic.project.load import LoadWarning
     from pytest_connic.project.loaded import LoadedProject
@@ -186,7 +185,9 @@ def _loadgroup_suffix_needed(config: pytest.Config) -> bool:
     would never see the group."""
     if not getattr(config.option, "loadgroup", False):
         return False
-    return any("_id" in getattr(cls, "__slots__", ()) for cls in pytest.Item.__mro__)
+    from pytest_connic.plugin.pytest_private import structured_node_ids
+
+    return structured_node_ids()
 
 
 #: one marker shared by every case (marks are immutable): a new one per item was measurable

@@ -16,7 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from _pytest._code.code import ExceptionChainRepr, ReprEntryNative, ReprFileLocation, ReprTraceback
+from pytest_connic.plugin.pytest_private import (
+    ExceptionChainRepr,
+    ReprEntryNative,
+    ReprFileLocation,
+    ReprTraceback,
+)
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.usertrace import TraceOptions

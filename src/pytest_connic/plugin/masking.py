@@ -53,15 +53,10 @@ class ConnicMasking:
         """JUnit XML's ``name`` and ``classname`` of a case whose node id holds a secret, masked."""
         if not self.masker.find(report.nodeid):
             return
-        try:
-            from _pytest.junitxml import xml_key
-        except ImportError:  # pragma: no cover - a pytest without it writes no JUnit file we know
-            return
-        xml = self.config.stash.get(xml_key, None)
-        if xml is None:
-            return
-        reporter = xml.node_reporter(report)  # the one pytest's JUnit plugin records this report in
-        if getattr(reporter, "_connic_masked", False):
+        from pytest_connic.plugin.pytest_private import junit_node
+
+        reporter = junit_node(self.config, report)  # the one pytest's JUnit plugin records this report in
+        if reporter is None or getattr(reporter, "_connic_masked", False):
             return
         record, masker = reporter.record_testreport, self.masker
 
@@ -105,7 +100,7 @@ class ConnicMasking:
         masked = self.masker.text(text)
         if masked != text:
             if isinstance(message, BaseException):
-                message.args = (masked,)
+                message.args = (masked, *message.args[1:])  # a ConnicWarning's key stays
             if str(message) != masked:  # a warning class with its own __str__
                 warning_message.message = Warning(masked)
         line = warning_message.line

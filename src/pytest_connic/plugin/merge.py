@@ -14,8 +14,7 @@ import pytest
 from pytest_connic.plugin.session import state as state_of
 
 if TYPE_CHECKING:
-    from _pytest._io import TerminalWriter
-
+    from pytest_connic.plugin.pytest_private import TerminalWriter
     from pytest_connic.records.outcome import CaseOutcome
 
 

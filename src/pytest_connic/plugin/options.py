@@ -115,7 +115,9 @@ SETTINGS: tuple[Setting, ...] = (
             "so far; default 30, 0: after every case, off: never; never with -q)", kind="seconds", default=30.0,
             cli=False,
             metavar="SECONDS"),
-    Setting("junit_properties", "add per-case properties to JUnit XML", kind="bool", default=True, cli=False),
+    Setting("junit_properties", "add per-case properties to JUnit XML (default: with junit_family xunit1 or "
+            "legacy, whose schema has them; not with pytest's default xunit2, whose schema has none)",
+            kind="bool", default=None, cli=False),
     Setting("ab", "compare the base agent with a variant ({base}-test-{name}), or 'all'", ini=False,
             metavar="VARIANT"),
     Setting("ab_mode", "A/B mode: exploratory (default) or confidence", kind="choice", default="exploratory",
@@ -329,6 +331,8 @@ class Settings:
         sources: dict[str, str] = {}
         for s in SETTINGS:
             values[s.name], sources[s.name] = _resolve(config, s)
+        if values["junit_properties"] is None:
+            values["junit_properties"] = junit_family(config) in JUNIT_FAMILIES_WITH_PROPERTIES
         settings = cls(**values, sources=sources)
         # NAME=VALUE pairs: refused at start (a usage error), naming their source
         settings.api_specs(), settings.api_urls(), settings.mcp_urls(), settings.matching_rules(),
@@ -426,6 +430,20 @@ def _resolve(config: pytest.Config, s: Setting) -> tuple[Any, str]:
         if raw not in (None, "", []):
             return _convert(s, raw, f"ini {s.ini_key}"), f"ini {s.ini_key}"
     return s.default, "default"
+
+
+#: the ``junit_family`` values whose schema has ``<properties>`` in a ``<testcase>`` (pytest's
+#: ``record_property`` is for them; pytest warns when it is used with ``xunit2``)
+JUNIT_FAMILIES_WITH_PROPERTIES = ("xunit1", "legacy")
+
+
+def junit_family(config: pytest.Config) -> str:
+    """pytest's ``junit_family`` ini key (``xunit2`` by default, and when pytest's JUnit plugin is
+    disabled: ``-p no:junitxml`` leaves the key undeclared)."""
+    try:
+        return str(config.getini("junit_family") or "xunit2")
+    except ValueError:
+        return "xunit2"
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()

@@ -73,11 +73,11 @@ class ConnicProgress:
         outcomes = state.outcomes
         line = progress_line(len(outcomes), cases_total, sum(len(o.executed) for o in outcomes), self.runs_total,
                              sum(o.input_tokens for o in outcomes), sum(o.output_tokens for o in outcomes),
-                             sum(o.cost for o in outcomes), width=reporter._tw.fullwidth - 1,
+                             sum(o.cost for o in outcomes), width=self.config.get_terminal_writer().fullwidth - 1,
                              cost_known=all(o.cost_known for o in outcomes))
         # a line of its own, as pytest's live logs: with -v (one line per case, each ended by the
         # next) pytest's next result line ends it; otherwise the results go on on the next line
-        if reporter._tw.width_of_current_line:
+        if self.config.get_terminal_writer().width_of_current_line:
             reporter.write("\n")
         ended_by_pytest = self.config.get_verbosity() > 0 and self.config.pluginmanager.get_plugin("dsession") is None
         reporter.write(line if ended_by_pytest else line + "\n", cyan=True, flush=True)

@@ -104,10 +104,21 @@ class ConnicReporting:
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """A real interruption (Ctrl-C, ``pytest.exit``), not pytest stopping on its own
-        (``session.Interrupted``: a collection error, ``-x``/``--sw`` stopping): only then do the
-        cases that never started appear in the reports, as interrupted."""
+        (``session.Interrupted``: a collection error, ``-x``/``--sw`` stopping; see
+        :meth:`pytest_sessionfinish` for xdist's): only then do the cases that never started appear
+        in the reports, as interrupted."""
         if not isinstance(excinfo.value, pytest.Session.Interrupted):
             self.interrupted = True
+
+    def _really_interrupted(self, session: pytest.Session, state: ConnicSession) -> bool:
+        """Whether the cases that never finished are reported as interrupted: the session's stop
+        signal (SIGINT, SIGTERM), or an interruption that is not pytest stopping on its own. The
+        xdist controller stops with xdist's ``Interrupted`` (a ``KeyboardInterrupt``) also after
+        ``-x``/``--maxfail`` or ``--sw``; pytest's session then says why (``shouldfail``,
+        ``shouldstop``) and, as for Python tests, the cases that never ran are reported nowhere."""
+        if state.stop.is_set():
+            return True
+        return self.interrupted and not (session.shouldfail or session.shouldstop)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """Count the suite files that fail to collect (the exit code, the coverage report)."""
@@ -124,7 +135,7 @@ class ConnicReporting:
         session.exitstatus = collection_exit_code(
             session.exitstatus, interrupted=self.interrupted or state.stop.is_set() or bool(session.shouldstop),
             collection_errors=session.testsfailed, suite_errors=state.suite_collection_errors)
-        if state.stop.is_set() or self.interrupted:
+        if self._really_interrupted(session, state):
             items: list[tuple[str, tuple[str, int | None, str], pytest.Item | None]] = [
                 (i.nodeid, i.location, i) for i in session.items]
             items += [(nodeid, location, None) for nodeid, location in state.collected.items()]
@@ -167,11 +178,10 @@ class _GateFailure:
 def gate_in_last_line(reporter: pytest.TerminalReporter) -> None:
     """A coverage gate that fails the session is in pytest's last line (``4 passed, 1 coverage gate
     failed``), in red: the last line never reads like a green run."""
+    from pytest_connic.plugin.pytest_private import red_last_line
+
     reporter.stats.setdefault(COVERAGE_GATE_FAILED, []).append(_GateFailure())
-    determine = getattr(reporter, "_determine_main_color", None)
-    if callable(determine) and hasattr(reporter, "_main_color"):
-        setattr(reporter, "_determine_main_color", lambda unknown: "red")  # noqa: B010 - a private method
-        reporter._main_color = None  # recomputed for the last line
+    red_last_line(reporter)
 
 
 
@@ -207,19 +217,9 @@ def collection_exit_code(status: int | pytest.ExitCode, *, interrupted: bool, co
 def junit_as_error(config: pytest.Config, report: pytest.TestReport) -> None:
     """pytest's JUnit XML files every failed call as a ``<failure>``: a case that pytest counts as
     an error (``is_error_report``) gets an ``<error>``, as its setup's failure would."""
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # pragma: no cover - a pytest without it writes no JUnit file we know
-        return
-    xml = config.stash.get(xml_key, None)
-    if xml is None:
-        return
-    reporter = xml.node_reporter(report)
-    for node in reporter.nodes:
-        if node.tag == "failure":
-            node.tag = "error"
-            xml.stats["failure"] -= 1
-            xml.stats["error"] += 1
+    from pytest_connic.plugin.pytest_private import junit_as_error as failure_as_error
+
+    failure_as_error(config, report)
 
 
 def mark_unfinished(config: pytest.Config, state: ConnicSession,
@@ -244,7 +244,11 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession,
             state.add_outcome(outcome)
             known.add(nodeid)
         state.mark_reported(nodeid)
-        path, line = location[0], location[1] or 0
+        known_outcome = state.outcome_of(nodeid)
+        path = location[0]
+        # the case's own line (1-based in an outcome, 0-based in a location): the xdist controller's
+        # locations have none, its outcomes have the suite's (``placeholder_outcome``)
+        line = known_outcome.line - 1 if known_outcome is not None and known_outcome.line else location[1] or 0
         # a case whose setup was reported is skipped in its call, from the same (xdist) node, so
         # JUnit closes the testcase its setup opened
         started = nodeid in state.started

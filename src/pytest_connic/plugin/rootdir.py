@@ -15,7 +15,6 @@ read), the session stops with a usage error that shows the ``=`` form.
 
 from __future__ import annotations
 
-import inspect
 import os
 import shlex
 from pathlib import Path
@@ -48,14 +47,13 @@ def _command_line(config: pytest.Config) -> list[str]:
 
 def _setup(config: pytest.Config, args: list[str]) -> tuple[Path, Path | None]:
     """(rootdir, ini file) as pytest determines them for ``args`` parsed with every option known."""
-    from _pytest.config.findpaths import determine_setup
+    from pytest_connic.plugin.pytest_private import determine_setup, parse_known_args
 
-    ns = config._parser.parse_known_args(args)
-    known = {"inifile": ns.inifilename, "override_ini": getattr(ns, "override_ini", None), "args": ns.file_or_dir,
-             "rootdir_cmd_arg": ns.rootdir or None, "invocation_dir": config.invocation_params.dir}
-    accepted = inspect.signature(determine_setup).parameters
+    ns = parse_known_args(config, args)
     # (rootdir, inipath, inicfg), and the ini's args since pytest 8
-    found: tuple[object, ...] = determine_setup(**{k: v for k, v in known.items() if k in accepted})
+    found = determine_setup(inifile=ns.inifilename, override_ini=getattr(ns, "override_ini", None),
+                            args=ns.file_or_dir, rootdir_cmd_arg=ns.rootdir or None,
+                            invocation_dir=config.invocation_params.dir)
     root, ini = found[0], found[1]
     assert isinstance(root, Path) and (ini is None or isinstance(ini, Path))
     return root, ini
@@ -76,7 +74,8 @@ def keep_rootdir(config: pytest.Config) -> None:
             f"{' '.join(spaced[0])}: pytest took the path for a test path and chose its rootdir (and ini file) "
             f"from it; write the option with '=': {forms}")
     wrong = str(config.rootpath)
-    config._rootpath = rootpath  # pytest's own field, set once in parse()
-    config._parser.extra_info["rootdir"] = str(rootpath)
+    from pytest_connic.plugin.pytest_private import set_rootpath
+
+    set_rootpath(config, rootpath)
     if config.known_args_namespace.confcutdir == wrong:  # pytest derived it from the wrong rootdir
         config.known_args_namespace.confcutdir = str(rootpath)

@@ -262,15 +262,25 @@ class ConnicSession:
 
     def before_first_case(self, stopped: Callable[[], bool]) -> None:
         """Before the first case: the plugin's modules that run a case are imported (about 0.2 s),
-        and the templates started while collecting have loaded their project (bounded; a stop
-        request ends the wait), so no case's time includes either."""
+        the templates started while collecting have loaded their project (bounded; a stop request
+        ends the wait), and in a session that calls providers LiteLLM is imported (meanwhile, on a
+        thread), so no case's time (nor its first model call's) includes any of them."""
         if not self._indexes or self.config.option.collectonly:  # no case runs
             return
         _import_case_machinery()
+        calls_providers = self.settings.live or self.settings.record_mode in ("once", "new_runs", "all")
+        if calls_providers:  # LiteLLM's import (seconds of CPU) while this thread waits for the templates
+            from pytest_connic.models.live import import_in_background
+
+            import_in_background()  # after this thread's own imports: two threads never import at once
         if self.settings.isolation == "process":
             from pytest_connic.execution.isolation.pool import wait_prestarted
 
             wait_prestarted(stopped)
+        if calls_providers:
+            from pytest_connic.models.live import wait_imported
+
+            wait_imported(stopped)
 
     def runtime(self, root: Path) -> ProjectRuntime:
         """The project's runtime (real modules, local services), built on first use
@@ -354,10 +364,9 @@ class ConnicSession:
 
     def shown_path(self, path: Path) -> str:
         """``path`` as pytest shows it: relative to the invocation directory when inside it."""
-        try:
-            return path.resolve().relative_to(Path(self.config.invocation_params.dir).resolve()).as_posix()
-        except (ValueError, OSError):
-            return str(path)
+        from pytest_connic.plugin.host import shown_path
+
+        return shown_path(self.config, path if path.is_absolute() else Path.cwd() / path)
 
     @contextlib.contextmanager
     def case_running(self, path: Path, line: int) -> Iterator[None]:
@@ -409,6 +418,7 @@ def _import_case_machinery() -> None:
     """Import what running a case imports (``ConnicSession.runtime``, the runtime's loop, the reports
     of an outcome): none of it runs user code or says anything."""
     from pytest_connic.checks.evaluate import evaluate_run  # noqa: F401
+    from pytest_connic.execution.assembly import assemble  # noqa: F401
     from pytest_connic.execution.case import ProjectRuntime  # noqa: F401
     from pytest_connic.execution.isolation.pool import WorkerStartError  # noqa: F401
     from pytest_connic.execution.models import ModelSource  # noqa: F401

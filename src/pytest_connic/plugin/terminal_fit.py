@@ -32,9 +32,9 @@ def write_lines(reporter: pytest.TerminalReporter, lines: list[str] | tuple[str,
 def console_encoding(reporter: object) -> str | None:
     """The encoding of the terminal pytest writes to (None: unknown), so that a console without
     box characters (``PYTHONIOENCODING=cp1252``) gets an ASCII table rather than escapes."""
-    writer = getattr(reporter, "_tw", None)  # pytest has no public name for its output file
-    encoding = getattr(getattr(writer, "_file", None), "encoding", None)
-    return encoding if isinstance(encoding, str) else None
+    from pytest_connic.plugin.pytest_private import console_encoding as encoding_of
+
+    return encoding_of(reporter)
 
 
 def ascii_symbols(config: pytest.Config) -> None:
@@ -42,10 +42,11 @@ def ascii_symbols(config: pytest.Config) -> None:
     everything pytest writes shows their ASCII fallbacks (``reports/table.py``) rather than
     ``\\u2713`` escapes: the terminal writer's ``write`` (which its ``line``, ``sep`` and every
     failure report go through) translates them. Other text is written as pytest writes it."""
+    from pytest_connic.plugin.pytest_private import terminal_writer
     from pytest_connic.reports.table import symbol_fallbacks
 
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    writer = getattr(reporter, "_tw", None)
+    writer = terminal_writer(reporter)
     table = symbol_fallbacks(console_encoding(reporter))
     if writer is None or not table or getattr(writer, "_connic_ascii", False):
         return
@@ -54,5 +55,5 @@ def ascii_symbols(config: pytest.Config) -> None:
     def ascii_write(msg: str, **markup: bool) -> None:
         write(msg.translate(table), **markup)
 
-    writer.write = ascii_write
-    writer._connic_ascii = True
+    writer.write = ascii_write  # type: ignore[method-assign]
+    writer._connic_ascii = True  # type: ignore[attr-defined]

@@ -14,8 +14,13 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from _pytest._code.code import ReprEntry, ReprEntryNative, ReprFileLocation, ReprLocals, ReprTraceback
-
+from pytest_connic.plugin.pytest_private import (
+    ReprEntry,
+    ReprEntryNative,
+    ReprFileLocation,
+    ReprLocals,
+    ReprTraceback,
+)
 from pytest_connic.usertb import TracebackData, case_traceback, traceback_text, user_frames
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ plugin is registered in every distributed session, Connic project or not.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -96,14 +97,31 @@ class WorkerNode(Protocol):
 
 def placeholder_outcome(state: ConnicSession, nodeid: str, case_name: str, **fields: str | None) -> CaseOutcome:
     """The outcome of a case the controller knows only by its node id (its worker crashed, or the
-    session stopped before it reported): its agent is a sibling case's, else the file name's
-    (Connic's default)."""
+    session stopped before it reported): its line is read from its suite (:func:`suite_line`), its
+    agent is a sibling case's, else the file name's (Connic's default)."""
     from pytest_connic.execution.outcomes import new_outcome
 
     suite = nodeid.partition("::")[0]
     agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
                  Path(suite).stem)
-    return new_outcome(nodeid, suite, 0, agent, case_name, runs=0, success_threshold=100, **fields)
+    line = suite_line(Path(state.config.rootpath), nodeid)
+    return new_outcome(nodeid, suite, line, agent, case_name, runs=0, success_threshold=100, **fields)
+
+
+def suite_line(rootpath: Path, nodeid: str) -> int:
+    """The line of the case ``nodeid`` in its suite file, read from the file (the controller
+    collects nothing); 0 when the file no longer holds it."""
+    from pytest_connic.errors import ConnicError
+    from pytest_connic.plugin.items import case_name
+    from pytest_connic.suite.loader import case_lines
+
+    path, _, name = nodeid.partition("::")
+    try:
+        lines = case_lines(rootpath / path)
+    except (ConnicError, OSError, UnicodeDecodeError):
+        return 0
+    # an item name may end in its xdist group (``name@group``, plugin/items.py)
+    return lines.get(case_name(name)) or lines.get(case_name(name.rpartition("@")[0])) or 0
 
 
 def worker_id(node: object) -> str | None:
@@ -138,6 +156,26 @@ class ConnicXdist:
         self.received: set[str] = set()
         #: ``--dist each``: a case's outcome from each worker is a row of its own (:func:`each_row`)
         self.each = config.getoption("dist", None) == "each"
+        #: the keyed warnings shown already, by (class name, key)
+        self.warned: set[tuple[str, str]] = set()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_warning_recorded(self, warning_message: warnings.WarningMessage, nodeid: str) -> None:
+        """A warning shown once per session for its key (``ConnicWarning(message, key)``): each
+        worker shows it once, so the controller keeps the first worker's and takes the others back
+        out of the terminal's warnings (recorded there just before this hook, which runs last;
+        ``pytest_warning_recorded`` is historic, so no wrapper)."""
+        from pytest_connic.plugin.pytest_private import drop_last_warning
+        from pytest_connic.warnings import ConnicWarning
+
+        message = warning_message.message
+        if not isinstance(message, ConnicWarning) or message.key is None:
+            return
+        key = (type(message).__name__, message.key)
+        if key not in self.warned:
+            self.warned.add(key)
+            return
+        drop_last_warning(self.config, nodeid, (warning_message.filename, warning_message.lineno))
 
     def _row(self, outcome: CaseOutcome, node: object) -> CaseOutcome:
         """``outcome`` as the row of the worker ``node`` under ``--dist each`` (unchanged otherwise)."""

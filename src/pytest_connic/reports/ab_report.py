@@ -19,8 +19,20 @@ from pytest_connic.reports.terminal import one_line
 STYLE = (".ab{padding:16px 24px 0;max-width:1200px}.ab table{border-collapse:collapse;margin:8px 0}"
          ".ab td,.ab th{border:1px solid var(--line);padding:2px 8px;text-align:left;"
          "font-variant-numeric:tabular-nums}.ab p{margin:4px 0}"
+         ".ab td:first-child{overflow-wrap:anywhere;min-width:5em}.ab td:nth-child(2){white-space:nowrap}"
          ".ab .delta.better{color:var(--pass);background:var(--pass-bg)}"
-         ".ab .delta.worse{color:var(--fail);background:var(--fail-bg)}")
+         ".ab .delta.worse{color:var(--fail);background:var(--fail-bg)}"
+         # as the terminal's A/B table: on a narrow window the latency mean and P95, then the cost
+         # and the tokens are hidden (the note says which); case, arm, runs, pass rate and P50 stay
+         ".ab .fit-note{display:none}"
+         "@media (max-width:900px){.ab th:nth-child(5),.ab td:nth-child(5),.ab th:nth-child(7),"
+         ".ab td:nth-child(7){display:none}.ab .fit-note.mean{display:block}}"
+         "@media (max-width:640px){.ab th:nth-child(8),.ab td:nth-child(8),.ab th:nth-child(9),"
+         ".ab td:nth-child(9){display:none}.ab .fit-note.mean{display:none}.ab .fit-note.cost{display:block}"
+         ".ab td,.ab th{padding:2px 4px}}")
+#: the notes under each table that say which columns a narrow window hides
+FIT_NOTES = ('<p class="fit-note mean">Mean and P95 are hidden to fit the window.</p>'
+             '<p class="fit-note cost">Mean, P95, Tokens/run and Cost/run are hidden to fit the window.</p>')
 HEADERS = ["Case", "Arm", "Runs", "Pass rate [95% CI]", "Mean", "P50", "P95", "Tokens/run", "Cost/run"]
 #: the terminal table's columns: on a narrow terminal the case name is cut (rows kept distinct)
 #: and the latency mean and P95, the cost and the tokens are hidden, in that order
@@ -165,6 +177,8 @@ def _section_lines(section: dict[str, Any], width: int | None) -> list[str]:
         lines.append(plan)
     if not section["comparisons"]:
         lines.append(f"  no case of a base agent of {section['variant']!r} ran")
+    elif section.get("latencies") != "measured":
+        lines.append(f"  note: {LOCAL_LATENCIES}")
     confidence = _confidence(section)
     for comp in section["comparisons"]:
         lines.append(f"  {comp['base']} (control) vs {comp['variant']} (variant): {len(comp['cases'])} case(s)")
@@ -178,6 +192,11 @@ def _section_lines(section: dict[str, Any], width: int | None) -> list[str]:
 HTML_HEADERS = [*HEADERS[:-1], "Cost/run (USD)"]
 #: for each column of the difference row, whether a larger value is better (None: no direction)
 _BETTER_WHEN_HIGHER: list[bool | None] = [None, None, None, True, False, False, False, False, False]
+#: the latency columns of a row (Mean, P50, P95): no direction when the latencies are local timings
+_LATENCY_COLUMNS = (4, 5, 6)
+#: what the section says when its latencies are a replay's (``latencies: local``)
+LOCAL_LATENCIES = ("latencies are local timings (replayed or scripted models), not the providers': their "
+                   "differences are not judged; compare latencies with --connic-live or --connic-record-mode=all")
 
 
 def _direction(cell: str, higher_is_better: bool | None) -> str:
@@ -194,14 +213,23 @@ def _direction(cell: str, higher_is_better: bool | None) -> str:
     return "better" if (value > 0) == higher_is_better else "worse"
 
 
-def _html_row(row: list[str]) -> str:
-    """One table row; the cells of a difference row are classed ``better``/``worse`` (coloured by
-    report.css's pass and fail colours, with an arrow for those who do not see colour)."""
+def _breakable(text: str) -> str:
+    """``text`` escaped, free to break after ``_`` and ``::`` on a narrow window (``<wbr>``, which is
+    not copied with the text) rather than inside a word."""
+    return html.escape(text).replace("_", "_<wbr>").replace("::", "::<wbr>")
+
+
+def _html_row(row: list[str], measured: bool = True) -> str:
+    """One table row, its case name free to break (:func:`_breakable`); the cells of a difference
+    row are classed ``better``/``worse`` (coloured by report.css's pass and fail colours, with an
+    arrow for those who do not see colour), its latency cells only when the latencies were
+    ``measured``."""
     if len(row) < 2 or row[1] != "Δ v − c":
-        return "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+        return "<tr>" + "".join(f"<td>{_breakable(c) if i == 0 else html.escape(c)}</td>"
+                                for i, c in enumerate(row)) + "</tr>"
     cells = []
-    for cell, better in zip(row, _BETTER_WHEN_HIGHER):
-        direction = _direction(cell, better)
+    for column, (cell, better) in enumerate(zip(row, _BETTER_WHEN_HIGHER)):
+        direction = _direction(cell, None if column in _LATENCY_COLUMNS and not measured else better)
         mark = {"better": " ▲", "worse": " ▼"}.get(direction, "")
         title = {"better": ' title="better for the variant"', "worse": ' title="worse for the variant"'}.get(direction, "")
         cls = f' class="delta {direction}"' if direction else ""
@@ -218,6 +246,9 @@ def ab_html(section: dict[str, Any] | None) -> str:
     plan = plan_line(section)
     if plan:
         parts.append(f"<p>{html.escape(plan.strip())}</p>")
+    measured = section.get("latencies") == "measured"
+    if not measured and section["comparisons"]:
+        parts.append(f'<p class="note">{html.escape(LOCAL_LATENCIES[0].upper() + LOCAL_LATENCIES[1:])}.</p>')
     confidence = _confidence(section)
     for comp in section["comparisons"]:
         parts.append(f"<h3>{html.escape(comp['base'])} (control) vs {html.escape(comp['variant'])} (variant)</h3>")
@@ -225,8 +256,8 @@ def ab_html(section: dict[str, Any] | None) -> str:
         if len(comp["cases"]) > 1:
             rows += _rows("overall", comp["overall"])
         head = "".join(f"<th>{html.escape(h)}</th>" for h in HTML_HEADERS)
-        body = "".join(_html_row(r) for r in rows)
-        parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        body = "".join(_html_row(r, measured) for r in rows)
+        parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{FIT_NOTES}")
         parts += [f"<p>{html.escape(line.strip())}</p>" for line in case_notes(comp, confidence) + overall_lines(comp)]
     parts.append("</section>")
     return "\n".join(parts)

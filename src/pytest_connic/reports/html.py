@@ -52,6 +52,8 @@ _PAGE = """<!DOCTYPE html>
 <th data-key="rate" class="num">Pass rate</th><th data-key="latency" class="num">Median latency</th>
 <th data-key="tokens" class="num">Tokens</th><th data-key="cost" class="num">Cost (USD)</th>
 </tr></thead><tbody></tbody></table>
+<p class="fit-note where">Where is hidden to fit the window: each case's card has it.</p>
+<p class="fit-note phone">Where, Threshold, Pass rate, Tokens and Cost are hidden to fit the window: each case's card has them.</p>
 </section>
 {history}
 {comparison}

@@ -15,6 +15,17 @@
     return node;
   }
 
+  // ``text`` in ``node``, free to break after each of ``marks`` ("/", "::", "_") when its column
+  // is narrow, rather than inside a word (<wbr>: nothing of it is copied with the text)
+  function breakable(node, text, marks) {
+    const parts = String(text).split(new RegExp("(?<=" + marks.map((m) => m.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|") + ")"));
+    parts.forEach((part, i) => {
+      node.appendChild(document.createTextNode(part));
+      if (i < parts.length - 1) node.appendChild(document.createElement("wbr"));
+    });
+    return node;
+  }
+
   function add(parent, ...kids) {
     for (const kid of kids) if (kid) parent.appendChild(kid);
     return parent;
@@ -266,17 +277,17 @@
     const tokens = c.tokens || {};
     const row = el("tr", "row-" + status);
     row.dataset.nodeid = c.nodeid;
-    const link = el("a", "case-link", c.agent_name + "::" + c.test_name);
+    const link = breakable(el("a", "case-link"), c.agent_name + "::" + c.test_name, ["::", "_"]);
     link.href = "#";
     link.addEventListener("click", (event) => {
       event.preventDefault();  // the hash holds the filter
       item.details.open = true;
       item.node.scrollIntoView({ block: "start" });
     });
-    const cells = [add(el("td"), badge(status)), add(el("td"), link), el("td", "where", c.suite + ":" + c.line),
+    const cells = [add(el("td"), badge(status)), add(el("td"), link), breakable(el("td", "where"), c.suite + ":" + c.line, ["/"]),
       el("td", "num", c.successes + "/" + c.runs), el("td", "num", c.success_threshold + "%"),
       el("td", "num", pct(c.pass_rate)), el("td", "num", latency(c.median_latency_ms, c.median_latency_virtual_ms)),
-      el("td", "num", (tokens.input || 0) + " in / " + (tokens.output || 0) + " out"),
+      el("td", "num", (tokens.input || 0) + "\u00a0in\u00a0/ " + (tokens.output || 0) + "\u00a0out"),  // breaks after "/" only
       el("td", "num", (c.runs_detail || []).some((r) => !r.skipped) ? dollars(c.cost, c.cost_known) : "—")];
     add(row, ...cells);
     row.sortKeys = {

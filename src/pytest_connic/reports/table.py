@@ -83,10 +83,12 @@ def cut(text: str, width: int) -> str:
     return _head(text, width - 1) + "…"
 
 
-def wrap(line: str, width: int | None) -> list[str]:
+def wrap(line: str, width: int | None, keep: tuple[str, ...] = ()) -> list[str]:
     """``line`` folded at spaces into lines of at most ``width`` columns, each continuation
     indented two columns past the line's own indent; nothing is cut (a word wider than the room
-    stands alone on its line). ``None``: the line as it is."""
+    stands alone on its line). The spaces inside each text of ``keep`` (a case's quoted name) do
+    not fold: it stays whole on one line, to be copied into ``-k`` or searched for. ``None``: the
+    line as it is."""
     if width is None or display_width(line) <= width:
         return [line]
     body = line.lstrip(" ")
@@ -94,7 +96,7 @@ def wrap(line: str, width: int | None) -> list[str]:
     lines: list[str] = []
     prefix = indent  # of the line being filled: the indent, then the continuation's
     current, used = prefix, len(prefix)
-    for word in body.split(" "):
+    for word in _words(body, keep):
         w = display_width(word)
         if used > len(prefix):  # a word already on this line: a space, or the next line
             if used + 1 + w > width:
@@ -106,6 +108,26 @@ def wrap(line: str, width: int | None) -> list[str]:
         current, used = current + word, used + w
     lines.append(current)
     return lines
+
+
+def _words(text: str, keep: tuple[str, ...]) -> list[str]:
+    """``text`` split at spaces, except inside the first occurrence of each text of ``keep``."""
+    spans = sorted((start, start + len(k)) for k in keep if k and (start := text.find(k)) >= 0)
+    words: list[str] = []
+    glued = False  # the next piece continues the last word (a kept text ran into it)
+    at = 0
+    for start, end in [*spans, (len(text), len(text))]:
+        if start < at:  # overlaps a kept text already taken
+            continue
+        for i, piece in enumerate(text[at:start].split(" ")):
+            if i == 0 and glued and words:
+                words[-1] += piece
+            else:
+                words.append(piece)
+        if end > start:
+            words[-1] += text[start:end]
+        glued, at = True, max(end, at)
+    return words
 
 
 def cut_middle(text: str, width: int, keep_from: int = 0) -> str:

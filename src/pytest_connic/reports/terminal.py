@@ -41,6 +41,7 @@ from pytest_connic.reports.table import (  # noqa: F401 -- re-exported: the tabl
     fit_table,
     for_console,
     table,
+    wrap,
 )
 from pytest_connic.reports.table import escape_text as escape_text  # noqa: PLC0414 -- importers use it from here
 from pytest_connic.secrets import Masker
@@ -149,30 +150,25 @@ def failure_summary_line(outcome: CaseOutcome, *, masker: Masker | None = None) 
     return f"{line}: {reason}" if reason else line
 
 
-#: how a case's name is cut to fit a failure's first line: never shorter than this
-_NAME_MIN = 12
 #: the indentation of a failure report's lines under its first line
 INDENT = "    "
 
 
 def failure_head_lines(outcome: CaseOutcome, *, masker: Masker | None = None, width: int | None = None) -> list[str]:
-    """A failure report's first lines. The first says what failed, in ``width`` columns (the case's
-    name cut in its middle when it must): ``tests/x.yaml:12: case 'name' (agent) failed``. The
-    next say how it ended and why (``3/5 runs passed, threshold 80% needs 4: <reason>``), a reason
-    of several lines (a hint's list) on lines of its own."""
+    """A failure report's first lines. The first says what failed: ``tests/x.yaml:12: case 'name'
+    (agent) failed``, folded at spaces to ``width`` columns where it is wider, the case's quoted
+    name always whole on one line (it is copied into ``-k`` and searched for). The next say how it
+    ended and why (``3/5 runs passed, threshold 80% needs 4: <reason>``), a reason of several
+    lines (a hint's list) on lines of its own."""
     masker = masker or _NO_MASK
     where = f"{outcome.suite_path}:{outcome.line}: "
-    name = one_line(outcome.case_name)
     header = failure_header(outcome, masker=masker)
     what, _, how = header.partition(": ") if _has_counts(outcome) else (header, "", "")
-    first = where + what
-    if width is not None and display_width(first) > width:
-        room = max(width - (display_width(first) - display_width(name)), _NAME_MIN)
-        first = where + what.replace(f"'{name}'", f"'{cut_middle(name, room)}'", 1)
+    heads = wrap(where + what, width, keep=(f"'{one_line(outcome.case_name)}'",))
     reason = outcome.setup_error if outcome.setup_error is not None else outcome.failure_reason
     parts = [one_line(p) for p in masker.report_text(reason).split("\n")] if reason and outcome.interrupted is None else []
     parts = [p for p in parts if p]
-    lines = [first]
+    lines = list(heads)
     if how or parts:
         lines.append(INDENT + ": ".join(x for x in (how, parts[0] if parts else "") if x))
     lines += [INDENT + p for p in parts[1:]]

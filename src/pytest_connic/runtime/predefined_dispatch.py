@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from pytest_connic.errors import ConnicError
@@ -104,7 +104,22 @@ async def _run(inv: InvocationState, name: str, params: dict[str, object]) -> ob
         message = OFFLINE_HINT.format(name=name)
         inv.services.host.warn_once(f"predefined-offline:{name}", message, ConnicWarning, inv.scope.location)
         raise PredefinedUnavailable(message)
+    check_arguments(name, func, params)
     return await func(**params)
+
+
+def check_arguments(name: str, func: Callable[..., object], params: Mapping[str, object]) -> None:
+    """The model's arguments for predefined tool ``name`` checked against its implementation
+    ``func``: one it does not take (or one missing) is a ``TypeError`` in the tool's name, with the
+    arguments it takes (``web_search: got an unexpected keyword argument 'city' (its arguments:
+    query, ...)``), not in the name of the Python function behind it (``tavily_search()``)."""
+    signature = inspect.signature(func)
+    try:
+        signature.bind(**params)
+    except TypeError as exc:
+        taken = [p.name for p in signature.parameters.values()
+                 if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+        raise TypeError(f"{name}: {exc} (its arguments: {', '.join(taken)})") from None
 
 
 # --------------------------------------------------------------------------- web tools
@@ -119,10 +134,10 @@ async def _web(inv: InvocationState, name: str, params: dict[str, object]) -> ob
     if name not in web.WEB_TOOLS:
         raise PredefinedUnavailable(web.browser_refusal(name))
 
-    async def call() -> JsonObject:
-        if name == "web_read_page":
-            return await web.read_page(**params)
-        return await web.tavily_search(**params)
+    async def call() -> JsonObject:  # recording or live: what a replay returns was recorded
+        implementation = web.read_page if name == "web_read_page" else web.tavily_search
+        check_arguments(name, implementation, params)
+        return await implementation(**params)
 
     try:
         return await inv.scope.models.external("web", name, to_jsonable(params), call)

@@ -240,6 +240,21 @@ def load_suite(path: Path, project_root: Path) -> Suite | None:
     return _build_suite(data, positions, path, relpath)
 
 
+def case_lines(path: Path) -> dict[str, int]:
+    """The line of each case of the suite file at ``path``, by the case's name as its item is named
+    (``tests[2]`` for a case without one), read without validating the suite: where a case is
+    when only its node id is known (an xdist controller, which collects nothing). Empty when the
+    file cannot be read or is not a suite; ``OSError`` and ``YamlError`` are the caller's."""
+    data, positions = parse_file(path)
+    tests = data.get("tests") if isinstance(data, dict) else None
+    if not isinstance(tests, list):
+        return {}
+    lines: dict[str, int] = {}
+    for index, raw in enumerate(tests):
+        lines.setdefault(_case_name(raw, index), positions.of(("tests", index))[0])
+    return lines
+
+
 def _build_suite(data: dict[object, object], positions: YamlPositions, path: Path, relpath: str) -> Suite:
     errors = _unknown_keys(data, "top", (), relpath, positions)
     clean = data  # unknown and x- keys: reported above, ignored by Connic's models

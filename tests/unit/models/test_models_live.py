@@ -178,10 +178,37 @@ def test_auth_errors_are_not_retried_and_are_masked() -> None:
     assert "SECRET123" not in str(info.value) and "***" in str(info.value)
 
 
-def test_connection_refused_is_a_provider_error() -> None:
-    model = LiteLLMModel(api_base=f"http://127.0.0.1:{unused_port()}/v1", max_retry_delay=0.01)
-    with pytest.raises(ProviderError, match=r"(?i)connection.*after 2 attempt"):
-        call(model, req(retry_options={**FAST, "attempts": 2}))
+def test_a_refused_connection_fails_at_once_without_retries() -> None:
+    """Nothing listens there (a local server not started, a wrong OPENAI_API_BASE): no retry can
+    help, so none is made and no back-off is waited (it cost about 35 s per case)."""
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    model = LiteLLMModel(api_base=f"http://127.0.0.1:{unused_port()}/v1")
+    model.sleep = sleep
+    with pytest.raises(ProviderError, match=r"(?i)connect.*\(after 1 attempt\(s\); not retried: the connection was "
+                                            r"refused \(nothing listens at that address\)\)"):
+        call(model, req(retry_options={**FAST, "attempts": 3}))
+    assert waits == []
+
+
+def test_only_what_a_retry_cannot_change_is_not_retried() -> None:
+    from pytest_connic.models.live import is_retryable, unreachable
+
+    def chained(cause: BaseException) -> BaseException:
+        outer = RuntimeError("litellm.InternalServerError: Connection error.")  # what LiteLLM raises
+        outer.__cause__ = cause
+        return outer
+
+    unknown_host = chained(socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
+    assert unreachable(unknown_host) == "the host name does not resolve" and not is_retryable(unknown_host)
+    assert not is_retryable(chained(ConnectionRefusedError(111, "Connect call failed")))
+    for transient in (ConnectionResetError(104, "reset"), socket.gaierror(socket.EAI_AGAIN, "Temporary failure"),
+                      TimeoutError()):
+        assert unreachable(chained(transient)) is None
+    assert is_retryable(ConnectionResetError(104, "reset")) and is_retryable(TimeoutError())
 
 
 def test_attempt_timeout_bounds_each_attempt() -> None:

@@ -7,6 +7,7 @@ under CI (env ``CI`` set), where a missing browser is a broken setup and the tes
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
@@ -104,8 +105,8 @@ CONTEXT = {
 
 
 def _summary_rows(dom: str) -> list[str]:
-    """The case column of the summary table, top to bottom."""
-    body = dom.split('id="summary-table"')[1].split("</tbody>")[0]
+    """The case column of the summary table, top to bottom (without the ``<wbr>`` break hints)."""
+    body = dom.split('id="summary-table"')[1].split("</tbody>")[0].replace("<wbr>", "")
     return re.findall(r'class="case-link"[^>]*>([^<]*)</a>', body)
 
 
@@ -198,6 +199,25 @@ def card_outcomes() -> list[CaseOutcome]:
     return [passing, failing]
 
 
+def _arm(rate: float) -> dict[str, object]:
+    return {"runs": 20, "pass_rate": rate, "wilson": [rate - 0.2, min(1.0, rate + 0.1)], "mean_latency_ms": 1234.0,
+            "p50_latency_ms": 1100.0, "p95_latency_ms": 2300.0, "mean_tokens": 1530.0, "mean_cost": 0.0123}
+
+
+def _ab_case(name: str) -> dict[str, object]:
+    difference = {"pass_rate": -0.2, "pass_rate_interval_95": [-0.45, 0.05], "mean_latency_ms": 120.0,
+                  "p50_latency_ms": -30.0, "p95_latency_ms": 400.0, "mean_tokens": -30.0, "mean_cost": 0.0004}
+    return {"test_name": name, "error": None, "control": _arm(0.9), "variant": _arm(0.7), "difference": difference,
+            "looks": [], "paused": False, "insufficient_runs": False, "notes": []}
+
+
+#: an A/B section of two cases with long names, nine columns each (``reports/ab_report.py``)
+AB_SECTION = {"variant": "fast", "mode": "exploratory", "plan": None, "latencies": "local", "comparisons": [
+    {"base": "knowledge-copilot", "variant": "knowledge-copilot-test-fast",
+     "cases": [_ab_case(LONG_CASE), _ab_case("high_priority_customer_escalates_balance_updates")],
+     "overall": {**_ab_case("overall"), "paused": False, "recommendation": None}}]}
+
+
 @pytest.fixture
 def card_page(tmp_path: Path) -> Path:
     from pytest_connic.reports.json_report import add_warnings
@@ -205,6 +225,10 @@ def card_page(tmp_path: Path) -> Path:
     outcomes = card_outcomes()
     report = build_json_report(outcomes, masker=Masker(), environment_id="local")
     add_warnings(report, {outcomes[0].nodeid: [WARNING, REPEATED]}, masker=Masker())
+    for case in report["cases"]:  # type: ignore[union-attr]  # the widest cells the results table shows
+        case.update(tokens={"input": 123456, "output": 7890}, cost=0.012345, cost_known=True,  # type: ignore[union-attr]
+                    suite="tests/regressions/knowledge-copilot.yaml")
+    report["ab"] = AB_SECTION
     trend = [{"pass_rate": 1.0, "latency_ms": 40.0}, {"pass_rate": 0.0, "latency_ms": 30.0}]
     report["history"] = {"path": "/work/a/very/long/path/to/the/project/.pytest_cache/connic/history.sqlite",
                          "compared_with": "session 4 of 2026-12-01T12:00:00+00:00 at commit abc123456789",
@@ -217,13 +241,32 @@ def card_page(tmp_path: Path) -> Path:
 
 
 #: reads the page in an iframe ``width`` CSS pixels wide (headless Chromium's window is at least
-#: 500 wide): whether it scrolls sideways, and whether the divergence note is laid out (visible)
+#: 500 wide): whether it scrolls sideways, what else but a code block does (an element whose
+#: content is wider than it, that scrolls or hides the rest), each table cell that is cut (past the
+#: edge of the box that scrolls or clips it, or of the window) or whose text overflows it, and
+#: whether the divergence note is laid out (visible)
 PROBE = """<!DOCTYPE html><html><body style="margin:0">
 <iframe id="page" width="{width}" height="1600" style="border:0" srcdoc="{page}"></iframe>
 <script>
 document.getElementById("page").addEventListener("load", (event) => {{
-  const doc = event.target.contentDocument, root = doc.documentElement;
+  const doc = event.target.contentDocument, win = event.target.contentWindow, root = doc.documentElement;
   document.body.dataset.scroll = root.scrollWidth + "/" + root.clientWidth;
+  const problems = [];
+  for (const node of doc.body.querySelectorAll("*")) {{
+    const overflow = win.getComputedStyle(node).overflowX;
+    if (node.tagName !== "PRE" && overflow !== "visible" && node.scrollWidth > node.clientWidth + 1)
+      problems.push("scrolls sideways: " + node.tagName + "." + node.className + " " + node.scrollWidth + " > " + node.clientWidth);
+  }}
+  for (const cell of doc.querySelectorAll("td, th")) {{
+    if (!cell.getClientRects().length) continue;  // a column hidden to fit
+    const box = cell.getBoundingClientRect();
+    let edge = root.clientWidth;
+    for (let up = cell.parentElement; up && up !== doc.body; up = up.parentElement)
+      if (win.getComputedStyle(up).overflowX !== "visible") {{ edge = Math.min(edge, up.getBoundingClientRect().right); break; }}
+    if (box.right > edge + 0.5 || box.left < -0.5 || cell.scrollWidth > cell.clientWidth + 1)
+      problems.push("cut: " + cell.tagName + " " + JSON.stringify(cell.textContent.slice(0, 40)) + " " + box.left + "-" + box.right + " of " + edge);
+  }}
+  document.body.dataset.problems = JSON.stringify(problems);
   const note = doc.querySelector(".card-note.divergence");
   document.body.dataset.note = note && note.getClientRects().length ? "visible" : "hidden";
   document.body.dataset.ready = doc.body.dataset.ready;
@@ -241,6 +284,15 @@ def test_the_card_shows_notes_warnings_and_traceback_and_nothing_scrolls_sideway
     assert 'data-ready="true"' in dom, "the report script did not finish"
     scroll, client = (int(n) for n in re.search(r'data-scroll="(\d+)/(\d+)"', dom).groups())  # type: ignore[union-attr]
     assert client <= width and scroll <= client, f"the page scrolls sideways: {scroll} > {client}"
+    # no column is cut and nothing but a code block scrolls sideways: the results table, the A/B
+    # table and the History table fit (narrow windows hide optional columns and say which)
+    problems = json.loads(html.unescape(re.search(r'data-problems="([^"]*)"', dom).group(1)))  # type: ignore[union-attr]
+    assert problems == [], "\n".join(problems)
+    text_all = html.unescape(re.search(r'data-text="([^"]*)"', dom).group(1))  # type: ignore[union-attr]
+    assert "Cost (USD)" in text_all if width == 1280 else "Cost are hidden to fit the window" in text_all
+    assert "Pass rate [95% CI]" in text_all and "-20.0 pp [-45.0, +5.0]" in text_all  # the A/B pass rate in view
+    if width == 390:
+        assert "Tokens/run and Cost/run are hidden to fit the window" in text_all
     assert 'data-note="visible"' in dom  # in the collapsed card's summary, without expanding it
     text = html.unescape(re.search(r'data-text="([^"]*)"', dom).group(1))  # type: ignore[union-attr]
     assert f"Divergence: {NOTE}" in text and f"Warning: {WARNING}" in text

@@ -166,6 +166,22 @@ def test_ab_differences_are_coloured_by_direction_and_cost_has_its_unit() -> Non
     assert 'class="delta worse"' in cells[8] and "+0.0004" in cells[8]  # dearer: worse
     assert HTML_HEADERS[-1] == "Cost/run (USD)"
     assert "delta" not in _html_row(["adds", "control", "10", "80.0%", "", "", "", "", ""])
+    # a replay's latencies are local timings: not judged; pass rate, tokens and cost still are
+    local = _html_row(difference_row(diff), measured=False).split("<td")[1:]
+    assert all("delta" not in cell and "▲" not in cell and "▼" not in cell for cell in local[4:7])
+    assert 'class="delta better"' in local[3] and 'class="delta worse"' in local[8]
+
+
+def test_the_ab_section_says_when_its_latencies_are_local_timings() -> None:
+    from pytest_connic.reports.ab_report import LOCAL_LATENCIES, ab_html, terminal_lines
+
+    section = {"variant": "fast", "mode": "exploratory", "plan": None, "comparisons": [
+        {"base": "calc", "variant": "calc-test-fast", "cases": [{"test_name": "adds", "error": "no runs"}],
+         "overall": {"paused": False, "recommendation": None}}]}
+    for latencies, said in (("local", True), ("measured", False)):
+        text = "\n".join(terminal_lines({**section, "latencies": latencies}))
+        assert (LOCAL_LATENCIES in text) is said
+        assert ("Latencies are local timings" in ab_html({**section, "latencies": latencies})) is said
 
 
 def test_a_calls_error_inside_the_reason_still_marks_its_span() -> None:
@@ -180,17 +196,32 @@ def test_a_calls_error_inside_the_reason_still_marks_its_span() -> None:
     assert '✗ add(a=13) [aborted] (0ms) — aborted by before hook (AbortTool): {"error": "unlucky"}' in text
 
 
-def test_a_failures_first_line_fits_the_width_and_says_what_failed() -> None:
+#: 48 characters: with the file, the agent and ``failed`` it does not fit 80 columns
+LONG_NAME = "high_priority_customer_escalates_balance_updates"
+assert len(LONG_NAME) == 48
+
+
+@pytest.mark.parametrize("name", [LONG_NAME, "answers a question about the refund policy for premium members"])
+def test_a_failures_first_lines_fold_at_the_width_and_keep_the_name_whole(name: str) -> None:
     outcome = no_cassette_case()
-    outcome.case_name = "answers a question about the refund policy for premium members of the loyalty programme"
+    outcome.case_name, outcome.agent_name = name, "change-analyzer"
     outcome.records[0].failures = ["input guardrail 'moderation' has no judgement. Supply it:\n- write it\n- record it"]
     lines = failure_text(outcome, Masker(), width=80).split("\n")
-    assert len(lines[0]) <= 80 and lines[0].endswith("(desk) failed"), lines[0]
-    assert lines[0].startswith("tests/desk.yaml:17: case 'answers a") and "…" in lines[0]
-    assert "loyalty programme' (desk)" in lines[0]  # the name's distinguishing end is kept
-    assert lines[1:4] == [("    0/1 runs passed, threshold 100% needs 1: input guardrail 'moderation' has no "
-                           "judgement. Supply it:"), "    - write it", "    - record it"]
-    assert failure_text(outcome, Masker()).split("\n")[0].endswith("loyalty programme' (desk) failed")  # no width
+    head = lines[:lines.index("    0/1 runs passed, threshold 100% needs 1: input guardrail 'moderation' has no "
+                              "judgement. Supply it:")]
+    assert len(head) in (2, 3) and all(display_width(line) <= 80 for line in head), head
+    assert sum(f"'{name}'" in line for line in head) == 1  # whole, on one line: copied into -k as it is
+    assert " ".join(line.strip() for line in head) == f"tests/desk.yaml:17: case '{name}' (change-analyzer) failed"
+    assert head[0].startswith("tests/desk.yaml:17: case") and head[1].startswith("  ")
+    assert lines[len(head) + 1:len(head) + 3] == ["    - write it", "    - record it"]
+    assert failure_text(outcome, Masker()).split("\n")[0].endswith(f"'{name}' (change-analyzer) failed")  # no width
+
+
+def test_a_name_wider_than_the_terminal_stands_whole_on_its_own_line() -> None:
+    outcome = no_cassette_case()
+    outcome.case_name = "x" * 100
+    lines = failure_text(outcome, Masker(), width=80).split("\n")
+    assert lines[:3] == ["tests/desk.yaml:17: case", f"  '{'x' * 100}'", "  (desk) failed"]
 
 
 def test_wrap_folds_at_spaces_with_a_hanging_indent_and_loses_nothing() -> None:

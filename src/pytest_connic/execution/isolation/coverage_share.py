@@ -38,7 +38,8 @@ class Measurement(Protocol):
 
 
 def settings_of_current() -> CoverageSettings | None:
-    """What a worker needs to measure as pytest's process does, or None when it does not measure."""
+    """What a worker needs to measure as pytest's process does, or None when it does not measure;
+    pytest's process then expects its data from the workers (no "No data was collected")."""
     if "coverage" not in sys.modules:
         return None
     import coverage
@@ -47,6 +48,10 @@ def settings_of_current() -> CoverageSettings | None:
     cov = current() if callable(current) else None
     if cov is None:
         return None
+    # user code runs in the workers: this process may measure none of the source, and coverage.py
+    # would warn "No data was collected" when pytest-cov saves it (once per xdist worker), though
+    # the combined figures are right (coverage.py quiets the processes process_startup() measures so)
+    cov._warn_no_data = False
     config = cov.config
     return {
         "data_file": os.path.abspath(config.data_file),
