@@ -14,6 +14,7 @@ from pytest_connic.records.events import NoteEvent
 from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.records.run import ApprovalRecord, RunRecord
 from pytest_connic.reports.json_report import build_json_report
+from pytest_connic.runtime.approvals import ApprovalInputError
 
 OPS_TOOLS = '''
 def delete_order(order_id: str) -> dict:
@@ -345,3 +346,35 @@ def test_input_tools_are_answered_with_the_response(ops: CaseProject) -> None:
     assert "missing required parameter 'reason'" in (bad.error or "")
     assert "unexpected parameter 'why'" in (bad.error or "")
     assert detail["params are checked"].approvals == []
+
+
+def test_an_input_tools_arguments_must_have_their_declared_scalar_types(case_project: CaseProject) -> None:
+    """JSON Schema's types (1.0 is an integer, 3 a number, True no integer), every problem said at once;
+    a refused call consumes no decision and its error goes back to the model."""
+    params = [{"digits": "int"}, {"amount": "float"}, {"urgent": "bool"}, {"note": "str"}]
+    case_project.agent("desk", tools=[], approval={
+        "inputs": [{"get_pin": {"prompt": "Ask for the PIN.", "label": "PIN", "params": params}}]})
+    case_project.suite("desk", """
+        tests:
+          - name: typed
+            payload: pay
+            approval_decisions:
+              - {tool: get_pin, decision: approve, response: "1234"}
+          - name: mistyped
+            payload: pay
+            approval_decisions:
+              - {tool: get_pin, decision: approve, response: "1234"}
+    """)
+    case_project.replies("desk", "typed", [("get_pin", {"digits": 4.0, "amount": 3, "urgent": False, "note": "x"})],
+                         "paid")
+    case_project.replies("desk", "mistyped", [("get_pin", {"digits": True, "amount": "3", "urgent": 1, "note": 5})],
+                         "paid")
+    detail = runs(case_project.cases("desk"))
+    (typed,) = detail["typed"].tool_calls
+    assert (typed.approval, typed.result, typed.error) == ("approved", "1234", None)
+    (mistyped,) = detail["mistyped"].tool_calls
+    refused = ApprovalInputError("get_pin: parameter 'digits' must be integer, got bool; parameter 'amount' must be "
+                                 "number, got str; parameter 'urgent' must be boolean, got int; parameter 'note' must "
+                                 "be string, got int")
+    assert str(refused) in (mistyped.error or ""), mistyped.error
+    assert (mistyped.approval, detail["mistyped"].approvals, detail["mistyped"].status) == (None, [], "completed")

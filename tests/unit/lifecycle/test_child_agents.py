@@ -5,6 +5,7 @@ the tree (its failures are the parent run's)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from helpers.harness import CaseProject
 from pytest_connic.records.events import TriggerEvent
 from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.records.run import RunRecord
+from pytest_connic.runtime.children import MAX_DEPTH
 
 WORK_TOOLS = '''
 import asyncio
@@ -432,3 +434,70 @@ def test_a_child_triggered_from_tool_code(tree: CaseProject, isolation: str) -> 
     record = only(outcome)
     assert [(t.agent_name, t.tool, t.payload) for t in record.triggers] == [("c", "trigger_agent", {"note": "hi"})]
     assert child(record).output == {"c_got": {"note": "hi"}}
+
+
+#: a tool agent that triggers itself one level deeper, and reports how its child ended
+CHAIN_TOOLS = '''
+from connic.tools import trigger_agent
+
+
+async def down(payload: dict) -> dict:
+    """Trigger the next level."""
+    below = await trigger_agent("deep", {"level": payload["level"] + 1})
+    return {"level": payload["level"], "below": below["status"], "error": below.get("error")}
+
+
+async def probe(payload: dict) -> dict:
+    """Call trigger_agent with the arguments in the payload; say what it raised."""
+    said = []
+    for args in payload["calls"]:
+        try:
+            await trigger_agent(*args)
+            said.append("ran")
+        except (TypeError, ValueError) as exc:
+            said.append(f"{type(exc).__name__}: {exc}")
+    return {"said": said}
+'''
+
+
+def test_a_trigger_chain_stops_at_max_depth(case_project: CaseProject) -> None:
+    case_project.tool("chain", CHAIN_TOOLS)
+    case_project.agent("deep", type="tool", tool_name="chain.down")
+    case_project.suite("deep", """
+        tests:
+          - name: recursion
+            payload: '{"level": 0}'
+            timeout_s: 600
+    """)
+    record = only(case_project.case("deep", "recursion"))
+    chain = [record]
+    while chain[-1].triggers and chain[-1].triggers[0].child_run is not None:
+        chain.append(child(chain[-1]))
+    # the root and MAX_DEPTH levels below it ran; the deepest one's trigger was refused
+    assert len(chain) == MAX_DEPTH + 1
+    deepest = chain[-1]
+    assert (deepest.status, deepest.triggers) == ("failed", [])
+    assert f"trigger chain deeper than {MAX_DEPTH} levels" in (deepest.error or "")
+    assert [run.status for run in chain[:-1]] == ["completed"] * MAX_DEPTH
+    assert chain[-2].output == {"level": MAX_DEPTH - 1, "below": "failed", "error": deepest.error}
+
+
+def test_trigger_agents_arguments_are_checked_before_any_child_runs(case_project: CaseProject) -> None:
+    case_project.tool("chain", CHAIN_TOOLS)
+    case_project.agent("probe", type="tool", tool_name="chain.probe")
+    case_project.agent("deep", type="tool", tool_name="chain.down")
+    calls = [["nobody", {}], ["deep", 42], ["deep", {"level": 99}, True, 0], ["deep", {"level": 99}, True, "60"]]
+    case_project.suite("probe", f"""
+        tests:
+          - name: bad arguments
+            payload: '{json.dumps({"calls": calls})}'
+    """)
+    record = only(case_project.case("probe", "bad arguments"))
+    assert record.status == "completed", record.error
+    assert record.output == {"said": [
+        "ValueError: unknown agent 'nobody'; agents in this project: deep, probe",
+        "TypeError: payload must be a dict, a list or a string, got int",
+        "ValueError: timeout_seconds must be a positive number, got 0",
+        "ValueError: timeout_seconds must be a positive number, got '60'",
+    ]}
+    assert record.triggers == []  # nothing was recorded, nothing ran

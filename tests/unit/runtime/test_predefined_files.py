@@ -464,5 +464,6 @@ def test_a_caller_sees_a_file_in_its_folders_and_a_session_only_file_of_its_sess
     private = {"_path": "private/notes.txt", "_session_id": "s1"}
     shared = {"_path": "shared/a.txt", "_session_id": "s2"}
     outside = {"_path": "elsewhere/b.txt", "_session_id": "s1"}
-    assert [(mine.sees(m), stranger.sees(m), sessionless.sees(m)) for m in (private, shared, outside)] == [
-        (True, False, False), (True, True, True), (False, False, False)]
+    by_hand = {"_path": "private/placed-by-hand.txt"}  # no session wrote it: no caller's session owns it
+    assert [(mine.sees(m), stranger.sees(m), sessionless.sees(m)) for m in (private, shared, outside, by_hand)] == [
+        (True, False, False), (True, True, True), (False, False, False), (False, False, False)]
