@@ -17,6 +17,7 @@ from helpers.project import ProjectFiles
 from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
 from pytest_connic.execution.case import ProjectRuntime
 from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.ports import Host, NullHost
 from pytest_connic.secrets import Masker
 
@@ -149,15 +150,19 @@ class CaseProject(ProjectFiles):
         self.masker = Masker()
         #: the messages of the warnings the last ``case``/``cases`` call's runs emitted, in order
         self.warnings: list[str] = []
+        #: those warnings as caught (their category, message, file and line)
+        self.caught: list[warnings.WarningMessage] = []
 
     @contextmanager
     def runtime(self, **settings: Any) -> Iterator[ProjectRuntime]:
-        """A runtime of the project (closed afterwards), with ``settings`` over the project's."""
+        """A runtime of the project (closed afterwards, and the SDK's ``connic.tools`` placeholders
+        put back, as a session's end does), with ``settings`` over the project's."""
         runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host, masker=self.masker)
         try:
             yield runtime
         finally:
             runtime.close()
+            placeholders.uninstall()
 
     def case(self, suite: str, name: str, **settings: Any) -> CaseOutcome:
         """Run the case ``name`` of ``tests/<suite>.yaml`` in a runtime of its own."""
@@ -176,5 +181,6 @@ class CaseProject(ProjectFiles):
             warnings.simplefilter("always")
             for name in wanted:
                 outcomes[name] = run_suite_case(runtime, f"tests/{suite}.yaml", name)
+        self.caught = list(caught)
         self.warnings = [str(w.message) for w in caught]
         return outcomes

@@ -186,7 +186,7 @@ def test_connic_compare_with_a_ref_that_names_nothing_is_a_usage_error(project: 
     result.stderr.fnmatch_lines(["*invalid value '-2' from --connic-compare: '-2': the history *h.sqlite does not exist*"])
 
 
-def test_an_old_history_compares_with_a_new_session(project: ConnicProject) -> None:
+def test_an_old_history_compares_with_a_new_session(project: ConnicProject, wide_terminal: None) -> None:
     first_version(project)
     shutil.copy(OLD_HISTORY, project.root / "history.sqlite")
     second_version(project)
@@ -199,8 +199,8 @@ def test_an_old_history_compares_with_a_new_session(project: ConnicProject) -> N
         "  calc::adds  (tests/calc.yaml::adds)",
         "    tokens 220 → 472 (+252) · *",
         "    changed: agents/calc.yaml, cassette re-recorded",
-        "    (outputs and tool calls not compared: the reference comes from a history",
-        "      written before pytest-connic kept them)",
+        "    (outputs and tool calls not compared: the reference comes from a history written before "
+        "pytest-connic kept them)",
     ])
 
 

@@ -158,6 +158,9 @@ async def _call_all(inv: InvocationState, calls: list[ToolCallRequest]) -> list[
             if ended is not None:
                 signal = ended.exception()
                 assert signal is not None
+                for other in done:  # ended in the same step: the winner's signal speaks for them, and
+                    if not other.cancelled():  # an exception never retrieved would be logged at GC
+                        other.exception()
                 await _cancel(pending)
                 _mark_cancelled(inv, tasks, first, ended, signal)
                 raise signal

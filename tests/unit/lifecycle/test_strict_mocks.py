@@ -1,30 +1,32 @@
-"""The four strict flags (spec §5.5): each fails the case before the real code would run,
-names the functions it tried, passes when a mock exists, and exempts what cannot be mocked
-or is not configured. The flags are independent; ``defaults`` sets them for every case."""
+"""The four strict flags below pytest (spec §5.5): each fails the case before the real code would
+run, names the functions it tried, passes when a mock exists, and exempts what cannot be mocked or
+is not configured. The flags are independent; ``defaults`` sets them for every case."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from helpers.project import ConnicProject, esc
-
-SCRIPTED_MODEL = '''
-import json
-
-from pytest_connic.models.base import ModelResponse, ToolCallRequest
+from helpers.harness import CaseProject, HookHost, first_failure
+from pytest_connic.models.base import ModelRequest, ModelResponse, ToolCallRequest
+from pytest_connic.reports.failure import failure_text
+from pytest_connic.secrets import Masker
 
 
-def pytest_connic_make_model(config, agent, model, case, run_index):
-    def answer(request):
+def scripted_model(agent: Any, model: str, case: Any, run_index: int) -> object:
+    """Asks for the calls the payload lists, then answers "done"."""
+
+    def answer(request: ModelRequest) -> object:
         if any(m["role"] == "tool" for m in request.messages):
             return "done"
         plan = json.loads(request.messages[0]["content"])
         return ModelResponse(tool_calls=[
             ToolCallRequest(id=f"call{i}", name=name, arguments=args) for i, (name, args) in enumerate(plan["calls"])
         ])
+
     return answer
-'''
+
 
 #: every piece of real code notes "<what> <case>" in real.log, so a test can tell what ran
 REAL = '''
@@ -109,7 +111,8 @@ CASES = [
 ]
 
 
-def _project(project: ConnicProject) -> None:
+def _project(project: CaseProject) -> None:
+    project.host = HookHost(make_model=scripted_model)
     project.tool("billing", TOOLS)
     project.agent("desk", tools=["billing.refund", "db_count"], guardrails={
         "input": [{"type": "custom", "name": "policy"}, {"type": "regex", "config": {"patterns": ["forbidden"]}}],
@@ -117,7 +120,6 @@ def _project(project: ConnicProject) -> None:
     project.write("hooks/desk.py", HOOKS)
     project.write("middleware/desk.py", MIDDLEWARE)
     project.write("guardrails/policy.py", GUARDRAIL)
-    project.write("conftest.py", SCRIPTED_MODEL)
     for name, source in MOCKS.items():
         project.write(f"tests/mocks/{name}.py", source)
 
@@ -132,27 +134,26 @@ def _real_log(root: Path) -> set[str]:
     return set(path.read_text().splitlines()) if path.exists() else set()
 
 
-def test_each_strict_flag_fails_before_the_real_code_and_passes_with_a_mock(project: ConnicProject) -> None:
-    _project(project)
+def test_each_strict_flag_fails_before_the_real_code_and_passes_with_a_mock(case_project: CaseProject) -> None:
+    _project(case_project)
     lines = ["tests:"]
     for name, flags, mocks, _ in CASES:
         lines += [f"  - name: {name}", f"    payload: {_payload(name)}"]
         lines += [f"    {flag}: true" for flag in flags]
         if mocks:
             lines.append(f"    mocks: {mocks}")
-    project.write("tests/desk.yaml", "\n".join(lines) + "\n")
+    case_project.write("tests/desk.yaml", "\n".join(lines) + "\n")
 
-    result = project.run()
+    outcomes = case_project.cases("desk")
 
-    failing = [c for c in CASES if c[3] is not None]
-    result.assert_outcomes(passed=len(CASES) - len(failing), failed=len(failing))
-    result.stdout.fnmatch_lines_random([
-        esc(f"    0/1 runs passed, threshold 100% needs 1: {failure}") for name, *_, failure in failing
-    ])
-    result.stdout.fnmatch_lines_random([
-        esc(f"*case '{name}' (desk) failed") for name, *_, failure in failing
-    ])
-    ran = _real_log(project.root)
+    assert {name: None if o.verdict_passed else first_failure(o) for name, o in outcomes.items()} == {
+        name: failure for name, *_, failure in CASES}
+    for name, *_, failure in CASES:  # the report says it right under the case's first line
+        if failure is not None:
+            head = failure_text(outcomes[name], Masker(()), 500).splitlines()[:2]
+            assert head[0].endswith(f": case '{name}' (desk) failed")
+            assert head[1] == f"    0/1 runs passed, threshold 100% needs 1: {failure}"
+    ran = _real_log(case_project.root)
     # the strict check comes first: the real code it guards never ran
     for forbidden in ["tool strict_mocks fails", "tool strict_mocks without a mocks module",
                       "hook strict_hook_mocks fails", "middleware-after strict_middleware_mocks fails",
@@ -164,9 +165,9 @@ def test_each_strict_flag_fails_before_the_real_code_and_passes_with_a_mock(proj
     assert not any(line.endswith("all four flags with a complete mocks module") for line in ran)
 
 
-def test_defaults_set_strict_flags_and_a_case_may_turn_them_off(project: ConnicProject) -> None:
-    _project(project)
-    project.suite("desk", f'''
+def test_defaults_set_strict_flags_and_a_case_may_turn_them_off(case_project: CaseProject) -> None:
+    _project(case_project)
+    case_project.suite("desk", f'''
         defaults:
           strict_mocks: true
           strict_hook_mocks: true
@@ -181,8 +182,8 @@ def test_defaults_set_strict_flags_and_a_case_may_turn_them_off(project: ConnicP
             mocks: nothing
     ''')
 
-    result = project.run()
+    outcomes = case_project.cases("desk")
 
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*case 'inherits the defaults' (desk) failed", "*: strict_hook_mocks: the before hook*"])
-    assert {"tool off", "hook off"} <= _real_log(project.root)
+    assert outcomes["turns them off"].verdict_passed
+    assert first_failure(outcomes["inherits the defaults"]).startswith("strict_hook_mocks: the before hook")
+    assert {"tool off", "hook off"} <= _real_log(case_project.root)
