@@ -16,6 +16,7 @@ from typing import Any
 from helpers.project import ProjectFiles
 from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
 from pytest_connic.execution.case import ProjectRuntime
+from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.ports import Host, NullHost
@@ -23,20 +24,23 @@ from pytest_connic.secrets import Masker
 
 
 def runtime_for(root: Path, *, isolation: str = "none", masker: Masker | None = None,
-                **settings: Any) -> ProjectRuntime:
+                stop: StopSignal | None = None, **settings: Any) -> ProjectRuntime:
     """The project's runtime as a session builds it (``execution/assembly.py``); ``settings``:
-    fields of ``RunSettings`` (``mode``, ``replay``, ``match_rules``, ``live``, ...)."""
-    return assemble(root, RunSettings(isolation=isolation, **settings), masker=masker)
+    fields of ``RunSettings`` (``mode``, ``replay``, ``match_rules``, ``live``, ...); ``stop``: the
+    session's stop request (a Ctrl-C), set by the test."""
+    return assemble(root, RunSettings(isolation=isolation, **settings), masker=masker, stop=stop)
 
 
 @contextmanager
 def project_runtime(root: Path, **kwargs: Any) -> Iterator[ProjectRuntime]:
-    """``runtime_for``, closed afterwards."""
+    """``runtime_for``, closed afterwards and the SDK's ``connic.tools`` placeholders put back (as
+    ``CaseProject.runtime`` does: a test that checks them must not see another test's)."""
     runtime = runtime_for(root, **kwargs)
     try:
         yield runtime
     finally:
         runtime.close()
+        placeholders.uninstall()
 
 
 def run_case(runtime: ProjectRuntime, suite: str, case: str) -> CaseOutcome:

@@ -25,6 +25,7 @@ from pytest_connic.execution.models import ModelSource
 from pytest_connic.execution.outcomes import new_outcome
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.ports import NullHost
 from pytest_connic.secrets import Masker
 
@@ -123,6 +124,7 @@ def runtime_of(tmp_path: Path) -> Iterator[Callable[..., ProjectRuntime]]:
     yield make
     for runtime in made:
         runtime.close()
+    placeholders.uninstall()  # a runtime installed them: put back, as a session's end does
 
 
 def run_case(runtime: ProjectRuntime, runs: int, **payload: Any) -> CaseOutcome:

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.harness import CaseProject
+from helpers.harness import CaseProject, project_runtime, run_case
 from pytest_connic.execution import interruption
-from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
 from pytest_connic.execution.interruption import StopSignal
 
 
@@ -138,13 +137,12 @@ def test_a_stopped_case_ends_interrupted_with_its_runs_cancelled(case_project: C
     """)
     stop, done = StopSignal(), threading.Event()
     watcher = threading.Thread(target=_set_when_started, args=(stop, case_project.root / "started", done))
-    runtime = assemble(case_project.root, RunSettings(isolation="none", concurrency=1), stop=stop)
     watcher.start()
     try:
-        outcome = run_suite_case(runtime, "tests/slow.yaml", "three runs")
+        with project_runtime(case_project.root, concurrency=1, stop=stop) as runtime:
+            outcome = run_case(runtime, "slow", "three runs")
     finally:
         done.set()
-        runtime.close()
         watcher.join()
     assert outcome.interrupted == "interrupted by SIGINT"
     assert [(r.status, r.error, r.skipped) for r in outcome.records] == [
