@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from helpers.equivalence import BILLING_SPEC as SPEC
+from helpers.equivalence import DESK_HOOKS as HOOKS
+from helpers.equivalence import DESK_SUITE as SUITE
 from helpers.fake_provider import FakeProvider, Reply, text, tool_call
 from helpers.network import LocalHttpServer, local_provider_env, no_network, send, serving, warm_up_litellm
 from helpers.project import ConnicProject, esc
@@ -26,59 +29,8 @@ KEY = "sk-test-DONOTLEAK-1234567890"
 TOKEN = "billing-token-DONOTLEAK-42"
 FAST_RETRIES = {"attempts": 2, "initial_delay": 0, "max_delay": 1}
 
-SPEC = """
-openapi: 3.0.3
-info: {title: Billing, version: "1.0"}
-servers:
-  - url: https://billing.example.invalid/v1
-paths:
-  /v1/invoices/{id}:
-    get:
-      operationId: getInvoice
-      summary: One invoice by id
-      parameters:
-        - {name: id, in: path, required: true, schema: {type: string}}
-      responses: {"200": {description: the invoice}}
-  /v1/invoices:
-    post:
-      operationId: createInvoice
-      summary: Create an invoice
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema: {$ref: "#/components/schemas/Invoice"}
-      responses: {"201": {description: created}}
-  /v1/customers:
-    get:
-      summary: Every customer
-      parameters:
-        - {name: limit, in: query, schema: {type: integer}}
-      responses: {"200": {description: the customers}}
-components:
-  schemas:
-    Invoice:
-      type: object
-      properties: {amount: {type: integer}}
-"""
-
-SUITE = """
-tests:
-  - name: looks up
-    payload: "invoice inv_1?"
-    expected_tool_calls:
-      - invoice_get: params.id == 'inv_1'
-    expected_result: output.amount == 120 and output.hooked == 'invoice_get'
-"""
-
-HOOKS = '''
-def before(tool_name, params, context):
-    return None
 
 
-def after(tool_name, params, result, context):
-    return {**result, "hooked": tool_name}
-'''
 
 
 class BillingApi(LocalHttpServer):
@@ -261,8 +213,9 @@ def test_an_unknown_api_tool_is_located_at_its_line(desk: ConnicProject) -> None
     ])
 
 
-@pytest.mark.parametrize("xdist", [pytest.param((), id="single"), pytest.param(("-n", "2"), id="xdist")])
-def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject, xdist: tuple[str, ...]) -> None:
+def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject) -> None:
+    """The option reaches xdist's workers and the warning is shown once: the equivalence session
+    (tests/plugin/test_xdist_reports.py)."""
     (desk.root / "apis" / "billing.yaml").rename(desk.root / "billing-spec.yaml")
     desk.agent("desk", tools=["api:billing.invoice_get", "api:crm.contacts_get"])
     # a hand-written cassette: the model's turns and the API's answer (docs/models.md "Calls")
@@ -272,7 +225,7 @@ def test_a_spec_named_by_option_and_a_ref_to_an_unnamed_spec(desk: ConnicProject
         "calls": [{"kind": "api", "name": "billing.invoice_get", "result": {"amount": 120}}],
     }])
     args = ("--connic-api-spec", "billing=billing-spec.yaml", "-W", "default", "-p", "no:randomly")
-    result = desk.run(*args, *xdist)
+    result = desk.run(*args)
     result.assert_outcomes(passed=1, warnings=2)  # and the hand-written cassette notice
     result.stdout.fnmatch_lines([
         ("*agents/desk.yaml:8: ConnicLoadWarning: agents/desk.yaml: tools entry 'api:crm.contacts_get' *"

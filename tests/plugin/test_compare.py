@@ -1,5 +1,6 @@
 """Comparing sessions (docs/history.md, "Comparing sessions"): the history keeps what each case
-did; ``python -m pytest_connic compare A B`` and ``--connic-compare REF`` show what changed."""
+did; ``python -m pytest_connic compare A B`` and ``--connic-compare REF`` show what changed. Under
+xdist (computed once, by the controller): the equivalence session, tests/plugin/test_xdist_reports.py."""
 
 from __future__ import annotations
 
@@ -199,8 +200,8 @@ def test_an_old_history_compares_with_a_new_session(project: ConnicProject, wide
         "  calc::adds  (tests/calc.yaml::adds)",
         "    tokens 220 → 472 (+252) · *",
         "    changed: agents/calc.yaml, cassette re-recorded",
-        "    (outputs and tool calls not compared: the reference comes from a history written before "
-        "pytest-connic kept them)",
+        ("    (outputs and tool calls not compared: the reference comes from a history written before "
+        "pytest-connic kept them)"),
     ])
 
 
@@ -297,15 +298,3 @@ def test_the_html_report_shows_the_comparison_side_by_side(project: ConnicProjec
     assert seen["diffs"] == "tests/calc.yaml::adds"  # the diff on the changed case's card
     assert set(seen["shown"].split(",")) == {"tests/calc.yaml::adds", "tests/calc.yaml::steady"}
     assert probe(chromium, tmp_path, page, width, "#changed")["shown"] == "tests/calc.yaml::adds"  # Changed only
-
-
-def test_connic_compare_under_xdist_is_computed_once_by_the_controller(project: ConnicProject) -> None:
-    pytest.importorskip("xdist")
-    first_version(project)
-    project.run("--connic-json", "before.json").assert_outcomes(passed=2)
-    second_version(project)
-    result = project.run("-n", "2", "--connic-compare", "before.json", "--connic-json", "after.json")
-    result.assert_outcomes(passed=2)
-    assert result.stdout.str().count("- connic compare -") == 1
-    section = json.loads((project.root / "after.json").read_text("utf-8"))["comparison"]
-    assert [c["nodeid"] for c in section["changed"]] == ["tests/calc.yaml::adds"] and section["unchanged"] == 1

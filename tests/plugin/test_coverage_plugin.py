@@ -1,15 +1,15 @@
-"""``--connic-coverage``, ``--connic-coverage-json`` and ``--connic-coverage-fail-under`` through pytest."""
+"""``--connic-coverage``, ``--connic-coverage-json`` and ``--connic-coverage-fail-under`` through pytest.
+The same report under ``-n 2``, the called tools merged from both workers: the equivalence session
+(tests/plugin/test_xdist_reports.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from helpers.mixed import answer, tool_turn, write_mixed
+from helpers.mixed import answer, tool_turn
 from helpers.project import ConnicProject
 from pytest_connic.coverage.compute import compute_coverage
 
@@ -154,36 +154,3 @@ def test_normal_run_adds_the_tools_actually_called(calc: ConnicProject) -> None:
     assert calc_row["called_tools"] == ["calc.add"]
     assert calc_row["never_called"] == ["calc.multiply"]
     result.stdout.fnmatch_lines(["*→ Runtime tool usage (pytest-connic):*", "*calc: 1/2 tools called; never called: calc.multiply*"])
-
-
-# -- the same reports with -n 2 ---------------------------------------------------------------------
-
-
-def _workers(stdout: str) -> dict[str, str]:
-    return {m.group(2): m.group(1)
-            for m in re.finditer(r"^\[(gw\d)\] .*(?:PASSED|FAILED|ERROR) (\S+::.+?)\s*$", stdout, re.MULTILINE)}
-
-
-def test_coverage_mode_is_the_same_with_xdist(calc: ConnicProject) -> None:
-    write_mixed(calc)
-    plain = calc.run("-p", "no:xdist", "--connic-coverage", "--connic-coverage-json", "plain.json")
-    distributed = calc.run("-n", "2", "--connic-coverage", "--connic-coverage-json", "xdist.json")
-    assert plain.ret == distributed.ret == 0
-    assert (calc.root / "xdist.json").read_text("utf-8") == (calc.root / "plain.json").read_text("utf-8")
-    assert coverage_section(distributed.stdout.str()) == coverage_section(plain.stdout.str())
-    assert "Overall coverage: 100.0%  (2 agents)" in coverage_section(plain.stdout.str())
-    distributed.stdout.no_fnmatch_line("*PydanticDeprecatedSince20*")
-
-
-def test_called_tools_are_merged_from_workers(calc: ConnicProject) -> None:
-    write_mixed(calc)
-    plain = calc.run("-p", "no:xdist", "--connic-coverage-json", "plain.json")
-    distributed = calc.run("-n", "2", "--dist", "loadfile", "-v", "--connic-coverage-json", "xdist.json")
-    workers = _workers(distributed.stdout.str())
-    assert workers["tests/b_multiply.yaml::multiplies"] != workers["tests/calc.yaml::adds"]
-    assert plain.ret == distributed.ret == 1  # the mixed project has failing cases
-    merged: dict[str, Any] = json.loads((calc.root / "xdist.json").read_text("utf-8"))
-    assert merged == json.loads((calc.root / "plain.json").read_text("utf-8"))
-    rows = {a["name"]: a for a in merged["pytest_connic"]["agents"]}
-    assert rows["calc"]["called_tools"] == ["calc.add", "calc.multiply"]
-    assert rows["calc"]["never_called"] == []

@@ -1,4 +1,6 @@
-"""``--connic-env NAME`` / ini ``connic_env``: ``.env.NAME`` for user code, masked in every report."""
+"""``--connic-env NAME`` / ini ``connic_env``: ``.env.NAME`` for user code, masked in every report.
+Under xdist (the workers load the env file; the controller, which writes the reports, never does):
+the equivalence session, tests/plugin/test_xdist_reports.py."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.equivalence import write_keeper
 from helpers.project import ConnicProject
 
 TOKEN = "s3cr3t-token-value"  # 18 characters
@@ -17,55 +20,6 @@ ENV_FILE = f"""
 export API_TOKEN="{TOKEN}"
 ENV_NAME={NAME}  # a comment
 """
-TOOL = '''
-import os
-
-
-def secret_of(name: str) -> dict:
-    """Read an environment variable."""
-    value = os.environ.get(name, "<unset>")
-    return {"value": value, "length": len(value)}
-'''
-SUITE = """
-tests:
-  - name: tool sees env
-    payload: read it
-    expected_tool_calls:
-      - secret_of: result.length == 18
-  - name: builder and mock see env
-    builder: env_payload
-    mocks: env_mocks
-    expected_tool_calls:
-      - secret_of: result.length == 18 and result.mocked and context.length == 18
-    expected_result: output == "something else"
-  - name: hook sees env
-    payload: hello
-    expected_result: output == "len=18"
-"""
-BUILDER = '''
-import os
-
-
-def build(context, builder_args, test_name, payload, files):
-    context["length"] = len(os.environ.get("API_TOKEN", ""))
-    return {"token": os.environ.get("API_TOKEN"), "name": os.environ.get("ENV_NAME")}
-'''
-MOCKS = '''
-import os
-
-
-def mock_envtool_secret_of(tool_name, params, context):
-    value = os.environ.get(params["name"], "<unset>")
-    return {"value": value, "length": len(value), "mocked": True}
-'''
-CONFTEST = '''
-import os
-
-
-def pytest_connic_make_model(config, agent, model, case, run_index):
-    if case and case["name"] == "hook sees env":
-        return lambda request: "len=" + str(len(os.environ.get("API_TOKEN", "")))
-'''
 
 
 @pytest.fixture
@@ -73,16 +27,7 @@ def keeper(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> ConnicPro
     """An agent whose tool, builder, mock and model hook read ``.env.staging``'s values."""
     monkeypatch.delenv("API_TOKEN", raising=False)
     monkeypatch.setenv("ENV_NAME", "from-the-shell")
-    project.tool("envtool", TOOL)
-    project.agent("keeper", tools=["envtool.secret_of"])
-    project.suite("keeper", SUITE)
-    project.write("tests/builders/env_payload.py", BUILDER)
-    project.write("tests/mocks/env_mocks.py", MOCKS)
-    project.write("conftest.py", CONFTEST)
-    project.write(".env.staging", ENV_FILE)
-    turns = [{"tool_calls": [{"name": "secret_of", "arguments": {"name": "API_TOKEN"}}]}, {"content": "done"}]
-    for case in ("tool sees env", "builder and mock see env"):
-        project.cassette("keeper", case, [{"turns": turns}])
+    write_keeper(project, ENV_FILE)
     return project
 
 
@@ -157,15 +102,3 @@ def test_bad_line_in_env_file(keeper: ConnicProject) -> None:
     result = keeper.run("--connic-env", "broken")
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*.env.broken:2: expected KEY=VALUE, found 'this is not an assignment'*"])
-
-
-def test_values_stay_masked_under_xdist(keeper: ConnicProject) -> None:
-    """Workers load the env file; the controller, which writes the reports, never does."""
-    result = keeper.run("-n", "2", "--connic-env", "staging", *REPORTS)
-    result.assert_outcomes(passed=2, failed=1)
-    for name, text in report_texts(keeper.root).items():
-        assert TOKEN not in text and NAME not in text, name
-    assert TOKEN not in result.stdout.str()
-    report = json.loads((keeper.root / "report.json").read_text("utf-8"))
-    inputs = [r["input"] for c in report["cases"] for r in c["runs_detail"]]
-    assert {"token": "***", "name": "***"} in inputs

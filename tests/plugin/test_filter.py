@@ -1,6 +1,7 @@
 """``--connic-filter TEXT``, as ``connic test --filter``: the cases whose name contains TEXT
 (case-sensitive, the case's name only, one value, spaces allowed), deselected through pytest so its
-counts say so, under xdist too; nothing left to run is a notice and exit code 0. pytest's ``-k``
+counts say so (under xdist too: the equivalence session, tests/plugin/test_xdist_reports.py);
+nothing left to run is a notice and exit code 0. pytest's ``-k``
 is another thing (file names too, any case, no spaces): docs/running.md "Selecting cases"."""
 
 from __future__ import annotations
@@ -59,12 +60,6 @@ def test_the_filter_selects_by_case_name_and_pytest_counts_the_rest_deselected(d
     assert ran(desk) == ["refund an order"]
     with sqlite3.connect(desk.root / "h.sqlite") as history:  # compared only with sessions of this filter
         assert history.execute("SELECT selection FROM sessions").fetchone()[0].endswith("--connic-filter refund an")
-
-
-def test_the_filter_under_xdist(desk: ConnicProject) -> None:
-    result = desk.run("-n", "2", "--connic-filter", "refund", "--connic-json", "report.json")
-    result.assert_outcomes(passed=3)  # two cases and the Python test; "Refund policy" is not
-    assert ran(desk) == ["refund an order", "refund later"]
 
 
 def test_a_filter_that_matches_nothing_passes_with_a_notice(calc: ConnicProject) -> None:

@@ -1,5 +1,7 @@
 """Across sessions (docs/history.md): several pytest sessions over one project and one history
-file: what changed, flaky cases, trends in the HTML, a corrupt history, xdist."""
+file: what changed, flaky cases, trends in the HTML, a corrupt history. Under xdist (one session
+row, written by the controller; its cases as a serial session's): the equivalence session,
+tests/plugin/test_xdist_reports.py."""
 
 from __future__ import annotations
 
@@ -165,29 +167,6 @@ def test_trends_in_the_html_report(offset: ConnicProject, monkeypatch: pytest.Mo
     assert "pass rate over the last sessions: 100%, 0%, 100%, 0%" in section
     assert "flaky: 3 flips in the last 4 sessions" in section
     assert "newly failing (passed last time)" in section
-
-
-def test_the_same_history_from_xdist_as_from_a_serial_run(offset: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("xdist")
-    monkeypatch.setenv("OFFSET", "1")
-    for args in ([], ["-n", "2"]):
-        name = "xdist.sqlite" if args else "serial.sqlite"
-        for _ in range(2):
-            result = offset.run("--connic-history", name, *args)
-            result.assert_outcomes(passed=1, failed=1)
-
-    def comparable(name: str) -> list[dict[str, Any]]:
-        rows = [{k: v for k, v in r.items() if k != "latency_ms"} for r in stored(offset.root / name)]
-        for row in rows:  # what each run did, but its latency
-            row["behaviour"] = json.loads(row["behaviour"])
-            for run in row["behaviour"]["runs"]:
-                run.pop("latency_ms")
-        return rows
-
-    serial = comparable("serial.sqlite")
-    assert len(serial) == 4 and serial == comparable("xdist.sqlite")
-    with sqlite3.connect(offset.root / "xdist.sqlite") as conn:
-        assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 2  # once per session
 
 
 @pytest.mark.usefixtures("wide_terminal")

@@ -168,20 +168,18 @@ def pytest_connic_make_model(config, agent, model, case, run_index):
 '''
 
 
-@pytest.mark.parametrize("dist", [("-p", "no:xdist"), ("-n", "1")], ids=["no xdist", "xdist"])
-def test_an_infrastructure_error_is_an_error_with_or_without_xdist(calc: ConnicProject, dist: tuple[str, str]) -> None:
+def test_an_infrastructure_error_is_an_error(calc: ConnicProject) -> None:
+    """Under xdist (the result line, then the run lines; exit code 2):
+    tests/plugin/test_xdist_reports.py's ``test_infrastructure_error_exits_2_under_xdist``."""
     calc.write("conftest.py", RAISING_MODEL)
     calc.replies("calc", "adds", '{"sum": 10}')
     calc.suite("calc", ADDS + "  - name: down\n    payload: x\n    runs: 2\n")
-    result = calc.run("-v", *dist)
+    result = calc.run("-v", "-p", "no:xdist")
     assert result.ret == 2
     result.assert_outcomes(passed=1, errors=1)
-    # -v: the per-run lines, then the result word (xdist: the result line, then the run lines)
+    # -v: the per-run lines, then the result word
     runs = ["  run ?/2 error (*ms): the gateway said 503 Service Unavailable"] * 2
-    if dist[0] == "-n":
-        result.stdout.fnmatch_lines(["[[]gw0] [[]*] ERROR tests/calc.yaml::down *", *runs])
-    else:
-        result.stdout.fnmatch_lines(["tests/calc.yaml::down ", *runs, "ERROR *"])
+    result.stdout.fnmatch_lines(["tests/calc.yaml::down ", *runs, "ERROR *"])
     result.stdout.fnmatch_lines([
         "*ERROR at call of calc::down*",
         "tests/calc.yaml:5: case 'down' (calc) hit an infrastructure error",

@@ -1,34 +1,22 @@
 """Issue 16, load warnings: what Connic's loader warns about (``connic lint`` shows it) appears
 once per session as a located warning in pytest's summary, attributed to the user's file and
-line, with and without xdist; misspelt agent keys get a did-you-mean (docs/fidelity.md)."""
+line; misspelt agent keys get a did-you-mean (docs/fidelity.md). Each warning once under xdist too:
+the equivalence session (tests/plugin/test_xdist_reports.py) holds every one of them."""
 
 from __future__ import annotations
 
 import pytest
 
+from helpers.equivalence import agent_with_typos
 from helpers.project import CALC_TOOLS, ConnicProject
 
 pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
 
-XDIST = [pytest.param((), id="single"), pytest.param(("-n", "2"), id="xdist")]
-
-AGENT_WITH_TYPOS = '''
-version: "1.0"
-name: echo
-description: the echo agent
-type: tool
-tool_name: calc.echo
-max_iteration: 3
-retry_options:
-  attempts: 2
-  max_dely: 3
-x-owner: the docs team
-colour: blue
-'''
+AGENT_WITH_TYPOS = agent_with_typos("echo")
 
 
-def run(project: ConnicProject, xdist: tuple[str, ...]) -> pytest.RunResult:
-    return project.run("-W", "always", "-p", "no:randomly", *xdist)
+def run(project: ConnicProject) -> pytest.RunResult:
+    return project.run("-W", "always", "-p", "no:randomly")
 
 
 def echo_suite(project: ConnicProject, names: tuple[str, ...] = ("one", "two")) -> None:
@@ -37,14 +25,12 @@ def echo_suite(project: ConnicProject, names: tuple[str, ...] = ("one", "two")) 
     project.suite("again", "agent: echo\ntests:\n" + cases)
 
 
-@pytest.mark.parametrize("xdist", XDIST)
-def test_a_misspelt_agent_key_is_a_located_warning_with_the_closest_key(project: ConnicProject,
-                                                                       xdist: tuple[str, ...]) -> None:
+def test_a_misspelt_agent_key_is_a_located_warning_with_the_closest_key(project: ConnicProject) -> None:
     project.tool("calc", CALC_TOOLS)
     project.write("agents/echo.yaml", AGENT_WITH_TYPOS)
     echo_suite(project)
 
-    result = run(project, xdist)
+    result = run(project)
 
     result.assert_outcomes(passed=4)  # Connic deploys it: a warning, not an error
     out = result.stdout.str()
@@ -64,9 +50,7 @@ def test_a_misspelt_agent_key_is_a_located_warning_with_the_closest_key(project:
     assert "pytest_connic" not in out.split("warnings summary", 1)[1]  # located at the user's file
 
 
-@pytest.mark.parametrize("xdist", XDIST)
-def test_a_schema_that_does_not_load_is_warned_at_its_agent_file_once(project: ConnicProject,
-                                                                     xdist: tuple[str, ...]) -> None:
+def test_a_schema_that_does_not_load_is_warned_at_its_agent_file_once(project: ConnicProject) -> None:
     project.tool("calc", CALC_TOOLS)
     project.agent("loose", output_schema="nowhere")
     project.agent("echo", type="tool", tool_name="calc.echo", output_schema="nowhere")
@@ -74,7 +58,7 @@ def test_a_schema_that_does_not_load_is_warned_at_its_agent_file_once(project: C
     project.replies("loose", "plain", "plain text")
     echo_suite(project)
 
-    result = run(project, xdist)
+    result = run(project)
 
     result.assert_outcomes(passed=5)
     out = result.stdout.str()
@@ -90,15 +74,14 @@ def test_a_schema_that_does_not_load_is_warned_at_its_agent_file_once(project: C
     result.stdout.fnmatch_lines([f"*agents/loose.yaml:{line}: ConnicLoadWarning: {unloaded}"])
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_middleware_that_does_not_parse_is_warned_at_collection_and_the_agent_runs_without_it(
-        project: ConnicProject, xdist: tuple[str, ...]) -> None:
+        project: ConnicProject) -> None:
     project.tool("calc", CALC_TOOLS)
     project.agent("echo", type="tool", tool_name="calc.echo")
     project.write("middleware/echo.py", "def before(content, context):\n    return content +\n")
     echo_suite(project)
 
-    result = run(project, xdist)
+    result = run(project)
 
     result.assert_outcomes(passed=4)
     out = result.stdout.str()
@@ -119,9 +102,7 @@ def before(content, context):
 '''
 
 
-@pytest.mark.parametrize("xdist", XDIST)
-def test_middleware_that_fails_to_import_is_warned_once_when_its_agent_runs(project: ConnicProject,
-                                                                           xdist: tuple[str, ...]) -> None:
+def test_middleware_that_fails_to_import_is_warned_once_when_its_agent_runs(project: ConnicProject) -> None:
     project.tool("calc", CALC_TOOLS)
     project.agent("echo", type="tool", tool_name="calc.echo")
     project.write("middleware/echo.py", BROKEN_IMPORT)
@@ -130,7 +111,7 @@ def test_middleware_that_fails_to_import_is_warned_once_when_its_agent_runs(proj
                     for n in ("one", "two", "three"))
     project.suite("echo", "tests:\n" + cases)
 
-    result = run(project, xdist)
+    result = run(project)
 
     result.assert_outcomes(passed=3)  # the agent ran without its middleware, as on Connic
     out = result.stdout.str()
@@ -141,14 +122,13 @@ def test_middleware_that_fails_to_import_is_warned_once_when_its_agent_runs(proj
     result.stdout.fnmatch_lines([f"*middleware/echo.py:1: ConnicLoadWarning: {message}*"])
 
 
-@pytest.mark.parametrize("xdist", XDIST)
-def test_an_api_spec_tool_ref_is_warned_at_its_line(project: ConnicProject, xdist: tuple[str, ...]) -> None:
+def test_an_api_spec_tool_ref_is_warned_at_its_line(project: ConnicProject) -> None:
     project.tool("calc", CALC_TOOLS)
     project.agent("desk", tools=["calc.add", "api:billing.get_invoice"])
     project.suite("desk", "tests:\n  - name: answers\n    payload: hi\n    expected_result: output == 'ok'\n")
     project.replies("desk", "answers", "ok")
 
-    result = run(project, xdist)
+    result = run(project)
 
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
@@ -183,18 +163,19 @@ filterwarnings =
 """
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_context_compression_is_warned_once_per_session_with_relative_paths_and_can_be_silenced(
-        project: ConnicProject, xdist: tuple[str, ...]) -> None:
+        project: ConnicProject) -> None:
     """Two public projects (knowledge-copilot, telegram-personal-assistant) showed these two warnings
-    on every run, one with an absolute path, the runtime's once per xdist worker."""
+    on every run, one with an absolute path, the runtime's once per xdist worker. Under xdist, a
+    warning met by both workers at run time shown once, where the serial session shows it: the
+    equivalence session (tests/plugin/test_xdist_reports.py, the middleware that fails to import)."""
     project.agent("chat", session=True, context_compression={"keep_recent_messages": 4,
                                                              "session_history": {"interval": 4}})
     project.write("conftest.py", ANSWER_MODEL)
-    # four cases: each of two xdist workers runs two, and meets the session's warning itself
+    # four cases (under xdist, each of two workers would run two and meet the session's warning itself)
     project.suite("chat", "tests:\n" + "".join(f"  - name: c{i}\n    payload: hi\n" for i in range(4)))
 
-    result = project.run("-p", "no:randomly", *xdist)
+    result = project.run("-p", "no:randomly")
 
     result.assert_outcomes(passed=4, warnings=2)
     summary = result.stdout.str().split("warnings summary", 1)[1].split("-- Docs:", 1)[0]
@@ -202,8 +183,7 @@ def test_context_compression_is_warned_once_per_session_with_relative_paths_and_
     assert summary.count("context_compression.session_history of agent 'chat' is not simulated") == 1
     assert str(project.root) not in summary  # relative to where pytest runs, as pytest names files
     result.stdout.fnmatch_lines(["agents/chat.yaml:*", "  agents/chat.yaml:*: ConnicLoadWarning: *"])
-    if not xdist:
-        project.pytester.makeini(KNOWN)
-        silenced = project.run("-p", "no:randomly")
-        silenced.assert_outcomes(passed=4)
-        assert "warnings summary" not in silenced.stdout.str()
+    project.pytester.makeini(KNOWN)
+    silenced = project.run("-p", "no:randomly")
+    silenced.assert_outcomes(passed=4)
+    assert "warnings summary" not in silenced.stdout.str()

@@ -1,6 +1,7 @@
 """Output that fits and says each thing once, through real pytest runs: the results table at the
-terminal's width, ``-qq``, the reason in pytest's short summary, ``--tb=line`` and JUnit (also
-over xdist), and warnings located at the suite file and line of their case."""
+terminal's width, ``-qq``, the reason in pytest's short summary, ``--tb=line`` and JUnit (over
+xdist: the equivalence session, tests/plugin/test_xdist_reports.py), and warnings located at the
+suite file and line of their case."""
 
 from __future__ import annotations
 
@@ -110,16 +111,6 @@ def test_the_reason_is_in_the_short_summary_tb_line_and_junit(calc: ConnicProjec
     line.stdout.fnmatch_lines([f"tests/calc.yaml:9: {REASON}"])
     failures = line.stdout.str().split("= FAILURES =")[1].split("= connic results =")[0]
     assert "      Run " not in failures  # one line per failure, as pytest's own --tb=line
-
-
-def test_over_xdist_the_reason_survives_the_transport(calc: ConnicProject, narrow: None) -> None:
-    pytest.importorskip("xdist")
-    write_mixed(calc)
-    result = calc.run("-n", "2", "-rA", "--junitxml", "junit.xml")
-    result.stdout.fnmatch_lines(["FAILED tests/calc.yaml::wrong sum - expected_result not satisfied*"])
-    root = ET.parse(calc.root / "junit.xml").getroot()
-    failure = next(c for c in root.iter("testcase") if c.get("name") == "wrong sum").find("failure")
-    assert failure is not None and failure.get("message") == REASON
 
 
 def test_a_runtime_warning_points_at_its_case(project: ConnicProject) -> None:

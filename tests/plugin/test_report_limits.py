@@ -43,9 +43,9 @@ def sizes(project: ConnicProject) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("xdist", [False, True], ids=["in-process", "n2"])
-def test_a_huge_output_is_cut_in_every_report_and_checked_whole(big: ConnicProject, xdist: bool) -> None:
-    result = big.run("-n", "2", *ARTIFACTS) if xdist else big.run(*ARTIFACTS)
+def test_a_huge_output_is_cut_in_every_report_and_checked_whole(big: ConnicProject) -> None:
+    """Cut identically under ``-n 2``: the equivalence session (tests/plugin/test_xdist_reports.py)."""
+    result = big.run(*ARTIFACTS)
     result.assert_outcomes(passed=1, failed=1)
     marker = f"… [truncated: {SIZE} characters, {SIZE - 65536} cut]"
     for name, size in sizes(big).items():

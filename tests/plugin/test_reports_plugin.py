@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -363,7 +364,10 @@ class Provider:
         return ModelResponse(content=f"done {token} {os.environ['OPENAI_API_KEY']} {tools[0]['content']}")
 
 
-live.LiteLLMModel = Provider
+# in the xdist workers only, processes of their own: never in the test's process, which runs the
+# controller in-process (and may itself be an xdist worker of the outer run)
+if os.getpid() != int(os.environ["CONNIC_TEST_PROCESS"]):
+    live.LiteLLMModel = Provider
 '''
 
 SUITE = """
@@ -389,6 +393,7 @@ def written_texts(root: Path, before: set[Path]) -> dict[str, str]:
 def test_no_secret_reaches_any_file_or_the_terminal(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("xdist")
     monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+    monkeypatch.setenv("CONNIC_TEST_PROCESS", str(os.getpid()))
     project.tool("leaky", TOOLS)
     project.agent("leaky", tools=["leaky.leak", "leaky.fail"])
     project.suite("leaky", SUITE)
@@ -399,10 +404,9 @@ def test_no_secret_reaches_any_file_or_the_terminal(project: ConnicProject, monk
                "out/junit.xml", "--connic-traces", "out/traces", "--connic-env", "staging", "-n", "2", "-v")
 
     for mode in ("once", "none"):  # record the cassettes, then replay them
-        # a subprocess: the project's conftest replaces the plugin's LiteLLM model class, which an
-        # in-process session would leave replaced for every later test of this process
-        result = project.pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:timeout",
-                                                       "--connic-record-mode", mode, *reports, timeout=120)
+        # the controller in this process (the workers record and replay): the project's conftest
+        # replaces the plugin's LiteLLM model class in the workers only, which are processes of their own
+        result = project.run("-p", "no:timeout", "--connic-record-mode", mode, *reports)
         result.assert_outcomes(passed=1, failed=1)
         texts = written_texts(project.root, sources)
         texts["<terminal>"] = result.stdout.str() + result.stderr.str()

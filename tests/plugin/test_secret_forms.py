@@ -8,8 +8,6 @@ tests/unit/test_secrets.py checks their masking exactly, at every alignment."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import html
 import json
 import sys
 import urllib.parse
@@ -20,6 +18,7 @@ from typing import Any
 import pytest
 
 from helpers.fake_provider import FakeProvider, Reply, text, tool_call, unused_port
+from helpers.leaks import LEAK_TOOL, PLAIN_LEAK_TEST, encoded, forms
 from helpers.project import ConnicProject
 
 pytest.importorskip("litellm", reason="the [live] extra (litellm) is not installed")
@@ -33,60 +32,8 @@ PEM = ("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
 PASSWORD = "q\"u'o\\te-pass-77"
 SECRETS = (TOKEN, PEM, PASSWORD)
 
-TOOL = '''
-import base64
-import json
-import logging
-import os
-import sys
-import urllib.parse
-import warnings
-
-
-def leak(x: int) -> dict:
-    """Leak every secret in every form.
-
-    Args:
-        x: unused
-    """
-    values = [os.environ["API_TOKEN"], os.environ["PRIVATE_KEY"], os.environ["DB_PASSWORD"]]
-    forms = {}
-    for i, v in enumerate(values):
-        forms[f"plain{i}"] = v
-        forms[f"json{i}"] = json.dumps(v)
-        forms[f"ascii{i}"] = json.dumps(v, ensure_ascii=True)
-        forms[f"repr{i}"] = repr(v)
-        forms[f"lines{i}"] = v.splitlines()
-        forms[f"query{i}"] = "https://api.example/cb?token=" + urllib.parse.quote(v, safe="") + "&page=2"
-        forms[f"form{i}"] = urllib.parse.urlencode({"user": "alice", "password": v})
-        forms[f"basic{i}"] = "Basic " + base64.b64encode(("alice:" + v).encode()).decode()
-        forms[f"urlsafe{i}"] = base64.urlsafe_b64encode(("x" + v).encode()).decode().rstrip("=")
-        print("stdout", v, json.dumps(v), repr(v), ascii(v), forms[f"query{i}"], forms[f"basic{i}"])
-        print("stderr", v, repr(v), file=sys.stderr)
-        logging.getLogger("leaky").warning("log %s %r", v, v)
-        warnings.warn(f"warn {v} {v!r}")
-    return forms
-'''
-PLAIN_TEST = '''
-import json
-import logging
-import os
-import sys
-import warnings
-from pathlib import Path
-
-
-def test_plain_python_leaks():
-    # under xdist, this worker may never load the env file: read it
-    token = (Path(__file__).parents[1] / ".env.staging").read_text("utf-8").split('"')[1]
-    values = [token, os.environ["PRIVATE_KEY"], os.environ["DB_PASSWORD"]]
-    for v in values:
-        print("plain stdout", v, json.dumps(v), repr(v))
-        print("plain stderr", ascii(v), file=sys.stderr)
-        logging.getLogger("plain").error("plain log %r", v)
-        warnings.warn(UserWarning("plain warn " + json.dumps(v, ensure_ascii=True)))
-    raise RuntimeError(f"plain raise {values!r} {json.dumps(values)}")
-'''
+TOOL = LEAK_TOOL
+PLAIN_TEST = PLAIN_LEAK_TEST
 BROKEN_MODULE = '''
 import os
 
@@ -106,24 +53,6 @@ def model(body: dict[str, Any]) -> Reply:
         return text(f"answer {TOKEN} {json.dumps(PASSWORD)} {TOKEN!a} {PEM} {PASSWORD!r} "
                     f"{urllib.parse.quote_plus(PASSWORD)} {encoded(TOKEN)[2]}")
     return tool_call("leak", {"x": 1})
-
-
-def encoded(value: str) -> list[str]:
-    """The encoded forms the tool and the model write: percent-encoded (``%20``, ``+``), base64 of
-    ``alice:`` and the value, URL-safe base64 of ``x`` and the value."""
-    return [urllib.parse.quote(value, safe=""), urllib.parse.urlencode({"password": value}).partition("=")[2],
-            base64.b64encode(("alice:" + value).encode()).decode(),
-            base64.urlsafe_b64encode(("x" + value).encode()).decode().rstrip("=")]
-
-
-def forms(value: str) -> set[str]:
-    """What a leak of ``value`` would look like, in any artifact."""
-    pieces = {value} | {line for line in value.splitlines() if len(line) >= 6}
-    out: set[str] = set(encoded(value))
-    for p in pieces:
-        out |= {p, json.dumps(p)[1:-1], json.dumps(p, ensure_ascii=False)[1:-1], repr(p)[1:-1], ascii(p)[1:-1],
-                html.escape(p), html.escape(p, quote=False)}
-    return out
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -178,7 +107,10 @@ def test_no_secret_in_any_form_reaches_any_artifact(
     leaky: ConnicProject, monkeypatch: pytest.MonkeyPatch, xdist: bool
 ) -> None:
     # one xdist worker: every value crosses the worker-to-controller transport, and the worker
-    # imports LiteLLM (seconds) once instead of twice
+    # imports LiteLLM (seconds) once instead of twice. The equivalence session
+    # (tests/plugin/test_xdist_reports.py) masks the env file's and the environment's secrets under
+    # -n 2 too; what only this session has under xdist: a module that leaks at import (a collection
+    # error), locals (-l), a live recording and its replay with a comparison and a step summary
     run = (lambda *a: leaky.run("-n", "1", *a)) if xdist else leaky.run
     with FakeProvider(model) as fp:
         monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)

@@ -8,7 +8,9 @@ extras are in ``coverage.runtime``, the text Connic prints in ``coverage.render`
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import io
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +72,10 @@ def compute_coverage(project_root: Path, *, api: ApiRegistry | None = None) -> C
 
     loader = new_loader(project_root, validation_only=True, api=api)
     try:
-        agents = loader.load_agents()
+        # the SDK prints what it warns about; collection has shown each of these, located
+        # (project/index.py), and a print here would land in the middle of pytest's output
+        with contextlib.redirect_stdout(io.StringIO()):
+            agents = loader.load_agents()
     except FileNotFoundError as exc:
         return CoverageReport({"agents": [], "overall": 0.0, "error": str(exc)})
     load_errors = list(sdk.load_errors(loader)) + (list(api.errors) if api is not None else [])

@@ -67,11 +67,12 @@ def write_summary(state: ConnicSession) -> None:
     from pytest_connic.compare.render import markdown, results_markdown
     from pytest_connic.plugin.outputguard import project_roots
     from pytest_connic.project.inputs import refused_output
-    from pytest_connic.reports.stats import case_status
+    from pytest_connic.reports.stats import case_status, sorted_outcomes
 
     masked = state.masker.text
+    # in the reports' order, whatever order xdist's workers finished in
     cases = [(masked(f"{o.agent_name}::{o.case_name}"), case_status(o), f"{o.successes}/{o.runs}",
-              masked(o.failure_reason or "")) for o in state.outcomes]
+              masked(o.failure_reason or "")) for o in sorted_outcomes(state.outcomes)]
     text = results_markdown(cases)
     section = state.config.stash.get(COMPARISON_KEY, None)
     if section is not None:
