@@ -12,6 +12,8 @@ import functools
 import importlib
 import os
 import pkgutil
+import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import hypothesis  # noqa: F401  (imported once here: in-process pytester runs then reuse it)
@@ -87,6 +89,87 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "isolation_none: the test's inner sessions run user code in pytest's process "
         "(connic_isolation=none), for tests whose subject is not isolation (docs/architecture.md, Tests)")
+    config.addinivalue_line(
+        "markers", "slow: a subprocess, a nested xdist session or a browser; added by this conftest where a "
+        "test's code shows one, run last; pytest -m 'not slow' is the fast inner loop (docs/architecture.md, Tests)")
+
+
+#: what makes a test slow (``pytest -m "not slow"`` leaves it out; it runs last): a call that starts
+#: a process of pytest's (``run_subprocess``, pytester's ``runpytest_subprocess``) or another
+#: (``subprocess``, ``Popen``, ``sys.executable`` as pytester's ``run`` takes it), a nested xdist
+#: session (``"-n"`` among its constants, or a parameter ``xdist`` that is set), a headless browser
+#: (the ``chromium`` fixture)
+SUBPROCESS_NAMES = frozenset({"run_subprocess", "runpytest_subprocess", "subprocess", "Popen", "check_output",
+                              "executable"})
+XDIST_CONSTANTS = frozenset({"-n", "--numprocesses"})
+
+
+def _code_objects(code: types.CodeType, namespace: dict[str, object], seen: set[types.CodeType]) -> Iterator[types.CodeType]:
+    """``code``, the code nested in it (lambdas, inner functions) and, transitively, the code of the
+    module-level functions of ``namespace`` it names: a test's helpers are usually its module's."""
+    if code in seen:
+        return
+    seen.add(code)
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const, namespace, seen)
+    for name in code.co_names:
+        target = namespace.get(name)
+        if isinstance(target, types.FunctionType):
+            yield from _code_objects(target.__code__, namespace, seen)
+
+
+@functools.cache
+def _starts_processes(function: types.FunctionType, fixtures: tuple[str, ...]) -> tuple[bool, bool]:
+    """Whether ``function`` or a fixture of its module among ``fixtures`` (through the module's
+    helpers) starts a process, and whether it names ``-n``."""
+    namespace = function.__globals__
+    seen: set[types.CodeType] = set()
+    codes = list(_code_objects(function.__code__, namespace, seen))
+    for name in fixtures:
+        fixture = getattr(namespace.get(name), "__wrapped__", namespace.get(name))  # pytest 9 wraps a fixture
+        if isinstance(fixture, types.FunctionType):
+            codes += _code_objects(fixture.__code__, namespace, seen)
+    subprocess = any(SUBPROCESS_NAMES.intersection(code.co_names) for code in codes)
+    xdist = any(isinstance(c, str) and c in XDIST_CONSTANTS for code in codes for c in code.co_consts)
+    return subprocess, xdist
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    fixtures = tuple(getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("slow") is not None or "chromium" in fixtures:
+        return True
+    function = getattr(item, "function", None)
+    if not isinstance(function, types.FunctionType):
+        return False
+    subprocess, xdist = _starts_processes(function, fixtures)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if xdist and "xdist" in params:  # a variant with and without xdist: only the set one is slow
+        xdist = bool(params["xdist"])
+    return subprocess or xdist
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    """Unit tests first, then the tests of in-process pytest sessions (pytester), then the ``slow``
+    ones (a subprocess, a nested xdist session, a browser), each group in file order: a failure
+    below the session shows before the sessions that would fail with it, and ``-m "not slow"``
+    (the marker added here) is the fast inner loop. As pytest's own testing/conftest.py does; a
+    wrapper run first, so that ``--ff``, ``--nf`` and ``-p randomly`` still reorder after it."""
+    unit: list[pytest.Item] = []
+    in_process: list[pytest.Item] = []
+    slow: list[pytest.Item] = []
+    for item in items:
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)
+            slow.append(item)
+        elif "pytester" in getattr(item, "fixturenames", ()):
+            in_process.append(item)
+        else:
+            unit.append(item)
+    items[:] = unit + in_process + slow
+    return (yield)
 
 
 @pytest.fixture(autouse=True)

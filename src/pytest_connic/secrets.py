@@ -284,6 +284,8 @@ class Masker:
         self._forms: set[str] = set()
         self._encoded = Encodings()
         self._pattern: re.Pattern[str] | None = None
+        #: the heads of the forms a cut can leave (``_cut_heads``), made when first needed
+        self._heads: set[str] | None = None
         #: the longest form: a window this wide around a cut is masked before cutting
         self.longest = 0
         self.report_limit = report_limit
@@ -298,6 +300,7 @@ class Masker:
         for value in fresh:
             self._forms |= secret_forms(value)
         self._encoded.add(fresh)
+        self._heads = None
         # longest first, so a secret that contains another is masked whole
         ordered = sorted(self._forms, key=lambda f: (-len(f), f))
         self.longest = max(len(ordered[0]) if ordered else 0, self._encoded.width)
@@ -322,8 +325,28 @@ class Masker:
             return value
         encoded = self._encoded.spans(value)
         if not encoded:  # the usual case: the literal forms' one pass
-            return self._pattern.sub(MASK, value)
-        return _masked(value, [m.span() for m in self._pattern.finditer(value)] + encoded)
+            masked = self._pattern.sub(MASK, value)
+        else:
+            masked = _masked(value, [m.span() for m in self._pattern.finditer(value)] + encoded)
+        return self._cut_heads(masked) if ELLIPSIS in masked else masked
+
+    def _cut_heads(self, text: str) -> str:
+        """A secret cut short where a value was shortened for a report (``format_value``: ``…``
+        marks the cut) leaves its head before the mark: the longest head of a form, at least
+        ``_MIN_HEAD`` characters, that ends at a mark is masked too."""
+        if self._heads is None:
+            self._heads = {form[:k] for form in self._forms for k in range(_MIN_HEAD, len(form))}
+        heads, longest = self._heads, self.longest
+        out: list[str] = []
+        start = 0
+        for mark in re.finditer(ELLIPSIS, text):
+            end = mark.start()
+            head = next((k for k in range(min(longest, end - start), _MIN_HEAD - 1, -1)
+                         if text[end - k:end] in heads), 0)
+            out.append(text[start:end - head] + (MASK if head else ""))
+            start = end
+        out.append(text[start:])
+        return "".join(out)
 
     def find(self, value: str) -> bool:
         """Whether ``value`` holds a secret in any of its forms (a URL's password included)."""
@@ -363,6 +386,12 @@ class Masker:
 
 
 _CUT = re.compile(r"… \[truncated: \d+ characters, \d+ cut\]\Z")
+
+
+#: what marks a value shortened for a report (``expressions.format_value``, ``truncation_marker``)
+ELLIPSIS = "…"
+#: the shortest head of a cut secret that is masked: shorter ones say nothing of the secret
+_MIN_HEAD = 4
 
 
 def truncation_marker(total: int, cut: int) -> str:

@@ -7,6 +7,10 @@ Its cases pass, fail, fail a threshold, miss a cassette, miss a fixture (a setup
 every form, return an 8 MiB output; the agents carry Connic's load warnings (a misspelt key, a
 schema that does not load, middleware that does not parse, an unnamed ``api:`` spec) and one
 warning that only running meets (middleware that fails to import); a Python test leaks too.
+
+A feature that adds a path to a report adds it here, not a ``-n 2`` session of its own. The texts a
+feature's own test module shares with this project live here (the keeper of test_env.py, the
+billing API and desk of test_api_tools.py, the agent with typos of test_load_warnings.py).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from helpers.project import ProjectFiles
 from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
 from pytest_connic.execution.case import ProjectRuntime
 from pytest_connic.execution.interruption import StopSignal
+from pytest_connic.project.apispec import ApiRegistry
 from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.ports import Host, NullHost
@@ -152,6 +153,9 @@ class CaseProject(ProjectFiles):
         self.settings: dict[str, Any] = {"isolation": "none", **settings}
         self.host = host
         self.masker = Masker()
+        #: the project's OpenAPI specs as the session reads them (``project.apispec.load_registry``:
+        #: ``--connic-api-spec``/``--connic-api-url``); None: no spec, so no ``api:`` tool resolves
+        self.api: ApiRegistry | None = None
         #: the messages of the warnings the last ``case``/``cases`` call's runs emitted, in order
         self.warnings: list[str] = []
         #: those warnings as caught (their category, message, file and line)
@@ -161,7 +165,8 @@ class CaseProject(ProjectFiles):
     def runtime(self, **settings: Any) -> Iterator[ProjectRuntime]:
         """A runtime of the project (closed afterwards, and the SDK's ``connic.tools`` placeholders
         put back, as a session's end does), with ``settings`` over the project's."""
-        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host, masker=self.masker)
+        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host, api=self.api,
+                           masker=self.masker)
         try:
             yield runtime
         finally:

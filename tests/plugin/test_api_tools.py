@@ -1,61 +1,30 @@
 """``api:`` tools through the plugin: an OpenAPI spec names a real HTTP API on 127.0.0.1 (a
-stdlib ``http.server`` in a thread, always stopped); cases record against it with a model of the
-fake provider, then replay offline with the server and the network gone."""
+stdlib ``http.server`` in a thread, always stopped) pointed at by ``--connic-api-url``; cases record
+against it with a model of the fake provider, then replay offline with the server and the network
+gone, the API's token in no report; a spec that does not validate, a tool it does not have, a spec
+named by ``--connic-api-spec``, a bad option, coverage. What a run does with its API tools (hooks,
+unrecorded calls, HTTP errors) is tested below the session: tests/unit/lifecycle/test_api_tool_runs.py."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
-from typing import Any
 
 import pytest
 import yaml
 
+from helpers.billing import FAST_RETRIES, KEY, TOKEN, BillingApi, answer_with_tool_result
 from helpers.equivalence import BILLING_SPEC as SPEC
 from helpers.equivalence import DESK_HOOKS as HOOKS
 from helpers.equivalence import DESK_SUITE as SUITE
-from helpers.fake_provider import FakeProvider, Reply, text, tool_call
-from helpers.network import LocalHttpServer, local_provider_env, no_network, send, serving, warm_up_litellm
-from helpers.project import ConnicProject, esc
+from helpers.fake_provider import FakeProvider
+from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
+from helpers.project import ConnicProject
 
 pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
 
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("the [live] extra (litellm) is not installed", allow_module_level=True)
-
-KEY = "sk-test-DONOTLEAK-1234567890"
-TOKEN = "billing-token-DONOTLEAK-42"
-FAST_RETRIES = {"attempts": 2, "initial_delay": 0, "max_delay": 1}
-
-
-
-
-
-class BillingApi(LocalHttpServer):
-    """A tiny billing API; keeps the headers of every request it received."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, dict[str, str]]] = []
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                api.requests.append(("GET", self.path, {k.lower(): v for k, v in self.headers.items()}))
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    return self._send(401, {"error": "unauthorized"})
-                if self.path == "/v1/invoices/inv_1":
-                    return self._send(200, {"id": "inv_1", "amount": 120})
-                return self._send(404, {"error": f"no such invoice: {self.path}"})
-
-            def _send(self, status: int, body: Any) -> None:
-                send(self, status, json.dumps(body).encode(), "application/json")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        super().__init__(Handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -69,14 +38,6 @@ def litellm_imported() -> None:
 def provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     local_provider_env(monkeypatch, KEY)
     monkeypatch.setenv("CONNIC_API_BILLING_TOKEN", TOKEN)
-
-
-def answer_with_tool_result(body: dict[str, Any]) -> Reply:
-    """The fake model: ask for the invoice, then answer with what the tool returned."""
-    last = body["messages"][-1]
-    if last["role"] == "tool":
-        return text(last["content"])
-    return tool_call("invoice_get", {"id": "inv_1"})
 
 
 @pytest.fixture
@@ -122,73 +83,6 @@ def test_records_against_the_api_then_replays_offline(desk: ConnicProject, monke
     replayed.assert_outcomes(passed=1)
     report = (desk.root / "report.json").read_text("utf-8")
     assert TOKEN not in report
-
-
-def test_hooks_fire_for_an_api_tool(desk: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
-    with BillingApi() as api, serving(monkeypatch, answer_with_tool_result):
-        hooked = desk.run("--connic-record-mode", "all", "--connic-api-url", f"billing={api.url}",
-                          "--connic-json", "report.json")
-    hooked.assert_outcomes(passed=1)  # the after hook's 'hooked' reached the model
-    events = [e for e in _events(json.loads((desk.root / "report.json").read_text("utf-8")))
-              if e.get("type") == "hook"]
-    assert [(e["phase"], e["tool"]) for e in events] == [("before", "api:billing.invoice_get"),
-                                                          ("after", "api:billing.invoice_get")]
-
-    desk.write("hooks/desk.py", "")  # without the hooks the output lacks 'hooked'
-    with BillingApi() as api, serving(monkeypatch, answer_with_tool_result):
-        plain = desk.run("--connic-record-mode", "all", "--connic-api-url", f"billing={api.url}")
-    plain.assert_outcomes(failed=1)
-    plain.stdout.fnmatch_lines(["*output.hooked = <missing>*"])
-
-
-def _events(report: Any) -> Iterator[dict[str, Any]]:
-    """Every event of every run in a --connic-json report, wherever it nests."""
-    if isinstance(report, dict):
-        for key, value in report.items():
-            if key == "events" and isinstance(value, list):
-                yield from (e for e in value if isinstance(e, dict))
-            else:
-                yield from _events(value)
-    elif isinstance(report, list):
-        for value in report:
-            yield from _events(value)
-
-
-def test_a_call_missing_from_the_cassette_fails_the_case_naming_it(
-    desk: ConnicProject, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    record(desk, monkeypatch)[0].assert_outcomes(passed=1)
-    path = desk.root / "cassettes" / "desk" / "looks up.yaml"
-    data = yaml.safe_load(path.read_text("utf-8"))
-    del data["runs"][0]["calls"]
-    path.write_text(yaml.safe_dump(data), "utf-8")
-
-    with no_network(monkeypatch):
-        replayed = desk.run()
-    replayed.assert_outcomes(failed=1)
-    replayed.stdout.fnmatch_lines([
-        esc("*runs[0].calls: run 1 made the api call 'billing.invoice_get' with arguments {\"id\": \"inv_1\"}, "
-            "but the cassette records no such call*--connic-record-mode=all*"),
-    ])
-    replayed.stdout.no_fnmatch_line("*internal error*")
-
-
-def test_an_http_error_is_the_tool_error_the_model_reads(desk: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
-    def ask_missing(body: dict[str, Any]) -> Reply:
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return text(json.dumps({"amount": 0, "hooked": "x", "seen": last["content"]}))
-        return tool_call("invoice_get", {"id": "inv_404"})
-
-    desk.suite("desk", "tests:\n  - name: looks up\n    payload: x\n"
-                       "    expected_result: \"'HTTP 404' in output.seen\"\n")
-    with BillingApi() as api, serving(monkeypatch, ask_missing):
-        desk.run("--connic-record-mode", "once", "--connic-api-url", f"billing={api.url}").assert_outcomes(passed=1)
-    data = yaml.safe_load(cassette_text(desk))
-    (call,) = data["runs"][0]["calls"]
-    assert call["error"].startswith("HTTP 404 Not Found from GET /v1/invoices/{id}")
-    with no_network(monkeypatch):
-        desk.run().assert_outcomes(passed=1)  # replayed as the same failure
 
 
 def test_a_spec_that_does_not_validate_is_a_located_load_error(desk: ConnicProject) -> None:

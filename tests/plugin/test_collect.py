@@ -1,4 +1,5 @@
-"""Collection: Connic's discovery rules, node ids, located validation errors."""
+"""Collection: Connic's discovery rules, node ids, located validation errors as a session shows
+them (what each says: tests/unit/suite/test_suite_errors.py)."""
 
 from __future__ import annotations
 
@@ -124,73 +125,29 @@ def test_unknown_key_names_location_and_closest_key(calc: ConnicProject) -> None
     result.assert_outcomes(passed=1, errors=1)
 
 
-def test_x_keys_are_allowed_everywhere(calc: ConnicProject) -> None:
-    calc.suite(
-        "echo",
-        """
-        x-owner: team-a
-        defaults:
-          x-note: fine
-        tests:
-          - name: extended
-            x-jira: ABC-1
-            payload: '{}'
-        """,
-    )
-    calc.run("-q").assert_outcomes(passed=1)
-
-
-@pytest.mark.parametrize(
-    ("body", "expected"),
-    [
-        ("tests:\n  - name: a\n    payload: p\n    runs: 101\n",
-         "*tests/echo.yaml:4:11: tests[0].runs: Input should be less than or equal to 100 (found 101)*"),
-        ("tests:\n  - name: a\n",
-         "*tests/echo.yaml:2:5: tests[0]: test 'a': must specify either `payload` or `builder`.*"),
-        ("tests:\n  - name: a\n    payload: p\n    files: [../secret.pdf]\n",
-         "*tests[0].files[0]: files entry '../secret.pdf' must be a bare filename (no path separators)*"),
-        ("tests:\n  - name: a\n    payload: p\n    expected_result: len(output) > 0\n",
-         "*tests/echo.yaml:4:22: tests[0].expected_result: *call*"),
-        ("tests:\n  - name: a\n    payload: p\n    expected_result: outptu.x == 1\n",
-         "*unknown name 'outptu'*output*"),
-        ("tests:\n  - name: a\n    payload: p\n    approval_decisions:\n      - tool: x\n        decision: approved\n",
-         "*tests[0].approval_decisions[0].decision: Input should be 'approve', 'reject' or 'timeout'*"),
-    ],
-)
-def test_invalid_case_fails_in_setup_with_location(calc: ConnicProject, body: str, expected: str) -> None:
-    calc.suite("echo", body)
+def test_invalid_case_fails_in_setup_with_location(calc: ConnicProject) -> None:
+    """Each validation message, located: tests/unit/suite/test_suite_errors.py."""
+    calc.suite("echo", "tests:\n  - name: a\n    payload: p\n    expected_result: len(output) > 0\n")
     result = calc.run("-q")
-    result.stdout.fnmatch_lines([esc(expected)])
+    result.stdout.fnmatch_lines([esc("*tests/echo.yaml:4:22: tests[0].expected_result: *call*")])
     result.assert_outcomes(errors=1)
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
     result.stdout.no_fnmatch_line("*Traceback*")
 
 
-@pytest.mark.parametrize(
-    ("body", "expected"),
-    [
-        ("tests: []\n", "*tests/echo.yaml:1:8: tests: List should have at least 1 item*"),
-        ("- just a list\n", "*tests/echo.yaml:1:1: a suite must be a mapping*found list*"),
-        ("tests:\n  - name: a\n    payload: p\n  - name: a\n    payload: q\n",
-         "*tests/echo.yaml:4:11: tests[1].name: Duplicate test name 'a' in file (first at line 2).*"),
-        ("tests:\n  - name: a\n    payload: 'unterminated\n", "*tests/echo.yaml:*invalid YAML*"),
-        ("version: 1.0\ntests:\n  - name: a\n    payload: p\n",
-         "*tests/echo.yaml:1:10: version: Input should be a valid string (found 1.0)*"),
-        ("defaults:\n  runs: 0\ntests:\n  - name: a\n    payload: p\n",
-         "*tests/echo.yaml:2:9: defaults.runs: Input should be greater than or equal to 1*"),
-        ("tets:\n  - name: a\n", "*unknown key 'tets'; did you mean 'tests'?*"),
-    ],
-)
-def test_invalid_file_is_one_collection_error(calc: ConnicProject, body: str, expected: str) -> None:
-    calc.suite("echo", body)
+def test_invalid_file_is_one_collection_error(calc: ConnicProject) -> None:
+    """Each validation message, located: tests/unit/suite/test_suite_errors.py."""
+    calc.suite("echo", "tests:\n  - name: a\n    payload: p\n  - name: a\n    payload: q\n")
     calc.suite("other", "agent: echo\ntests:\n  - name: other suite runs\n    payload: p\n")
     result = calc.run("-q", "--continue-on-collection-errors")
-    result.stdout.fnmatch_lines([esc(expected)])
+    result.stdout.fnmatch_lines([esc("*tests/echo.yaml:4:11: tests[1].name: Duplicate test name 'a' in file "
+                                     "(first at line 2).*")])
     result.assert_outcomes(errors=1, passed=1)
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
 
 
-def test_yaml_fixture_under_tests_files_gets_a_hint(calc: ConnicProject) -> None:
+def test_yaml_fixture_under_tests_files_is_collected_as_a_suite_with_a_hint(calc: ConnicProject) -> None:
+    """Discovery takes every tests/**/*.yaml (as Connic does); the hint's text: test_suite_errors.py."""
     calc.write("tests/files/data.yaml", "customers:\n  - ada\n")
     result = calc.run("-q")
     result.stdout.fnmatch_lines(["*unknown key 'customers'*", "*Connic parses every tests/**/*.yaml file as a suite*"])

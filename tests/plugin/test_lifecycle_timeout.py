@@ -1,5 +1,7 @@
 """A run past ``timeout_s`` fails with a timeout error, and its builder cleanup and
-middleware cleanup still run (design: Runs; spec §4.3, §9.5)."""
+middleware cleanup still run (design: Runs; spec §4.3, §9.5). That a timed-out run's worker is
+killed, its cleanup gets a fresh one and the next case's tool runs normally is tested below the
+session: tests/unit/lifecycle/test_run_timeouts.py."""
 
 from __future__ import annotations
 
@@ -97,89 +99,6 @@ def test_a_timed_out_run_still_runs_builder_and_middleware_cleanup(project: Conn
     assert all(e["output"] is None for e in builder)
     # middleware cleanup runs inside the run, the builder's cleanup after it
     assert [e["by"] for e in entries[:2]] == ["middleware", "builder"]
-
-
-PIDS = '''
-import os
-import time
-
-
-def gone(pid: int) -> bool:
-    """Whether process ``pid`` has ended (and been reaped), waiting up to 10 s for it."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
-async def blocks(payload: dict) -> dict:
-    """Writes its process's pid, then blocks its worker's event loop past the run's timeout."""
-    with open("blocked.pid", "w") as fh:
-        fh.write(str(os.getpid()))
-    time.sleep(3600)
-    return {}
-
-
-async def answers(payload: dict) -> dict:
-    """The next case's async tool: answers at once, and says whether the blocked worker is gone."""
-    with open("blocked.pid") as fh:
-        blocked = int(fh.read())
-    return {"pid": os.getpid(), "blocked": blocked, "blocked_gone": gone(blocked)}
-'''
-
-PIDS_BUILDER = '''
-import json
-import os
-
-
-def build(context, builder_args, test_name, payload, files):
-    return payload
-
-
-def cleanup(run, context, builder_args):
-    from tools.pids import gone
-
-    with open("blocked.pid") as fh:
-        blocked = int(fh.read())
-    seen = {"pid": os.getpid(), "blocked": blocked, "blocked_gone": gone(blocked)}
-    with open("cleanup.json", "w") as fh:
-        json.dump(seen, fh)
-    return True
-'''
-
-
-def test_a_timed_out_runs_worker_is_gone_and_the_next_cases_async_tool_runs_normally(
-        project: ConnicProject) -> None:
-    # issue 30: the run's timeout kills its worker (``Lease.call``); cleanup gets a fresh one, and
-    # the next case's async tool answers on a worker of its own
-    project.tool("pids", PIDS)
-    project.agent("blocker", type="tool", tool_name="pids.blocks")
-    project.agent("answerer", type="tool", tool_name="pids.answers")
-    project.write("tests/builders/watch.py", PIDS_BUILDER)
-    project.suite("first", "agent: blocker\ntests:\n  - name: blocks\n    payload: x\n    timeout_s: 1\n"
-                           "    builder: watch\n")
-    project.suite("second", "agent: answerer\ntests:\n  - name: answers\n    payload: y\n    timeout_s: 20\n")
-
-    result, report = run_case(project, "-p", "no:xdist", "-p", "no:randomly")
-
-    result.assert_outcomes(passed=1, failed=1)
-    (blocked_run,) = case_of(report, "blocks")["runs_detail"]
-    assert "run timed out after 1s (timeout_s)" in json.dumps(blocked_run)
-    blocked = int((project.root / "blocked.pid").read_text())
-    # in the blocked worker, the cleanup would wait for its own process to end, and time out
-    assert (project.root / "cleanup.json").exists(), "the run's cleanup did not finish"
-    cleanup = json.loads((project.root / "cleanup.json").read_text())
-    assert cleanup == {"pid": cleanup["pid"], "blocked": blocked, "blocked_gone": True}
-    assert cleanup["pid"] != blocked  # the run's cleanup ran in a fresh worker
-    answered = case_of(report, "answers")
-    assert answered["passed"], json.dumps(answered)[-2000:]
-    (run,) = answered["runs_detail"]
-    assert run["output"]["blocked"] == blocked and run["output"]["blocked_gone"] is True
-    assert run["output"]["pid"] not in (blocked, cleanup["pid"])
 
 
 # ========== fault injection (folded from test_hardening_faults.py) ==========================================

@@ -1,57 +1,26 @@
-"""Matching rules and volatile values through the plugin: a project whose tool returns a fresh
-``uuid4()`` into the conversation, recorded from the fake provider on 127.0.0.1, replays green
-(the UUID is a volatile value); with ``connic_volatile = none`` it diverges and the failure offers
-the rule; rules (ini or the cassette's ``match:``) hold once the digests know them."""
+"""Matching rules and volatile values through the plugin: the ini's wiring (``connic_volatile =
+none`` makes a tool's fresh ``uuid4()`` diverge, and the failure offers the rule; a bad
+``connic_match_rules`` line is a usage error naming the key; a rule that backtracks ends the
+session by itself), and a divergence's failure report with the case's trace and the tool's
+traceback. What rules do in a run (volatile values replay green, the settings' and the cassette's
+``match:`` rules, digests, re-recording) is tested below the session:
+tests/unit/lifecycle/test_replay_matching.py."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-from typing import Any
 
 import pytest
-import yaml
 
-from helpers.fake_provider import Reply, text, tool_call
 from helpers.network import local_provider_env, no_network, serving, warm_up_litellm
 from helpers.project import ConnicProject, esc
+from helpers.shop import SUITE, TOOLS, UUID_RULE, shop_model
 
 pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
 
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("the [live] extra (litellm) is not installed", allow_module_level=True)
-
-UUID_RULE = ("{replace: '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}', "
-             "with: '<uuid>'}")
-TOOLS = '''
-import uuid
-
-
-def new_order(item: str) -> dict:
-    """Place an order.
-
-    Args:
-        item: what to order
-    """
-    return {"order_id": str(uuid.uuid4()), "item": item}
-'''
-SUITE = """
-tests:
-  - name: orders
-    payload: "one book"
-    expected_tool_calls:
-      - shop.new_order: params.item == "book"
-    expected_result: output.item == "book"
-"""
-
-
-def shop_model(body: dict[str, Any]) -> Reply:
-    """Ask for ``new_order``, then answer with what the tool returned."""
-    last = body["messages"][-1]
-    if last["role"] == "tool":
-        return text(last["content"])
-    return tool_call("new_order", {"item": "book"})
-
 
 @pytest.fixture(scope="module", autouse=True)
 def litellm_imported() -> None:
@@ -72,12 +41,6 @@ def record(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
         project.run("--connic-record-mode", "once").assert_outcomes(passed=1)
 
 
-def test_a_tools_uuid4_replays_green_without_a_rule(shop: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
-    record(shop, monkeypatch)
-    with no_network(monkeypatch):
-        shop.run().assert_outcomes(passed=1, warnings=0)
-
-
 def test_with_no_volatile_kinds_the_uuid_diverges_and_the_failure_offers_the_rule(
     shop: ConnicProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,43 +57,6 @@ def test_with_no_volatile_kinds_the_uuid_diverges_and_the_failure_offers_the_rul
     )])
 
 
-def test_with_an_ini_rule_the_recording_replays_green_under_the_gate(
-    shop: ConnicProject, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    shop.write("pytest.ini", f"[pytest]\nconnic_match_rules =\n    {UUID_RULE}\n")
-    record(shop, monkeypatch)
-    with no_network(monkeypatch):
-        shop.run().assert_outcomes(passed=1, warnings=0)
-
-
-def test_a_rule_added_to_the_cassette_after_recording_holds_once_the_digests_are_refreshed(
-    shop: ConnicProject, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    record(shop, monkeypatch)
-    path = shop.root / "cassettes" / "shop" / "orders.yaml"
-    text_before = path.read_text("utf-8")
-    path.write_text(text_before.replace("version: 1\n", f"version: 1\nmatch: [{UUID_RULE}]\n", 1), "utf-8")
-    with no_network(monkeypatch):
-        stale = shop.run()
-        stale.assert_outcomes(failed=1)
-        stale.stdout.fnmatch_lines([("*message 2 (tool) differs). The matching rules changed this message*"
-                                     "--connic-record-mode=digests*")])
-        shop.run("--connic-record-mode", "digests").assert_outcomes(passed=1)
-        shop.run().assert_outcomes(passed=1, warnings=0)
-    data = yaml.safe_load(path.read_text("utf-8"))
-    assert data["match"] == [yaml.safe_load(UUID_RULE)]  # the rule is kept as written
-
-
-def test_re_recording_keeps_the_cassettes_rules(shop: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
-    shop.write("cassettes/shop/orders.yaml", f"version: 1\nmatch: [{UUID_RULE}]\nruns:\n  - turns: [{{content: x}}]\n")
-    with serving(monkeypatch, shop_model):
-        shop.run("--connic-record-mode", "all").assert_outcomes(passed=1)
-    data = yaml.safe_load((shop.root / "cassettes" / "shop" / "orders.yaml").read_text("utf-8"))
-    assert data["match"] == [yaml.safe_load(UUID_RULE)] and len(data["runs"][0]["turns"]) == 2
-    with no_network(monkeypatch):
-        shop.run().assert_outcomes(passed=1, warnings=0)
-
-
 def test_a_bad_ini_rule_is_a_usage_error_naming_the_key(shop: ConnicProject) -> None:
     shop.write("pytest.ini", "[pytest]\nconnic_match_rules =\n    ignore: system\n    {replace: '(', with: x}\n")
     result = shop.run()
@@ -139,15 +65,6 @@ def test_a_bad_ini_rule_is_a_usage_error_naming_the_key(shop: ConnicProject) -> 
         "*invalid matching rule from ini connic_match_rules, line 2 (\"{replace: '(', with: x}\").replace: "
         "invalid regular expression '(': missing )*"
     )])
-
-
-def test_a_bad_rule_in_a_cassette_fails_its_case_with_the_location(shop: ConnicProject) -> None:
-    shop.write("cassettes/shop/orders.yaml", "version: 1\nmatch:\n  - ignore: 'messages[x'\nruns:\n"
-                                             f"  - turns: [{{content: '{json.dumps({'item': 'book'})}'}}]\n")
-    result = shop.run()
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([esc("*cassettes/shop/orders.yaml:3:13: match[0].ignore: invalid path "
-                                     "'messages[x' at character 9*")])
 
 
 RAISING = '''

@@ -1,14 +1,17 @@
-"""Issue 17, MCP: an agent's ``mcp_servers`` against a real MCP server on 127.0.0.1 (the ``mcp``
-SDK, Streamable HTTP), recorded with a model from the fake provider, then replayed offline with
-the server stopped; discoverable servers, strict ``${context.*}`` headers, optional servers,
-unrecorded calls, secrets kept out of cassettes (docs/mcp-and-api-tools.md)."""
+"""Issue 17, MCP, through the plugin: an agent's ``mcp_servers`` against a real MCP server on
+127.0.0.1 (the ``mcp`` SDK, Streamable HTTP) pointed at by ``--connic-mcp-url``, recorded with a
+model from the fake provider, then replayed offline with the server stopped, its secrets in no
+report; a discoverable server pointed at by the ``connic_mcp_urls`` ini; a bad option; the JSON
+report; the compliance-auditor example (docs/mcp-and-api-tools.md). What a run does with its MCP
+servers (strict headers, optional and required servers down, unrecorded calls, hand-written
+cassettes, mocks refused, a replay without the mcp package) is tested below the session:
+tests/unit/lifecycle/test_mcp_servers.py."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -161,136 +164,9 @@ def test_a_discoverable_server_is_reached_through_search_tools_only(
         project.run().assert_outcomes(passed=1)
 
 
-def test_a_missing_context_key_in_a_header_fails_the_run(project: ConnicProject) -> None:
-    _docs_agent(project, headers={"X-User": "${context.user.id}"})
-    project.suite("helper", '''
-        tests:
-          - name: searches
-            payload: hi
-            expected_result: output == "never"
-    ''')
-
-    result = project.run()
-
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        ("*agents/helper.yaml:*: mcp_servers 'docs' of agent 'helper': header 'X-User' uses ${context.user.id}: "
-        "KeyError: context.user is not set (resolution is strict*")])
-
-
-def test_an_optional_server_that_is_down_goes_into_mcp_errors_recorded_and_replayed(
-    project: ConnicProject, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    project.agent("helper", mcp_servers=[{"name": "docs", "url": nowhere(), "optional": True}],
-                  system_prompt="errors: {mcp_errors}")
-    project.suite("helper", '''
-        tests:
-          - name: goes on
-            payload: hi
-            expected_result: '"docs" in output and "failed" in output'
-    ''')
-
-    def script(body: dict[str, Any]) -> Reply:
-        assert "tools" not in body or not body["tools"]  # the server's tools are missing
-        return text(body["messages"][0]["content"])
-
-    with FakeProvider(script) as fp:
-        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        recorded = project.run("--connic-record-mode", "once", "-W", "always")
-    recorded.assert_outcomes(passed=1)
-    assert "mcp_servers 'docs' of agent 'helper' (optional) could not be reached" in recorded.stdout.str()
-    (call,) = calls_of(project, "helper", "goes on")
-    assert call["kind"] == "mcp_tools" and "failed" in call["error"]
-    with no_network(monkeypatch):
-        project.run().assert_outcomes(passed=1)
-
-
-def test_a_required_server_that_is_down_fails_the_run_located(project: ConnicProject, monkeypatch: pytest.MonkeyPatch) -> None:
-    _docs_agent(project)
-    project.suite("helper", '''
-        tests:
-          - name: needs docs
-            payload: hi
-            expected_result: output == "x"
-    ''')
-
-    with FakeProvider(["unused"]) as fp:
-        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        result = project.run("--connic-record-mode", "once")
-
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([("*agents/helper.yaml:*: mcp_servers 'docs' of agent 'helper' could not be reached: "
-                                 "listing the tools at http://127.0.0.1:*/mcp failed*a required server fails the run*")])
-    assert fp.requests == []
-
-
 MCP_TOOLS = {"kind": "mcp_tools", "name": "docs",
              "result": [{"name": "search_docs", "description": "Search the docs",
                          "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}]}
-
-
-def test_a_call_missing_in_replay_fails_the_case_naming_the_tool(project: ConnicProject) -> None:
-    _docs_agent(project)
-    project.suite("helper", '''
-        tests:
-          - name: searches
-            payload: hi
-            expected_result: output == "done"
-    ''')
-    project.cassette("helper", "searches", [{
-        "turns": [{"tool_calls": [{"name": "search_docs", "arguments": {"query": "other"}}]}, {"content": "done"}],
-        "calls": [MCP_TOOLS, {"kind": "mcp", "name": "docs/search_docs", "arguments": {"query": "install"},
-                              "result": {"content": [{"type": "text", "text": "x"}], "is_error": False}}],
-    }])
-
-    result = project.run()
-
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        ("*runs[[]0[]].calls: run 1 made the mcp call 'docs/search_docs' with arguments {\"query\": \"other\"}, "
-        "but the cassette records 1 such call(s), none unused with these arguments*--connic-record-mode=all*")])
-
-
-def test_a_hand_written_cassette_replays_results_and_hooks_do_not_fire(project: ConnicProject) -> None:
-    _docs_agent(project)
-    project.write("hooks/helper.py", 'def before(tool_name, params):\n    raise RuntimeError("hook ran")\n')
-    project.suite("helper", '''
-        tests:
-          - name: searches
-            payload: hi
-            expected_tool_calls:
-              - search_docs: result.is_error == true and result.parts[0].text == "no index"
-            expected_result: output == "done"
-    ''')
-    project.cassette("helper", "searches", [{
-        "turns": [{"tool_calls": [{"name": "search_docs", "arguments": {"query": "q"}}]}, {"content": "done"}],
-        "calls": [MCP_TOOLS, {"kind": "mcp", "name": "docs/search_docs",
-                              "result": {"content": [{"type": "text", "text": "no index"}], "is_error": True}}],
-    }])
-
-    project.run().assert_outcomes(passed=1)
-
-
-def test_a_mock_naming_an_mcp_tool_is_refused(project: ConnicProject) -> None:
-    _docs_agent(project)
-    project.write("tests/mocks/docs.py", "def mock_search_docs(ref, params, context):\n    return 'mocked'\n\n\ndef mock(ref, params, context):\n    return 'any'\n")
-    project.suite("helper", '''
-        tests:
-          - name: searches
-            payload: hi
-            mocks: docs
-            expected_result: output == "done"
-    ''')
-    project.cassette("helper", "searches", [{
-        "turns": [{"tool_calls": [{"name": "search_docs", "arguments": {"query": "q"}}]}, {"content": "done"}],
-        "calls": [MCP_TOOLS],
-    }])
-
-    result = project.run()
-
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([("*mock_search_docs mocks 'search_docs', a tool of agents/helper.yaml:*: mcp_servers "
-                                 "'docs' of agent 'helper'; MCP tools cannot be mocked on Connic*")])
 
 
 def test_a_bad_mcp_url_option_is_a_usage_error(project: ConnicProject) -> None:
@@ -399,34 +275,3 @@ def test_compliance_auditor_records_against_a_context7_stand_in_and_replays_offl
         replayed = project.run(*ALIASES)  # the agent's own url (mcp.context7.com) is never contacted
     replayed.assert_outcomes(passed=2)
     assert attempts == []
-
-
-def _without_mcp(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [n for n in sys.modules if n == "mcp" or n.startswith("mcp.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "mcp", None)
-
-
-def test_a_replay_does_not_need_the_mcp_package_a_recording_says_how_to_install_it(
-    project: ConnicProject, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _docs_agent(project)
-    project.suite("helper", '''
-        tests:
-          - name: searches
-            payload: hi
-            expected_result: output == "done"
-    ''')
-    project.cassette("helper", "searches", [{
-        "turns": [{"tool_calls": [{"name": "search_docs", "arguments": {"query": "q"}}]}, {"content": "done"}],
-        "calls": [MCP_TOOLS, {"kind": "mcp", "name": "docs/search_docs", "result": {"content": "found it"}}],
-    }])
-    _without_mcp(monkeypatch)
-
-    project.run().assert_outcomes(passed=1)
-    with FakeProvider(["unused"]) as fp:
-        monkeypatch.setenv("OPENAI_API_BASE", fp.base_url)
-        result = project.run("--connic-record-mode", "all")
-    result.assert_outcomes(errors=1)  # an incomplete recording is an error of the case
-    result.stdout.fnmatch_lines([("*agents/helper.yaml:*: mcp_servers 'docs' of agent 'helper': the mcp package is not "
-                                 "installed*pip install pytest-connic[[]mcp[]]*")])

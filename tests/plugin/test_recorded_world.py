@@ -2,7 +2,9 @@
 seed, and a replay a day later gives user code the same ids and ``random`` values, while its clock
 is the real one (times in the request are volatile values): a middleware that writes the time into
 the prompt and a tool that returns a child's run id, ``random`` values and today's time replay
-without divergence, in a real session whose process tree lives a day later."""
+without divergence, in a real session whose process tree (the worker processes included) lives a
+day later. The same below the session, a cassette without the section and a bad hand-written one:
+tests/unit/lifecycle/test_world_replay.py."""
 
 from __future__ import annotations
 
@@ -17,44 +19,12 @@ import yaml
 from helpers.fake_provider import Reply, text, tool_calls
 from helpers.network import local_provider_env, serving, warm_up_litellm
 from helpers.project import ConnicProject
+from helpers.world import MIDDLEWARE, PROBE
 
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("the [live] extra (litellm) is not installed", allow_module_level=True)
 
 KEY = "sk-test-DONOTLEAK-1234567890"
-
-PROBE = '''
-import random
-from datetime import date, datetime
-
-from connic.tools import trigger_agent
-
-
-async def ask(question: str) -> dict:
-    """Ask the helper agent and draw two random numbers.
-
-    Args:
-        question: what to ask
-    """
-    child = await trigger_agent("helper", {"question": question})
-    return {"child_run": child["run_id"], "draws": [random.random(), random.random()],
-            "at": datetime.now().isoformat(), "day": date.today().isoformat()}
-
-
-def body(payload: dict) -> dict:
-    """The helper agent (a tool agent)."""
-    return {"answered": payload}
-'''
-
-MIDDLEWARE = '''
-from datetime import datetime
-
-
-def before(content, context):
-    stamp = datetime.now().isoformat()  # to the microsecond
-    content["parts"].append({"text": f"sent {stamp} (run started {context['timestamp']})"})
-    return content
-'''
 
 #: a sitecustomize for the replay session: its whole process tree (pytest's process, the
 #: forkserver, the worker processes) lives a day later, without sleeping
@@ -121,26 +91,3 @@ def test_the_recording_stores_the_world_and_a_replay_a_day_later_holds(world: Co
     result = replay_a_day_later(world)
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*differs from the recorded one*")
-
-
-def test_without_the_world_section_the_same_replay_diverges(world: ConnicProject) -> None:
-    path = cassette_file(world)
-    data = yaml.safe_load(path.read_text("utf-8"))
-    del data["runs"][0]["world"]  # a cassette from before the section: replayed as it always was
-    path.write_text(yaml.safe_dump(data, sort_keys=False), "utf-8")
-    result = replay_a_day_later(world)
-    result.assert_outcomes(failed=1)  # the random draws are not the recorded ones
-    result.stdout.fnmatch_lines(["*replay diverged: ask now returns something else: draws[[]0[]] 0.* → 0.*"])
-
-
-def test_a_hand_written_world_section_with_a_bad_time_is_located(project: ConnicProject) -> None:
-    project.tool("probe", PROBE)
-    project.agent("asker", tools=["probe.ask"])
-    project.suite("asker", """
-        tests:
-          - name: stamped
-            payload: "hello"
-    """)
-    project.cassette("asker", "stamped", [{"turns": [{"content": "done"}], "world": {"started_at": "yesterday"}}])
-    result = project.run()
-    result.stdout.fnmatch_lines(["*stamped.yaml:*: runs[[]0[]].world.started_at: expected an ISO 8601 time*"])

@@ -261,3 +261,18 @@ def test_percent_masking_holds_for_any_secret_and_neighbours(secret: str, before
     out = Masker([secret]).text("q=" + encode(before + secret + after))
     decode = urllib.parse.unquote_plus if plus else urllib.parse.unquote
     assert MASK in out and secret not in decode(out)
+
+
+def test_a_secret_cut_short_by_a_reports_value_limit_is_masked_to_its_head() -> None:
+    from pytest_connic.expressions import format_value
+
+    secret = "tök€n-Ünïcødé-9f3a"
+    masker = Masker([secret])
+    shown = format_value("x" * 187 + secret)  # cut inside the secret, as a failed check shows output
+    assert secret[:5] in shown and secret not in shown  # the head alone is left before the mark
+
+    masked = masker.text(f"output == 'y' failed, where output = {shown}")
+    assert secret[:4] not in masked and masked.endswith("x***…")
+    assert masker.text("a list…") == "a list…"  # no head of a secret before the mark: unchanged
+    assert masker.text("tök€…") == "***…"  # four characters of its head are enough
+    assert masker.text("tök…") == "tök…"  # three say nothing of it

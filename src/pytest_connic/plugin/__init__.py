@@ -31,7 +31,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_connic.plugin import defaults
+
     pluginmanager.add_hookspecs(hookspecs)
+    pluginmanager.register(defaults, defaults.NAME)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # before pytest's warnings plugin reads its filters

@@ -46,7 +46,7 @@ class ABSession:
         if root not in self._selection:
             from pytest_connic.ab.selection import select
 
-            self._selection[root] = select(state.project_index(root).agents, self.options.variant)
+            self._selection[root] = select(state.runtimes.project_index(root).agents, self.options.variant)
         return self._selection[root]
 
     def section(self) -> dict[str, object]:
@@ -116,7 +116,9 @@ def _latencies(config: pytest.Config, settings: Settings) -> str:
     """``measured`` when every model call of both arms goes to its provider (``--connic-live``,
     ``--connic-record-mode=all``, no model hook): then the arms' latencies compare; else ``local``,
     the timings of replayed (or scripted) models on this machine."""
-    hooked = bool(config.pluginmanager.hook.pytest_connic_make_model.get_hookimpls())
+    from pytest_connic.plugin.defaults import user_implements
+
+    hooked = user_implements(config, "pytest_connic_make_model")
     return "measured" if (settings.live or settings.record_mode == "all") and not hooked else "local"
 
 
@@ -144,7 +146,7 @@ def check_selection(config: pytest.Config, state: ConnicSession, roots: set[Path
     try:
         if not roots or any(ab.selection(state, root) for root in roots):
             return
-        known = sorted({v for root in roots for v in variants(state.project_index(root).agents)})
+        known = sorted({v for root in roots for v in variants(state.runtimes.project_index(root).agents)})
     except (ProjectError, DiscoveryError):
         return  # collection reports a project that does not load
     raise pytest.UsageError(no_match_message(ab.options.variant, known, state.settings.source("ab")))
@@ -214,7 +216,7 @@ class ABPlugin:
         from pytest_connic.project.load import ProjectError
 
         try:
-            runtime = self.state.runtime(item.project_root)
+            runtime = self.state.runtimes.runtime(item.project_root)
         except ProjectError:
             return  # the item has failed with this error already
         case = ComparedCase(item.nodeid, item.suite, item.spec)

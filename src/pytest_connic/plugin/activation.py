@@ -17,34 +17,25 @@ def activate(config: pytest.Config) -> ConnicSession:
     from pytest_connic.pyparse import guard_ast_parse
 
     guard_ast_parse()  # the SDK, pytest and the plugin parse in several threads (CPython #106905)
-    from pytest_connic.plugin.masking import ConnicMasking
-    from pytest_connic.plugin.reporting import ConnicReporting
-    from pytest_connic.plugin.xdist import ConnicWorker, is_case, is_worker
+    from pytest_connic.plugin.lifecycle import ConnicLifecycle
+    from pytest_connic.plugin.xdist import ConnicWorker, is_worker
 
     secrets: frozenset[str] = config.stash[ENV_SECRETS_KEY]
     state = ConnicSession(config, config.stash[SETTINGS_KEY], secrets)
     config.stash[SESSION_KEY] = state
     config.add_cleanup(state.close)
     manager = config.pluginmanager
-    manager.register(ConnicReporting(config), "connic-reporting")
-    manager.register(ConnicMasking(config), "connic-masking")
+    manager.register(ConnicLifecycle(config, state), "connic-lifecycle")
+    # optional features: a plugin object each, registered only when on
     from pytest_connic.plugin.progress import register as register_progress
 
     register_progress(config, state.settings.progress_interval)
-    from pytest_connic.plugin.interrupts import ConnicInterrupts
-
-    manager.register(ConnicInterrupts(state.interrupts, is_case, state.before_first_case),
-                     "connic-interrupts")
     if is_worker(config):
         manager.register(ConnicWorker(config, state), "connic-worker")
     if state.settings.coverage:
         from pytest_connic.plugin.coverage_mode import ConnicCoverageMode
 
         manager.register(ConnicCoverageMode(config), "connic-coverage-mode")
-    else:
-        from pytest_connic.plugin.timeouts import ConnicTimeouts
-
-        manager.register(ConnicTimeouts(config), "connic-timeouts")
     if state.settings.filter:
         from pytest_connic.plugin.selection import ConnicFilter
 

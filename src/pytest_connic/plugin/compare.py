@@ -72,7 +72,7 @@ def write_summary(state: ConnicSession) -> None:
     masked = state.masker.text
     # in the reports' order, whatever order xdist's workers finished in
     cases = [(masked(f"{o.agent_name}::{o.case_name}"), case_status(o), f"{o.successes}/{o.runs}",
-              masked(o.failure_reason or "")) for o in sorted_outcomes(state.outcomes)]
+              masked(o.failure_reason or "")) for o in sorted_outcomes(state.ledger.outcomes)]
     text = results_markdown(cases)
     section = state.config.stash.get(COMPARISON_KEY, None)
     if section is not None:
@@ -81,4 +81,4 @@ def write_summary(state: ConnicSession) -> None:
     roots = project_roots(state.config)
     for problem in write_summaries(state.masker.text(text), path, os.environ,
                                    lambda step: refused_output(step, roots, settings.cassette_dir)):
-        state.output_failed(problem)
+        state.reports.output_failed(problem)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,7 @@ class ConnicCoverageMode:
         keep = [i for i in items if not isinstance(i, CaseItem)]
         dropped = [i for i in items if isinstance(i, CaseItem)]
         for item in dropped:
-            session_state.add_coverage_root(item.project_root)
+            session_state.reports.add_coverage_root(item.project_root)
         if dropped:
             self.config.hook.pytest_deselected(items=dropped)
             items[:] = keep
@@ -41,7 +42,7 @@ def project_roots(state: ConnicSession) -> list[Path]:
     projects the command-line paths (or the invocation directory) lie in."""
     from pytest_connic.project.layout import find_project_root
 
-    roots = set(state.coverage_roots)
+    roots = set(state.reports.coverage_roots)
     if not roots:
         config = state.config
         args = [a.split("::")[0] for a in config.args] or [str(config.invocation_params.dir)]
@@ -61,7 +62,7 @@ def _called(records: list[RunRecord], into: dict[str, set[str]]) -> None:
         _called([t.child_run for t in record.triggers if t.child_run], into)
 
 
-def called_tools(outcomes: list[CaseOutcome]) -> dict[str, list[str]]:
+def called_tools(outcomes: Sequence[CaseOutcome]) -> dict[str, list[str]]:
     """Tools actually called during the run, per agent, by canonical ref."""
     called: dict[str, set[str]] = {}
     for outcome in outcomes:
@@ -72,9 +73,9 @@ def called_tools(outcomes: list[CaseOutcome]) -> dict[str, list[str]]:
 def build_report(state: ConnicSession, root: Path) -> dict[str, object]:
     from pytest_connic.coverage import add_runtime_coverage, asserted_from_suites, compute_coverage
 
-    report = compute_coverage(root, api=state.api_registry(root))
+    report = compute_coverage(root, api=state.runtimes.api_registry(root))
     asserted, asserted_params = asserted_from_suites(root)
-    return add_runtime_coverage(report, called_tools(state.outcomes), asserted, asserted_params)
+    return add_runtime_coverage(report, called_tools(state.ledger.outcomes), asserted, asserted_params)
 
 
 def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None:
@@ -96,9 +97,9 @@ def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None
 
     settings = state.settings
     reports = {root: build_report(state, root) for root in project_roots(state)}
-    state.set_coverage_texts([
+    state.reports.set_coverage_texts([
         (f"Connic coverage: {root}" if len(reports) > 1 else "Connic coverage", render_coverage(report),
-         render_runtime_coverage(report) if state.outcomes else "")
+         render_runtime_coverage(report) if state.ledger.outcomes else "")
         for root, report in reports.items()
     ])
     if settings.coverage_json and reports:
@@ -108,11 +109,11 @@ def finish_coverage(state: ConnicSession, session: pytest.Session) -> int | None
                      lambda path: write_text_file(path, json.dumps(data, indent=2) + "\n"))
     code = max([coverage_exit_status(r) for r in reports.values()], default=0)
     if not reports:
-        state.set_coverage_texts([("Connic coverage", "No Connic project (a folder with agents/) found.", "")])
+        state.reports.set_coverage_texts([("Connic coverage", "No Connic project (a folder with agents/) found.", "")])
         code = 1
     code = max(code, _gate(state, list(reports.values())))
     if settings.coverage:
-        return _coverage_mode_exit(session, code, state.suite_collection_errors)
+        return _coverage_mode_exit(session, code, state.ledger.suite_collection_errors)
     return code if code and session.exitstatus == 0 else None
 
 
@@ -128,9 +129,9 @@ def _gate(state: ConnicSession, reports: list[dict[str, object]]) -> int:
     overall = [_percent(r.get("overall")) for r in reports]
     shown = ", ".join(f"{value:.1f}%" for value in overall)
     if any(value < gate for value in overall):
-        state.set_coverage_gate(f"FAIL Required coverage of {gate:g}% not reached: overall {shown}")
+        state.reports.set_coverage_gate(f"FAIL Required coverage of {gate:g}% not reached: overall {shown}")
         return 1
-    state.set_coverage_gate(f"Required coverage of {gate:g}% reached: overall {shown}")
+    state.reports.set_coverage_gate(f"Required coverage of {gate:g}% reached: overall {shown}")
     return 0
 
 
@@ -149,13 +150,13 @@ def _coverage_mode_exit(session: pytest.Session, code: int, suite_collection_err
 
 def coverage_summary(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
     """Print the coverage report(s) in the terminal summary."""
-    for header, table, extra in state.coverage_texts:
+    for header, table, extra in state.reports.coverage_texts:
         reporter.write_sep("=", header.lower())
         for line in table.splitlines():
             reporter.write_line(line)
         for line in extra.splitlines():
             reporter.write_line(line)
-    message = state.coverage_gate_message
+    message = state.reports.coverage_gate_message
     if message:
         failed = message.startswith("FAIL")
         reporter.write_line(message, red=failed, green=not failed)

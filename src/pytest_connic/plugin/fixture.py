@@ -127,7 +127,7 @@ class ConnicRunner:
 
         root = self.project_root(project_root)
         try:
-            runtime = self.session.runtime(root)
+            runtime = self.session.runtimes.runtime(root)
         except ProjectError as exc:
             problem = str(exc)
         else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -113,9 +113,9 @@ class ConnicHistory:
         from pytest_connic.plugin.session import SESSION_KEY
 
         # first of every implementation: the reports written after it show the history, and
-        # ``ConnicReporting`` still raises the exit code to 2 for an infrastructure error
+        # ``ConnicLifecycle`` still raises the exit code to 2 for an infrastructure error
         state = self.config.stash.get(SESSION_KEY, None)
-        active = state is not None and bool(state.outcomes) and not state.settings.coverage
+        active = state is not None and bool(state.ledger.outcomes) and not state.settings.coverage
         if state is not None and active:
             try:
                 pending = self._prepare(state)
@@ -123,7 +123,7 @@ class ConnicHistory:
                     self._write(state, *pending)
                     self._flaky_exit(state, session)
             except Exception as exc:  # noqa: BLE001 - a history never takes the reports down
-                state.set_history(None)
+                state.reports.set_history(None)
                 self._warn(state, f"history {self._path or '(no path)'}: {type(exc).__name__}: {exc}")
         try:
             return (yield)
@@ -136,7 +136,7 @@ class ConnicHistory:
                 try:
                     write_summary(state)
                 except Exception as exc:  # noqa: BLE001 - nor the session's own outcome
-                    state.output_failed(f"cannot write the Markdown summary: {type(exc).__name__}: {exc}")
+                    state.reports.output_failed(f"cannot write the Markdown summary: {type(exc).__name__}: {exc}")
 
     def _prepare(self, state: ConnicSession) -> tuple[Path, SessionRow, list[CaseRow]] | None:
         import shlex
@@ -149,21 +149,21 @@ class ConnicHistory:
         budget = budget_for(self.config)
         spend = budget.spend() if budget is not None else None
         if budget is not None and spend is not None:
-            state.set_budget_section({
+            state.reports.set_budget_section({
                 "tokens": spend.tokens, "cost": spend.cost, "runs": spend.runs,
                 "budget_tokens": budget.tokens, "budget_cost": budget.cost, "text": budget.describe(spend),
-                "left_out": sorted(o.nodeid for o in state.outcomes if o.left_out is not None),
+                "left_out": sorted(o.nodeid for o in state.ledger.outcomes if o.left_out is not None),
             })
         path = history_path(self.config, state.settings)
         self._path = None if path is None else str(path)
         if path is None and self.reference is None:
             return None
-        digests = _Digests(self.config, state.outcomes)
+        digests = _Digests(self.config, state.ledger.outcomes)
         # a secret in a case name (or the command line) is masked in the history as everywhere the
         # plugin writes it; the masking is the same in every session, so sessions still compare
         masked = state.masker.text
         rows = {row.nodeid: row for row in (replace(case_row(o, digests, state.masker), nodeid=masked(o.nodeid))
-                                            for o in state.outcomes)}
+                                            for o in state.ledger.outcomes)}
         commit = git(self.config.rootpath, "rev-parse", "HEAD")
         session = SessionRow(datetime.now(timezone.utc).isoformat(timespec="seconds"), commit,
                              masked(shlex.join(["pytest", *self.config.invocation_params.args])),
@@ -196,7 +196,7 @@ class ConnicHistory:
         skipped = store.skipped_text()
         if skipped is not None:
             self.notes.append(skipped)
-        state.set_history(build_view(str(path), rows, past, compared, window=self.settings.flaky_window, note=note))
+        state.reports.set_history(build_view(str(path), rows, past, compared, window=self.settings.flaky_window, note=note))
         return path, session, list(rows.values())
 
     def _refused(self, path: Path) -> str | None:
@@ -221,7 +221,7 @@ class ConnicHistory:
 
     def _warn(self, state: ConnicSession, message: str) -> None:
         """Kept for the terminal summary: there, pytest's warnings summary shows the warning."""
-        state.history_failed(message)
+        state.reports.history_failed(message)
 
     def _emit_warning(self, message: str) -> None:
         import linecache
@@ -241,7 +241,7 @@ class ConnicHistory:
     def _flaky_exit(self, state: ConnicSession, session: pytest.Session) -> None:
         """``--connic-flaky=fail``: a flaky case fails the session; ``skip``: only flaky cases failed,
         so the session does not."""
-        flaky = set(state.history.flaky()) if state.history is not None else set()
+        flaky = set(state.reports.history.flaky()) if state.reports.history is not None else set()
         failed = {state.masker.text(nodeid) for nodeid in self.failed}  # the history's ids are masked
         mode = state.settings.flaky
         if not flaky or mode == "report":
@@ -261,17 +261,17 @@ class ConnicHistory:
             return
         from pytest_connic.history.view import terminal_lines
 
-        lines = terminal_lines(state.history) if state.history is not None else []
+        lines = terminal_lines(state.reports.history) if state.reports.history is not None else []
         for note in self.notes:
             lines.append(f"  history: {note}")
             self._emit_warning(note)
-        if state.history_warning:
-            lines.append(f"  history: not kept this time: {state.history_warning}")
-            self._emit_warning(state.history_warning)
-        if state.history is not None and state.history.flaky() and state.settings.flaky != "report":
+        if state.reports.history_warning:
+            lines.append(f"  history: not kept this time: {state.reports.history_warning}")
+            self._emit_warning(state.reports.history_warning)
+        if state.reports.history is not None and state.reports.history.flaky() and state.settings.flaky != "report":
             effect = "fail the session" if state.settings.flaky == "fail" else "do not fail the session"
             lines.append(f"  flaky cases {effect} (--connic-flaky={state.settings.flaky})")
-        budget = state.budget_section
+        budget = state.reports.budget_section
         if budget is not None:
             left = [str(nodeid) for nodeid in budget["left_out"]] if isinstance(budget["left_out"], list) else []
             lines.append(f"  {budget['text']}" + (f"; left out {len(left)} case(s): {', '.join(left)}" if left else ""))
@@ -332,7 +332,7 @@ class _Digests:
     """The cassette and configuration digests of a session's cases: each suite's case names once,
     each file's digest and each agent's reach once (``CaseParts``), not once per case."""
 
-    def __init__(self, config: pytest.Config, outcomes: list[CaseOutcome]) -> None:
+    def __init__(self, config: pytest.Config, outcomes: Sequence[CaseOutcome]) -> None:
         self.config = config
         self.cassette_dir = config.stash[SETTINGS_KEY].cassette_dir
         self.siblings: dict[str, list[str]] = {}

@@ -18,11 +18,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
-
-import pytest
 
 from pytest_connic.execution.interruption import StopSignal
 
@@ -91,25 +89,3 @@ class Interrupts:
     def real(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the user's own interruption (not a ``KeyboardInterrupt`` user code raised)."""
         return isinstance(exc, KeyboardInterrupt) and self.raised
-
-
-class ConnicInterrupts:
-    """Installs the handlers around the run loop when it holds Connic cases (not on the xdist
-    controller: see ``plugin/xdist.py``)."""
-
-    def __init__(self, interrupts: Interrupts, is_case: Callable[[pytest.Item], bool],
-                 before: Callable[[Callable[[], bool]], None] | None = None) -> None:
-        """``before``: called once the handlers are installed, before the first case, with
-        whether the session was asked to stop (the imports that run a case, the worker templates' wait)."""
-        self.interrupts = interrupts
-        self.is_case = is_case
-        self.before = before
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
-        if not any(self.is_case(item) for item in session.items):
-            return (yield)
-        with self.interrupts.installed():
-            if self.before is not None:
-                self.before(self.interrupts.stop.is_set)
-            return (yield)

@@ -91,7 +91,7 @@ class SuiteFile(pytest.File):
 
         state = state_of(self.config)
         try:
-            index = state.project_index(self.project_root)
+            index = state.runtimes.project_index(self.project_root)
         except (ProjectError, DiscoveryError) as exc:
             raise self.CollectError(f"Connic project {self.project_root}: {exc}") from None
         self._show_warnings(state, index.warnings)
@@ -172,7 +172,9 @@ def _session_group(config: pytest.Config, state: ConnicSession, agents: Mapping[
     from pytest_connic.runtime.sessions import xdist_group
 
     settings = state.settings
-    hooked = bool(config.pluginmanager.hook.pytest_connic_make_model.get_hookimpls())
+    from pytest_connic.plugin.defaults import user_implements
+
+    hooked = user_implements(config, "pytest_connic_make_model")
     if not settings.live and settings.record_mode in REPLAY_ONLY and not hooked:
         return None
     return xdist_group(agents, agent_name)
@@ -315,7 +317,7 @@ class CaseItem(pytest.Item):
 
     def _outcome_after(self, state: ConnicSession, error: str | None) -> CaseOutcome:
         """The case's outcome after its runs were cut short (a new one if they left none)."""
-        if self.outcome is None or state.outcome_of(self.nodeid) is not self.outcome:
+        if self.outcome is None or state.ledger.outcome_of(self.nodeid) is not self.outcome:
             _setup_outcome(state, self, error)
             _add_junit_properties(state, self)
         assert self.outcome is not None
@@ -372,7 +374,7 @@ def _show_runtime_load_warnings(state: ConnicSession, item: CaseItem) -> None:
     hooks that fail to import: collection imports nothing), after the case's runs loaded them."""
     if item.loaded is None:
         return
-    index = state.project_index(item.project_root)
+    index = state.runtimes.project_index(item.project_root)
     show_load_warnings(state, item.loaded.warnings, frozenset(w.key for w in index.warnings))
 
 
@@ -381,7 +383,7 @@ def run_item(state: ConnicSession, item: CaseItem) -> None:
     from pytest_connic.project.load import ProjectError
     from pytest_connic.reports.failure import failure_text
 
-    state.add_coverage_root(item.project_root)
+    state.reports.add_coverage_root(item.project_root)
     try:
         with state.case_running(item.path, item.spec.line):
             _run_case(state, item)
@@ -401,13 +403,13 @@ def _run_case(state: ConnicSession, item: CaseItem) -> None:
     from pytest_connic.project.load import ProjectError
     from pytest_connic.reports.failure import failure_text
 
-    runtime = state.runtime(item.project_root)
+    runtime = state.runtimes.runtime(item.project_root)
     item.loaded = runtime.project
     failed = runtime.project.import_errors_for(item.suite.agent_name)
     if failed:
         raise ProjectError("the Connic project failed to load:\n" + "\n".join(f"  {e}" for e in failed))
     outcome = runtime.run_case(item.suite, item.spec, item.nodeid)
-    item.outcome = state.add_outcome(outcome)
+    item.outcome = state.ledger.add_outcome(outcome)
     if outcome.infrastructure_error:
         raise CaseInfrastructureError(failure_text(outcome, state.masker, _width(state)), outcome)
     if outcome.recording_error is not None:  # no cassette was written: an error, never a silent pass
@@ -436,7 +438,7 @@ def _setup_outcome(state: ConnicSession, item: CaseItem, error: str | None) -> C
     from pytest_connic.execution.outcomes import suite_outcome
 
     outcome = suite_outcome(item.nodeid, item.suite, item.spec, setup_error=error)
-    item.outcome = state.add_outcome(outcome)
+    item.outcome = state.ledger.add_outcome(outcome)
     return outcome
 
 

@@ -1,6 +1,6 @@
 """Secrets are masked in pytest's own output too: the captured stdout, stderr and log
 sections, tracebacks (``longrepr``), and the warnings summary, in the terminal and in JUnit
-XML (``junit_logging=all``). Registered with the session state (``plugin.activation``), so
+XML (``junit_logging=all``). Used by the session's lifecycle (``plugin/lifecycle.py``), so
 only a session with Connic suites (or the ``connic`` fixture, or a Connic report option)
 masks; the masker is the session's (the environment's secret values and the ``--connic-env``
 file's values).
@@ -9,17 +9,16 @@ Tracebacks are masked in place (pytest's ``Repr*`` objects are dataclasses of st
 lists), so colours and the short summary line stay; what cannot be walked becomes its masked
 text. Warnings are masked as pytest records them (the ``WarningMessage`` handed to
 ``pytest_warning_recorded`` is the one the terminal reporter and pytest-xdist then read) and
-once more before the warnings summary is written (for warnings recorded before this plugin).
+once more at the session's finish, before the warnings summary is written (for warnings recorded
+before the session's masking began).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Generator
 from pathlib import Path
 
-import pluggy
 import pytest
 
 from pytest_connic.plugin.session import state
@@ -28,8 +27,9 @@ from pytest_connic.secrets import Masker
 _MAX_DEPTH = 32
 
 
-class ConnicMasking:
-    """Masks the session's secrets in pytest's reports and warnings."""
+class ReportMasking:
+    """Masks the session's secrets in pytest's reports and warnings (``plugin/lifecycle.py``
+    calls it from the hooks where pytest makes and records them)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -37,19 +37,16 @@ class ConnicMasking:
         self.masker.report_limit = state(config).settings.report_value_limit
         self._env_roots: set[Path] = set()
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
-        outcome = yield
-        report = outcome.get_result()
+    def mask_case_report(self, report: pytest.TestReport) -> None:
+        """A case's report masked; the case name a report shows (the failure's header, GitHub
+        annotations' titles) is the plugin's: a secret in it is masked; the node id is pytest's
+        and stays as it is."""
         self.mask_report(report)
-        # the case name a report shows (the failure's header, GitHub annotations' titles) is the
-        # plugin's: a secret in it is masked; the node id is pytest's and stays as it is
         path, line, domain = report.location
         if self.masker.find(domain):
             report.location = (path, line, self.masker.text(domain))
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    def mask_junit_names(self, report: pytest.TestReport) -> None:
         """JUnit XML's ``name`` and ``classname`` of a case whose node id holds a secret, masked."""
         if not self.masker.find(report.nodeid):
             return
@@ -69,14 +66,12 @@ class ConnicMasking:
         reporter.record_testreport = record_masked  # type: ignore[method-assign]
         reporter._connic_masked = True  # type: ignore[attr-defined]
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, pluggy.Result[pytest.CollectReport], None]:
+    def collecting(self, collector: pytest.Collector) -> None:
+        """A collector is about to collect: a suite file's project's env file is learnt."""
         root = getattr(collector, "project_root", None)  # a suite file: its project's env file
         if root is not None and root not in self._env_roots:
             self._env_roots.add(root)
             self._learn_env_file(root)
-        outcome = yield
-        self.mask_report(outcome.get_result())
 
     def _learn_env_file(self, root: Path) -> None:
         """``--connic-env``: the file's values are masked from collection on, also in a process
@@ -91,8 +86,9 @@ class ConnicMasking:
         except (EnvFileError, OSError, UnicodeDecodeError):
             pass  # the run that loads it reports the problem, with its source
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
+    def mask_warning(self, warning_message: warnings.WarningMessage) -> None:
+        """A warning as pytest records it (the ``WarningMessage`` the terminal reporter and
+        pytest-xdist then read)."""
         if not self.masker.active:
             return
         message = warning_message.message
@@ -107,13 +103,13 @@ class ConnicMasking:
         if line:
             warning_message.line = self.masker.text(line)
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> Generator[None, object, None]:
+    def mask_warnings_summary(self, stats: dict[str, list[object]]) -> None:
+        """The warnings pytest recorded before this session's masking began, masked before the
+        terminal writes its warnings summary."""
         if self.masker.active:
-            for report in terminalreporter.stats.get("warnings", []):
+            for report in stats.get("warnings", []):
                 if isinstance(getattr(report, "message", None), str):
-                    report.message = self.masker.text(report.message)
-        yield
+                    report.message = self.masker.text(report.message)  # type: ignore[attr-defined]
 
     def mask_report(self, report: pytest.TestReport | pytest.CollectReport) -> None:
         """Mask the sections and the ``longrepr`` of ``report`` in place."""

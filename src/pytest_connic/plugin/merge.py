@@ -110,10 +110,10 @@ class ConnicMerge:
 
         state = state_of(self.config)
         for outcome in sorted_outcomes(self.shards.outcomes):
-            state.add_outcome(outcome, reported=True)  # the shard's pytest outcome comes with it
+            state.ledger.add_outcome(outcome, reported=True)  # the shard's pytest outcome comes with it
             root = suite_root(Path(self.config.rootpath) / outcome.nodeid.partition("::")[0])
             if root is not None:
-                state.add_coverage_root(root)
+                state.reports.add_coverage_root(root)
             self._report(outcome)
         return True
 

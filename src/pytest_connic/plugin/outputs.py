@@ -29,7 +29,7 @@ def output_path(config: pytest.Config, value: str) -> Path:
 def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -> None:
     """``--connic-json``, ``--connic-html`` and ``--connic-traces``, when asked for (``session``:
     for the HTML header's pytest outcome). Each is written on its own: one that cannot be written
-    (a full disk, a folder that is a file) is one line (``state.output_failed``) naming its path and
+    (a full disk, a folder that is a file) is one line (``state.reports.output_failed``) naming its path and
     the OS's error, and the others, pytest's JUnit XML and the terminal summary still come."""
     from pytest_connic.files import write_text_file
 
@@ -39,7 +39,7 @@ def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -
     try:
         report = _json_report(state)
     except Exception as exc:  # noqa: BLE001 - the traces and pytest's reports still come
-        state.output_failed(f"cannot write the JSON and HTML reports: {type(exc).__name__}: {exc}")
+        state.reports.output_failed(f"cannot write the JSON and HTML reports: {type(exc).__name__}: {exc}")
         report = None
     if settings.json and report is not None:
         from pytest_connic.reports.json_report import report_text
@@ -54,7 +54,7 @@ def write_outputs(state: ConnicSession, session: pytest.Session | None = None) -
         from pytest_connic.reports.traces import write_traces
 
         write_report(state, "traces (--connic-traces)", settings.traces,
-               lambda path: write_traces(path, state.outcomes, masker=state.masker))
+               lambda path: write_traces(path, state.ledger.outcomes, masker=state.masker))
 
 
 def _json_report(state: ConnicSession) -> JsonObject:
@@ -63,16 +63,16 @@ def _json_report(state: ConnicSession) -> JsonObject:
     from pytest_connic.reports.stats import session_status
 
     settings = state.settings
-    status = session_status(state.outcomes)
-    if state.infrastructure_errors and status != "interrupted":
+    status = session_status(state.ledger.outcomes)
+    if state.ledger.infrastructure_errors and status != "interrupted":
         status = "error"
-    report = build_json_report(state.outcomes, masker=state.masker, session_status=status,
+    report = build_json_report(state.ledger.outcomes, masker=state.masker, session_status=status,
                                environment_id=settings.env)
     add_warnings(report, case_warnings(state.config), masker=state.masker)
-    if state.history is not None:
-        report["history"] = to_jsonable(state.history.section())
-    if state.budget_section is not None:
-        report["budget"] = to_jsonable(state.budget_section)
+    if state.reports.history is not None:
+        report["history"] = to_jsonable(state.reports.history.section())
+    if state.reports.budget_section is not None:
+        report["budget"] = to_jsonable(state.reports.budget_section)
     from pytest_connic.plugin.compare import COMPARISON_KEY
 
     if COMPARISON_KEY in state.config.stash:  # --connic-compare
@@ -92,14 +92,14 @@ def write_report(state: ConnicSession, what: str, value: str, write: Callable[[P
     except OSError as exc:
         where = exc.filename if isinstance(exc.filename, str) else str(path)
         reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.strerror else str(exc)
-        state.output_failed(f"{where}: cannot write the {what}: {reason}")
+        state.reports.output_failed(f"{where}: cannot write the {what}: {reason}")
     except Exception as exc:  # noqa: BLE001 - a report never takes the others (or the session) down
-        state.output_failed(f"{path}: cannot write the {what}: {type(exc).__name__}: {exc}")
+        state.reports.output_failed(f"{path}: cannot write the {what}: {type(exc).__name__}: {exc}")
 
 
 def output_failure_lines(state: ConnicSession) -> list[str]:
     """The report files that could not be written, one line each (the terminal summary's end)."""
-    return [f"connic: {line}" for line in state.output_failures]
+    return [f"connic: {line}" for line in state.reports.output_failures]
 
 
 def terminal_summary(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
@@ -112,14 +112,14 @@ def terminal_summary(state: ConnicSession, reporter: pytest.TerminalReporter) ->
 
 
 def _results(state: ConnicSession, reporter: pytest.TerminalReporter) -> None:
-    if not state.outcomes:
+    if not state.ledger.outcomes:
         return
     from pytest_connic.reports.terminal import failure_lines, replay_lines, results_table, summary_line
 
     reporter.write_sep("=", "connic results")
     # a secret in a case name is masked here as in every report (the history's ids are masked too)
-    outcomes = [masked_names(o, state.masker) for o in state.outcomes]
-    marks = state.history.marks() if state.history is not None else None
+    outcomes = [masked_names(o, state.masker) for o in state.ledger.outcomes]
+    marks = state.reports.history.marks() if state.reports.history is not None else None
     if state.config.get_verbosity() > -2:  # ``-qq`` drops the table
         for line in results_table(outcomes, width=table_width(state.config), marks=marks,
                                   encoding=console_encoding(reporter)):
@@ -168,7 +168,7 @@ def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[s
     import pytest
 
     config = state.config
-    roots = sorted(state.coverage_roots) or [Path(config.rootpath)]
+    roots = sorted(state.reports.coverage_roots) or [Path(config.rootpath)]
     context: dict[str, object] = {
         "project": ", ".join(f"{root.name} ({root})" for root in roots),
         "command": shlex.join(["pytest", *config.invocation_params.args]),
@@ -180,7 +180,7 @@ def html_context(state: ConnicSession, session: pytest.Session | None) -> dict[s
     }
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if session is not None:
-        code = int(state.exit_code(session.exitstatus))  # as the session's exit code will be
+        code = int(state.ledger.exit_code(session.exitstatus))  # as the session's exit code will be
         line = ""
         if reporter is not None:
             with contextlib.suppress(Exception):  # pytest's own summary line, as it prints it

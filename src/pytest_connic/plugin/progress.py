@@ -61,16 +61,16 @@ class ConnicProgress:
             return
         state = self.config.stash.get(SESSION_KEY, None)
         now = time.monotonic()
-        if state is None or not state.outcomes or now - self.last < self.interval:
+        if state is None or not state.ledger.outcomes or now - self.last < self.interval:
             return
-        cases_total = self.cases_total or (len(state.collected) or None)
-        if cases_total is not None and len(state.outcomes) >= cases_total:
+        cases_total = self.cases_total or (len(state.ledger.collected) or None)
+        if cases_total is not None and len(state.ledger.outcomes) >= cases_total:
             return  # the last case: the summary follows
         reporter: pytest.TerminalReporter | None = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return
         self.last = now
-        outcomes = state.outcomes
+        outcomes = state.ledger.outcomes
         line = progress_line(len(outcomes), cases_total, sum(len(o.executed) for o in outcomes), self.runs_total,
                              sum(o.input_tokens for o in outcomes), sum(o.output_tokens for o in outcomes),
                              sum(o.cost for o in outcomes), width=self.config.get_terminal_writer().fullwidth - 1,

@@ -1,5 +1,6 @@
 """Connic's reports at the end of a session: the report files, the coverage report, the
-terminal summary, the exit code; and the ``-v`` per-run progress lines as runs finish."""
+terminal summary, the exit code; and the ``-v`` per-run progress lines as runs finish. The
+hooks that call these are ``plugin/lifecycle.py``'s."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_connic.plugin.session import state as state_of
-from pytest_connic.plugin.terminal_fit import ascii_symbols
 from pytest_connic.plugin.verdicts import ERROR_ATTR, is_case_id, is_error_report, report_verdict
-from pytest_connic.plugin.xdist import ends_runs, is_worker, placeholder_outcome, verbose
+from pytest_connic.plugin.xdist import ends_runs, is_worker, placeholder_outcome
 
 if TYPE_CHECKING:
     from pytest_connic.plugin.session import ConnicSession
@@ -20,70 +20,15 @@ if TYPE_CHECKING:
     from pytest_connic.records.run import RunRecord
 
 
-class ConnicReporting:
-    """Reports after the run, on the controller (or the only process)."""
+class RunProgressLines:
+    """``-v``: one line per finished run of a case with several runs, as it finishes; the case's
+    lines are ended before pytest writes its result word."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self._progress_open: set[str] = set()
-        #: the session was interrupted for real (``pytest_keyboard_interrupt``)
-        self.interrupted = False
-        if verbose(config) and not is_worker(config):
-            state_of(config).add_run_listener(self._run_finished)
-        ascii_symbols(config)  # a cp1252 console: the plugin's symbols in ASCII, not escaped
+        self._open: set[str] = set()
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
-            None, pytest.TestReport, pytest.TestReport]:
-        """A case's call report says when it is an error (``CaseErrored``), for every process."""
-        report = yield
-        from pytest_connic.plugin.items import CaseErrored
-
-        if call.excinfo is not None and isinstance(call.excinfo.value, CaseErrored):
-            setattr(report, ERROR_ATTR, True)
-        return report
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
-        self._before_logreport(report)
-        result = yield
-        if is_error_report(report) and report.when == "call":
-            junit_as_error(self.config, report)
-        return result
-
-    def _before_logreport(self, report: pytest.TestReport) -> None:
-        """pytest's outcome of a case (after every plugin's say) becomes its outcome's
-        ``pytest_outcome``, the one truth of every report; end the live per-run lines of a case
-        before pytest writes its result word; remember which cases have reports (an interrupted
-        session reports the others)."""
-        if is_case_id(report.nodeid):
-            state = state_of(self.config)
-            if report.when != "setup" or not report.passed:  # a passed setup is no result yet
-                state.mark_reported(report.nodeid)
-            if report.when == "setup":
-                state.new_attempt(report.nodeid)
-                if report.passed:  # its runs are under way (on this xdist worker node)
-                    state.mark_started(report.nodeid, getattr(report, "node", None))
-            verdict = report_verdict(report)
-            if verdict is not None:
-                state.set_verdict(report.nodeid, *verdict)
-        if ends_runs(report) and report.nodeid in self._progress_open:
-            self._progress_open.discard(report.nodeid)
-            with self._terminal() as reporter:
-                if reporter is not None:
-                    reporter.write("\n")
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> object:
-        """A case whose runs could not happen (an infrastructure error, user code's
-        ``BaseException``) or whose xdist worker crashed is an *error*, in pytest's counts as in
-        JUnit and Connic's reports, though it failed in the call phase."""
-        if is_error_report(report):
-            return "error", "E", "ERROR"
-        return None
-
-    def _run_finished(self, outcome: CaseOutcome, record: RunRecord) -> None:
-        """``-v``: one line per finished run of a case with several runs, as it finishes."""
+    def run_finished(self, outcome: CaseOutcome, record: RunRecord) -> None:
         if outcome.runs < 2:
             return
         from pytest_connic.reports.terminal import run_progress_line
@@ -91,8 +36,16 @@ class ConnicReporting:
         with self._terminal() as reporter:
             if reporter is None:
                 return
-            self._progress_open.add(outcome.nodeid)
+            self._open.add(outcome.nodeid)
             reporter.write("\n" + run_progress_line(outcome, record, state_of(self.config).masker), flush=True)
+
+    def case_reported(self, report: pytest.TestReport) -> None:
+        """The report that ends a case's runs ends its open line."""
+        if ends_runs(report) and report.nodeid in self._open:
+            self._open.discard(report.nodeid)
+            with self._terminal() as reporter:
+                if reporter is not None:
+                    reporter.write("\n")
 
     @contextlib.contextmanager
     def _terminal(self) -> Generator[pytest.TerminalReporter | None, None, None]:
@@ -102,67 +55,91 @@ class ConnicReporting:
         with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
             yield reporter
 
-    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        """A real interruption (Ctrl-C, ``pytest.exit``), not pytest stopping on its own
-        (``session.Interrupted``: a collection error, ``-x``/``--sw`` stopping; see
-        :meth:`pytest_sessionfinish` for xdist's): only then do the cases that never started appear
-        in the reports, as interrupted."""
-        if not isinstance(excinfo.value, pytest.Session.Interrupted):
-            self.interrupted = True
 
-    def _really_interrupted(self, session: pytest.Session, state: ConnicSession) -> bool:
-        """Whether the cases that never finished are reported as interrupted: the session's stop
-        signal (SIGINT, SIGTERM), or an interruption that is not pytest stopping on its own. The
-        xdist controller stops with xdist's ``Interrupted`` (a ``KeyboardInterrupt``) also after
-        ``-x``/``--maxfail`` or ``--sw``; pytest's session then says why (``shouldfail``,
-        ``shouldstop``) and, as for Python tests, the cases that never ran are reported nowhere."""
-        if state.stop.is_set():
-            return True
-        return self.interrupted and not (session.shouldfail or session.shouldstop)
+def mark_error(report: pytest.TestReport, call: pytest.CallInfo[None]) -> None:
+    """A case's call report says when it is an error (``CaseErrored``), for every process."""
+    from pytest_connic.plugin.items import CaseErrored
 
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """Count the suite files that fail to collect (the exit code, the coverage report)."""
-        if report.failed and is_suite_file(self.config, report.nodeid):
-            state_of(self.config).suite_failed_to_collect()
+    if call.excinfo is not None and isinstance(call.excinfo.value, CaseErrored):
+        setattr(report, ERROR_ATTR, True)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if is_worker(self.config):
-            return  # the worker's outcomes go to the controller (``xdist.ConnicWorker``)
-        from pytest_connic.plugin.outputs import write_outputs
 
-        state = state_of(self.config)
-        session.exitstatus = collection_exit_code(
-            session.exitstatus, interrupted=self.interrupted or state.stop.is_set() or bool(session.shouldstop),
-            collection_errors=session.testsfailed, suite_errors=state.suite_collection_errors)
-        if self._really_interrupted(session, state):
-            items: list[tuple[str, tuple[str, int | None, str], pytest.Item | None]] = [
-                (i.nodeid, i.location, i) for i in session.items]
-            items += [(nodeid, location, None) for nodeid, location in state.collected.items()]
-            mark_unfinished(self.config, state, items)
-        write_outputs(state, session)
-        settings = state.settings
-        if settings.coverage or settings.coverage_json or settings.coverage_fail_under is not None:
-            from pytest_connic.plugin.coverage_mode import finish_coverage
+def teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    """A case whose runs could not happen (an infrastructure error, user code's
+    ``BaseException``) or whose xdist worker crashed is an *error*, in pytest's counts as in
+    JUnit and Connic's reports, though it failed in the call phase."""
+    if is_error_report(report):
+        return "error", "E", "ERROR"
+    return None
 
-            code = finish_coverage(state, session)
-            if code is not None:
-                session.exitstatus = code
-                return
-        session.exitstatus = state.exit_code(session.exitstatus)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-        """The coverage report; then Connic's results table, failure details and ``N/M cases passed.``"""
-        from pytest_connic.plugin.coverage_mode import coverage_summary
-        from pytest_connic.plugin.outputs import terminal_summary
+def into_ledger(state: ConnicSession, report: pytest.TestReport) -> None:
+    """pytest's outcome of a case (after every plugin's say) becomes its outcome's
+    ``pytest_outcome``, the one truth of every report; the ledger remembers which cases have
+    reports (an interrupted session reports the others) and which are under way."""
+    if not is_case_id(report.nodeid):
+        return
+    ledger = state.ledger
+    if report.when != "setup" or not report.passed:  # a passed setup is no result yet
+        ledger.mark_reported(report.nodeid)
+    if report.when == "setup":
+        ledger.new_attempt(report.nodeid)
+        if report.passed:  # its runs are under way (on this xdist worker node)
+            ledger.mark_started(report.nodeid, getattr(report, "node", None))
+    verdict = report_verdict(report)
+    if verdict is not None:
+        ledger.set_verdict(report.nodeid, *verdict)
 
-        state = state_of(config)
-        coverage_summary(state, terminalreporter)
-        terminal_summary(state, terminalreporter)
-        message = state.coverage_gate_message
-        if message and message.startswith("FAIL") and not is_worker(config):
-            gate_in_last_line(terminalreporter)
+
+def really_interrupted(session: pytest.Session, state: ConnicSession, interrupted: bool) -> bool:
+    """Whether the cases that never finished are reported as interrupted: the session's stop
+    signal (SIGINT, SIGTERM), or an interruption (``interrupted``: ``pytest_keyboard_interrupt``
+    with more than pytest stopping on its own). The xdist controller stops with xdist's
+    ``Interrupted`` (a ``KeyboardInterrupt``) also after ``-x``/``--maxfail`` or ``--sw``;
+    pytest's session then says why (``shouldfail``, ``shouldstop``) and, as for Python tests, the
+    cases that never ran are reported nowhere."""
+    if state.stop.is_set():
+        return True
+    return interrupted and not (session.shouldfail or session.shouldstop)
+
+
+def finish_session(config: pytest.Config, session: pytest.Session, interrupted: bool) -> None:
+    """On the controller (or the only process): interrupted cases into the reports, the report
+    files written, the coverage report, and the session's exit code."""
+    from pytest_connic.plugin.outputs import write_outputs
+
+    state = state_of(config)
+    session.exitstatus = collection_exit_code(
+        session.exitstatus, interrupted=interrupted or state.stop.is_set() or bool(session.shouldstop),
+        collection_errors=session.testsfailed, suite_errors=state.ledger.suite_collection_errors)
+    if really_interrupted(session, state, interrupted):
+        items: list[tuple[str, tuple[str, int | None, str], pytest.Item | None]] = [
+            (i.nodeid, i.location, i) for i in session.items]
+        items += [(nodeid, location, None) for nodeid, location in state.ledger.collected.items()]
+        mark_unfinished(config, state, items)
+    write_outputs(state, session)
+    settings = state.settings
+    if settings.coverage or settings.coverage_json or settings.coverage_fail_under is not None:
+        from pytest_connic.plugin.coverage_mode import finish_coverage
+
+        code = finish_coverage(state, session)
+        if code is not None:
+            session.exitstatus = code
+            return
+    session.exitstatus = state.ledger.exit_code(session.exitstatus)
+
+
+def summary(config: pytest.Config, terminalreporter: pytest.TerminalReporter) -> None:
+    """The coverage report; then Connic's results table, failure details and ``N/M cases passed.``"""
+    from pytest_connic.plugin.coverage_mode import coverage_summary
+    from pytest_connic.plugin.outputs import terminal_summary
+
+    state = state_of(config)
+    coverage_summary(state, terminalreporter)
+    terminal_summary(state, terminalreporter)
+    message = state.reports.coverage_gate_message
+    if message and message.startswith("FAIL") and not is_worker(config):
+        gate_in_last_line(terminalreporter)
 
 
 #: the key of pytest's last line that says the coverage gate failed the session
@@ -231,9 +208,9 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession,
     from pytest_connic.plugin.items import CaseItem, case_name
 
     reason = state.interrupts.reason
-    known = {o.nodeid for o in state.outcomes}
+    known = {o.nodeid for o in state.ledger.outcomes}
     for nodeid, location, item in items:
-        if nodeid in state.reported or not is_case_id(nodeid):
+        if nodeid in state.ledger.reported or not is_case_id(nodeid):
             continue
         if nodeid not in known:
             if isinstance(item, CaseItem):
@@ -241,21 +218,21 @@ def mark_unfinished(config: pytest.Config, state: ConnicSession,
             else:  # the xdist controller knows only the node id
                 outcome = placeholder_outcome(state, nodeid, case_name(nodeid.partition("::")[2]))
             outcome.interrupted = reason
-            state.add_outcome(outcome)
+            state.ledger.add_outcome(outcome)
             known.add(nodeid)
-        state.mark_reported(nodeid)
-        known_outcome = state.outcome_of(nodeid)
+        state.ledger.mark_reported(nodeid)
+        known_outcome = state.ledger.outcome_of(nodeid)
         path = location[0]
         # the case's own line (1-based in an outcome, 0-based in a location): the xdist controller's
         # locations have none, its outcomes have the suite's (``placeholder_outcome``)
         line = known_outcome.line - 1 if known_outcome is not None and known_outcome.line else location[1] or 0
         # a case whose setup was reported is skipped in its call, from the same (xdist) node, so
         # JUnit closes the testcase its setup opened
-        started = nodeid in state.started
+        started = nodeid in state.ledger.started
         for when, result, longrepr in (("call" if started else "setup", "skipped", (path, line + 1, f"Skipped: {reason}")),
                                        ("teardown", "passed", None)):
             report = pytest.TestReport(nodeid, (path, line, location[2]), {"connic": 1}, result,  # type: ignore[arg-type]
                                        longrepr, when)  # type: ignore[arg-type]
-            if started and state.started[nodeid] is not None:
-                report.node = state.started[nodeid]  # type: ignore[attr-defined]
+            if started and state.ledger.started[nodeid] is not None:
+                report.node = state.ledger.started[nodeid]  # type: ignore[attr-defined]
             config.hook.pytest_runtest_logreport(report=report)

@@ -54,7 +54,7 @@ def set_timeouts(config: pytest.Config, items: list[CaseItem], concurrency: int)
         if item.get_closest_marker("timeout") is not None or item.spec.resolved is None:
             continue
         resolved = item.spec.resolved
-        at_once = case_concurrency(state.project_index(item.project_root).agents, item.suite.agent_name, concurrency)
+        at_once = case_concurrency(state.runtimes.project_index(item.project_root).agents, item.suite.agent_name, concurrency)
         seconds = case_timeout(resolved["runs"], resolved["timeout_s"], at_once, bool(resolved.get("builder")))
         if seconds not in marks:
             marks[seconds] = pytest.mark.timeout(seconds)
@@ -67,21 +67,12 @@ def _has_timeout_plugin(config: pytest.Config) -> bool:
     return manager.hasplugin("timeout") or manager.hasplugin("pytest_timeout")
 
 
-class ConnicTimeouts:
-    """Gives the collected cases their timeouts (not registered in coverage mode: no case runs),
-    and registers :class:`CaseTimers` with a pytest-timeout that has the timer hooks (2.1 and later)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        manager = config.pluginmanager
-        if _has_timeout_plugin(config) and hasattr(manager.hook, "pytest_timeout_set_timer") \
-                and not manager.has_plugin("connic-case-timers"):
-            manager.register(CaseTimers(), "connic-case-timers")
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        cases = [i for i in items if isinstance(i, CaseItem)]
-        set_timeouts(self.config, cases, state_of(self.config).settings.concurrency)
+def register_case_timers(config: pytest.Config) -> None:
+    """:class:`CaseTimers` registered with a pytest-timeout that has the timer hooks (2.1 and later)."""
+    manager = config.pluginmanager
+    if _has_timeout_plugin(config) and hasattr(manager.hook, "pytest_timeout_set_timer") \
+            and not manager.has_plugin("connic-case-timers"):
+        manager.register(CaseTimers(), "connic-case-timers")
 
 
 def user_stacks(root: Path) -> list[tuple[str, str]]:

@@ -83,9 +83,9 @@ class ConnicWorker:
 
         state = self.state
         output = self.config.workeroutput  # type: ignore[attr-defined]
-        rest = [o for o in state.outcomes if o.nodeid not in self.sent]
+        rest = [o for o in state.ledger.outcomes if o.nodeid not in self.sent]
         output[WORKER_KEY] = json.dumps([masked(o.to_dict(), state.masker) for o in rest])
-        output[ROOTS_KEY] = sorted(str(p) for p in state.coverage_roots)
+        output[ROOTS_KEY] = sorted(str(p) for p in state.reports.coverage_roots)
 
 
 class WorkerNode(Protocol):
@@ -102,7 +102,7 @@ def placeholder_outcome(state: ConnicSession, nodeid: str, case_name: str, **fie
     from pytest_connic.execution.outcomes import new_outcome
 
     suite = nodeid.partition("::")[0]
-    agent = next((o.agent_name for o in state.outcomes if o.suite_path == suite and o.agent_name),
+    agent = next((o.agent_name for o in state.ledger.outcomes if o.suite_path == suite and o.agent_name),
                  Path(suite).stem)
     line = suite_line(Path(state.config.rootpath), nodeid)
     return new_outcome(nodeid, suite, line, agent, case_name, runs=0, success_threshold=100, **fields)
@@ -196,7 +196,7 @@ class ConnicXdist:
         worker = worker_id(node) if self.each else None
         for nodeid in cases:
             suite, _, name = nodeid.partition("::")
-            state.add_collected(each_row(nodeid, worker), (suite, 0, name))
+            state.ledger.add_collected(each_row(nodeid, worker), (suite, 0, name))
         state.interrupts.install()
 
     @pytest.hookimpl(trylast=True)
@@ -219,10 +219,10 @@ class ConnicXdist:
             worker = worker_id(node) if self.each else None
             for data in json.loads(raw):
                 row = each_row(str(data.get("nodeid")), worker)
-                if row not in self.received and state.outcome_of(row) is None:
-                    state.add_outcome(self._row(outcome_from_dict(data), node))
+                if row not in self.received and state.ledger.outcome_of(row) is None:
+                    state.ledger.add_outcome(self._row(outcome_from_dict(data), node))
         for root in output.get(ROOTS_KEY) or ():
-            state.add_coverage_root(Path(root))
+            state.reports.add_coverage_root(Path(root))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: object) -> None:
@@ -236,7 +236,7 @@ class ConnicXdist:
         state = self.activate(self.config)
         reason = f"{report.longrepr}; the case's runs and their records were lost with the worker"
         name = crashitem.partition("::")[2]
-        state.add_outcome(self._row(placeholder_outcome(state, crashitem, name, setup_error=reason), node))
+        state.ledger.add_outcome(self._row(placeholder_outcome(state, crashitem, name, setup_error=reason), node))
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -255,8 +255,8 @@ class ConnicXdist:
                 verdict = report_verdict(report)
                 if verdict is not None:
                     outcome.pytest_outcome, outcome.pytest_reason = verdict
-                state.mark_reported(outcome.nodeid)
-            state.add_outcome(outcome, reported=outcome.nodeid == report.nodeid)
+                state.ledger.mark_reported(outcome.nodeid)
+            state.ledger.add_outcome(outcome, reported=outcome.nodeid == report.nodeid)
         lines = getattr(report, RUNS_ATTR, None)
         if not ends_runs(report) or not lines or not verbose(self.config):
             return
