@@ -61,10 +61,10 @@ def test_a_worker_that_cannot_start_is_an_infrastructure_error_and_a_project_tha
     error = (WorkerSpawnError if kind == "spawn" else WorkerStartError)(message)
     lease = _FailingLease(error)
     pool: Any = type("Pool", (), {"lease": lambda self, timeout_s: lease})()
-    runtime: Any = type("Runtime", (), {"pool": pool, "has_user_code": True, "stop": StopSignal()})()
+    runtime: Any = type("Runtime", (), {"pool": pool, "stop": StopSignal()})()
     run: Any = CaseRun.__new__(CaseRun)
     run.runtime, run.case, run.agent_name = runtime, {"timeout_s": 5}, "orders"
-    record = asyncio.run(run._lease(False, 2))
+    record = asyncio.run(run._lease(True, 2))  # a builder's run: its worker taken before the run
     assert lease.released and record.status == "failed" and record.error == message
     if infrastructure:
         assert (record.infrastructure_error, record.failures) == (message, [])

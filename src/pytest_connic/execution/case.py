@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-import threading
 import types
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_connic.checks.compiled import CompiledCase, ResolvedCase, compile_case
 from pytest_connic.checks.evaluate import evaluate_run
@@ -25,6 +24,7 @@ from pytest_connic.execution import builders
 from pytest_connic.execution.concurrency import RunGate, Ticket, case_concurrency, gate_for
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.interruption import StopSignal
+from pytest_connic.execution.loop import CaseLoop
 from pytest_connic.execution.outcomes import suite_outcome
 from pytest_connic.expressions.values import ExpressionError
 from pytest_connic.models.base import RunModelSource
@@ -41,7 +41,7 @@ from pytest_connic.runtime.invocation import Invocation, output_text
 from pytest_connic.runtime.mocks import MockSet, ModuleLoadError, load_fresh
 from pytest_connic.runtime.payload import FilesError, load_fixtures
 from pytest_connic.runtime.services import RuntimeServices
-from pytest_connic.runtime.signals import UserCodeEnded
+from pytest_connic.runtime.signals import InfrastructureFailure, RunFailed, UserCodeEnded
 from pytest_connic.runtime.state import RunScope
 from pytest_connic.usertb import TracebackData, for_record, import_in, import_traceback, masked
 
@@ -132,35 +132,6 @@ class CaseTarget:
     evaluate: bool = True
 
 
-def _run_coroutine(coro: Coroutine[Any, Any, None]) -> None:
-    """``asyncio.run``, or in a helper thread when this thread already runs a loop
-    (the ``connic`` fixture used from an async test)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        running = False
-    else:
-        running = True
-    if not running:
-        # not inside the except block: every exception of the runs would get this
-        # RuntimeError as its __context__ (and a provider's message "(no running event loop)")
-        asyncio.run(coro)
-        return
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            asyncio.run(coro)
-        except BaseException as exc:  # noqa: BLE001  (re-raised in the caller's thread)
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, name="connic-case")
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-
-
 #: what a worker runs to import a module of the project, and to describe an agent as the SDK
 #: loads it for real (``project/loaded.py``), by reference
 _WORKER_IMPORT = ("module", "pytest_connic.project.loaded", "worker_import")
@@ -188,16 +159,16 @@ class ProjectRuntime:
         self.services.mcp_urls = dict(options.mcp_urls)
         placeholders.rebind_modules(project.modules())
         self.executor = ReusingDaemonExecutor()
+        #: the event loop the cases run on, kept from case to case (``execution/loop.py``)
+        self.loop = CaseLoop()
         self.pool: WorkerPool | None = None
         #: agents a worker could not describe (a crash, a hang): the message each of their cases gets
         self._undescribed: dict[str, str] = {}
-        self.has_user_code = False
         if options.isolation == "process":
-            from pytest_connic.execution.isolation.pool import DEFAULT_MEMORY_MB, WorkerPool, has_user_code
+            from pytest_connic.execution.isolation.pool import DEFAULT_MEMORY_MB, WorkerPool
 
             self.pool = WorkerPool(project.root, size=options.concurrency,
                                    memory_mb=options.worker_memory_mb or DEFAULT_MEMORY_MB)
-            self.has_user_code = has_user_code(project.root)
 
     async def describe(self, agent_name: str, timeout_s: float) -> None:
         """Under process isolation, before ``agent_name`` (and the stages it runs) first runs: a
@@ -233,6 +204,10 @@ class ProjectRuntime:
                 failure = str(exc)
             except UserCodeEnded as exc:  # an exit or a crash at import: the agent's later cases are told at once
                 failure = self._undescribed[name] = f"the Connic project failed to load: {exc}"
+            except InfrastructureFailure as exc:  # a worker after a crash could not start (``Lease.call``)
+                raise WorkerSpawnError(str(exc)) from None
+            except RunFailed as exc:
+                failure = str(exc)
             else:
                 if not finished:
                     return
@@ -277,6 +252,7 @@ class ProjectRuntime:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
+        self.loop.close()
         self.executor.shutdown()
         self.services.close()
         self._data_dir.cleanup()
@@ -297,7 +273,7 @@ class ProjectRuntime:
 
     def execute(self, target: CaseTarget) -> CaseOutcome:
         """Run every run of ``target`` and fill its outcome."""
-        _run_coroutine(CaseRun(self, target, self.executor).run())
+        self.loop.run(CaseRun(self, target, self.executor).run())
         return target.outcome
 
 
@@ -488,7 +464,7 @@ class CaseRun:
             clock=RunClock(virtual=not getattr(self.models, "live", False)),  # live runs really wait
             location=self._location(), nodeid=self.outcome.nodeid or None,
         )
-        lease = await self._lease(builder_module is not None or mocks_module is not None, index)
+        lease = await self._lease(builder_module is not None, index)
         if isinstance(lease, RunRecord):
             return lease
         scope.runner = lease
@@ -522,36 +498,39 @@ class CaseRun:
         """What the run record keeps of user code's traceback (``usertb.for_record``), masked."""
         return None if exc is None else for_record(exc, self.root, self.runtime.masker.text, origin)
 
-    async def _lease(self, fresh_modules: bool, index: int = 0) -> Lease | RunRecord | None:
-        """The run's worker process (``--connic-isolation=process``), taken before the run's clock
-        starts when the run will call user code; a worker that cannot load the project within the
-        case's ``timeout_s`` (a hanging import) or is stopped meanwhile is that run's failure, and
-        one that cannot start at all (no process, a failed fork) its infrastructure error."""
+    async def _lease(self, builds: bool, index: int = 0) -> Lease | RunRecord | None:
+        """The run's worker process (``--connic-isolation=process``). Taken at the run's first call
+        of user code (``Lease.call``: a tool, a hook, middleware, a guardrail, a mock), so a run
+        that calls none (an LLM agent with predefined tools only, a replayed turn) takes no worker
+        at all; with a builder (``builds``: its ``build()`` is the run's first call, before the
+        run's clock starts), taken here. A worker that cannot load the project within the case's
+        ``timeout_s`` (a hanging import) or is stopped meanwhile is that run's failure, and one that
+        cannot start at all (no process, a failed fork) its infrastructure error."""
         from pytest_connic.execution.isolation.pool import WorkerSpawnError, WorkerStartError
 
         pool = self.runtime.pool
         if pool is None:
             return None
         lease = pool.lease(float(self.case["timeout_s"]))
-        if fresh_modules or self.runtime.has_user_code:
-            spawn = False
-            try:
-                finished, _ = await self.runtime.stop.race(lease.acquire())
-            except WorkerStartError as exc:
-                finished, error, spawn = True, str(exc), isinstance(exc, WorkerSpawnError)
-            else:
-                if finished:
-                    return lease
-                error = str(self.runtime.stop.reason)
-            await lease.release()
-            record = RunRecord(run_id=f"worker-{index}", agent_name=self.agent_name, index=index,
-                               status="failed" if finished else "cancelled", error=error)
-            if spawn:  # no process could start: the machine's, an infrastructure error (exit 2)
-                record.infrastructure_error = error
-            else:  # the project did not load in time, or at all: the suite author's (exit 1)
-                record.failures.append(error)
-            return record
-        return lease
+        if not builds:
+            return lease
+        spawn = False
+        try:
+            finished, _ = await self.runtime.stop.race(lease.acquire())
+        except WorkerStartError as exc:
+            finished, error, spawn = True, str(exc), isinstance(exc, WorkerSpawnError)
+        else:
+            if finished:
+                return lease
+            error = str(self.runtime.stop.reason)
+        await lease.release()
+        record = RunRecord(run_id=f"worker-{index}", agent_name=self.agent_name, index=index,
+                           status="failed" if finished else "cancelled", error=error)
+        if spawn:  # no process could start: the machine's, an infrastructure error (exit 2)
+            record.infrastructure_error = error
+        else:  # the project did not load in time, or at all: the suite author's (exit 1)
+            record.failures.append(error)
+        return record
 
     def _load(self, kind: str, index: int) -> types.ModuleType | RunRecord | None:
         name = self.case.get("mocks") if kind == "mocks" else self.case.get("builder")

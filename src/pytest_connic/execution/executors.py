@@ -7,15 +7,21 @@ hanging tool would hang pytest. Daemon threads are abandoned at exit instead.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import itertools
 import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import Any
+from typing import Any, TypeVar
 
-_Job = tuple[Future[Any], Callable[[], Any]]
+T = TypeVar("T")
+
+#: a call, and where its outcome goes: a ``concurrent.futures.Future``, or an asyncio future
+#: with its loop (``submit_async``: settled on that loop, with no future of the other kind between)
+_Job = tuple["Future[Any] | tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]", Callable[[], Any]]
 
 
 class ReusingDaemonExecutor(Executor):
@@ -40,33 +46,48 @@ class ReusingDaemonExecutor(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: object, **kwargs: object) -> Future[Any]:
         future: Future[Any] = Future()
-        job = (future, functools.partial(fn, *args, **kwargs))
+        self._start((future, functools.partial(fn, *args, **kwargs)))
+        return future
+
+    def submit_async(self, fn: Callable[[], T]) -> asyncio.Future[T]:
+        """``fn()`` on a thread of this executor, its outcome an asyncio future of the running
+        loop: ``loop.run_in_executor`` without the ``concurrent.futures.Future`` it chains to
+        (a cancelled future is left alone; the call runs to its end, as a thread cannot be killed)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._start(((loop, future), fn))
+        return future
+
+    def _start(self, job: _Job) -> None:
         with self._lock:
             if self._idle:
                 self._idle -= 1
                 self._queue.put(job)
-                return future
+                return
         threading.Thread(target=self._work, args=(job,), name=f"{self.name}-{next(self._ids)}", daemon=True).start()
-        return future
 
     def _work(self, job: _Job | None) -> None:
         while job is not None:
-            future, call = job
+            target, call = job
             result: object = None
             error: BaseException | None = None
-            started = future.set_running_or_notify_cancel()
+            started = isinstance(target, tuple) or target.set_running_or_notify_cancel()
             if started:
                 try:
                     result = call()
                 except BaseException as exc:  # noqa: BLE001  (handed to the awaiting run, never lost)
                     error = exc
             stay = self._available()  # before the caller learns the result, so it can reuse us
-            if started:
+            if isinstance(target, tuple):
+                loop, future = target
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                    loop.call_soon_threadsafe(_settle, future, result, error)
+            elif started:
                 if error is None:
-                    future.set_result(result)
+                    target.set_result(result)
                 else:
-                    future.set_exception(error)
-            del future, call, job, result, error  # nothing of a finished call outlives it here
+                    target.set_exception(error)
+            del target, call, job, result, error  # nothing of a finished call outlives it here
             job = self._next_job() if stay else None
 
     def _available(self) -> bool:
@@ -95,3 +116,17 @@ class ReusingDaemonExecutor(Executor):
             for _ in range(self._idle):
                 self._queue.put(None)
             self._idle = 0
+
+
+def _settle(future: asyncio.Future[object], result: object, error: BaseException | None) -> None:
+    """On the awaiting loop: the call's outcome, unless the run stopped waiting (cancelled)."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(result)
+    elif isinstance(error, StopIteration):  # a future refuses it (it would end a coroutine): as a coroutine turns it
+        wrapped = RuntimeError(f"StopIteration raised: {error}" if str(error) else "StopIteration raised")
+        wrapped.__cause__ = error
+        future.set_exception(wrapped)
+    else:
+        future.set_exception(error)

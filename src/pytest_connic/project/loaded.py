@@ -97,6 +97,10 @@ class AgentReport:
                                f"something that is not an agent's report ({type(exc).__name__})") from None
 
 
+#: not looked up yet (``LoadedProject._loaded``)
+_UNLOADED = object()
+
+
 class LoadedProject:
     """The project loaded for running: real tool functions, middleware, hooks, guardrails.
 
@@ -135,6 +139,8 @@ class LoadedProject:
         self._real: sdk.ProjectLoader | None = None  #: static: the SDK's real loader, for ``import_module``
         self._adopted: set[str] = set()
         self._import_failures: dict[str, str] = {}
+        #: an agent's middleware and tool hooks as the SDK loaded them (it keeps them too), by kind and agent
+        self._loaded: dict[tuple[str, str], object] = {}
         _PROJECTS[str(root)] = self
 
     def yaml_file(self, path: Path) -> tuple[Any, YamlPositions] | None:
@@ -188,20 +194,28 @@ class LoadedProject:
         fails to import is None, as on Connic, and a load warning (``self.warnings``)."""
         if ("middleware", agent_name) in self._failed:
             return None
+        loaded = self._loaded.get(("middleware", agent_name), _UNLOADED)
+        if loaded is not _UNLOADED:  # the SDK keeps what it loaded: asked per invocation, looked up once
+            return loaded
         with self._lock:
-            return self._printing(lambda: self._user_import(
+            loaded = self._loaded[("middleware", agent_name)] = self._printing(lambda: self._user_import(
                 f"the middleware of agent '{agent_name}'", self.root / "middleware" / f"{agent_name}.py",
                 lambda: self.loader.load_middleware(agent_name)))
+            return loaded
 
     def hooks(self, agent_name: str) -> object:
         """The agent's tool hooks, loaded by the SDK (its output kept off the terminal). Hooks that
         fail to import are None, as on Connic, and a load warning (``self.warnings``)."""
         if ("hooks", agent_name) in self._failed:
             return None
+        loaded = self._loaded.get(("hooks", agent_name), _UNLOADED)
+        if loaded is not _UNLOADED:  # the SDK keeps what it loaded: asked per tool call, looked up once
+            return loaded
         with self._lock:
-            return self._printing(lambda: self._user_import(
+            loaded = self._loaded[("hooks", agent_name)] = self._printing(lambda: self._user_import(
                 f"the tool hooks of agent '{agent_name}'", self.root / "hooks" / f"{agent_name}.py",
                 lambda: self.loader.load_tool_hooks(agent_name)))
+            return loaded
 
     def _printing(self, load: Callable[[], _T]) -> _T:
         """``load()``, what the SDK printed meanwhile kept as located warnings."""

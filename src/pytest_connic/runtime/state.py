@@ -158,11 +158,11 @@ class RunScope:
         try:
             if inspect.iscoroutinefunction(func):
                 return await func(*args, **kwargs)
-            loop = asyncio.get_running_loop()
             ctx = contextvars.copy_context()
-            root = self.services.project.root
-            result = await loop.run_in_executor(self.executor, functools.partial(ctx.run, _caught, root, func,
-                                                                                 *args, **kwargs))
+            call = functools.partial(ctx.run, _caught, self.services.project.root, func, *args, **kwargs)
+            submit = getattr(self.executor, "submit_async", None)  # the runtime's: no chained future
+            result = await (submit(call) if submit is not None else
+                            asyncio.get_running_loop().run_in_executor(self.executor, call))
             if inspect.isawaitable(result):
                 result = await result
             return result

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,14 @@ def kills_template(path):
     os.kill(os.getppid(), 9)
     import time
     time.sleep(60)  # the run is in flight when its template dies
+
+
+def spawns(path):
+    import subprocess
+    child = subprocess.Popen(["sleep", "600"])  # in the worker's process group
+    with open(path, "w") as fh:
+        fh.write(f"{os.getpid()} {child.pid}")
+    return 1
 
 
 def breaks_reply():
@@ -185,6 +194,22 @@ def test_a_cancelled_call_leaves_no_process(pool: WorkerPool, tmp_path: Path) ->
         await lease.release()
 
     asyncio.run(main())
+
+
+def test_a_finished_runs_worker_and_its_process_group_end_and_the_next_run_gets_another(
+        pool: WorkerPool, tmp_path: Path) -> None:
+    """At a run's end its worker is killed at once and its process group on the pool's keeper
+    thread (with the fork of its successor): nothing of it is left, and the next run has a fresh one."""
+    marker = tmp_path / "pids.txt"
+    assert run(pool, ("spawns", (str(marker),))) == [1]
+    worker, child = (int(p) for p in marker.read_text().split())
+    for _ in range(500):  # a hang guard, not a measurement
+        if not alive(worker) and not alive(child):
+            break
+        time.sleep(0.01)
+    assert not alive(worker) and not alive(child)
+    [other] = run(pool, ("pid", ()))
+    assert other != worker
 
 
 def test_a_service_request_is_answered_in_pytests_process(pool: WorkerPool,

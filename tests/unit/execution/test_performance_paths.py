@@ -8,6 +8,7 @@
 - String scalars are taken as their text, without PyYAML's constructor: the result is still
   exactly ``yaml.safe_load``'s.
 - The garbage collector is paused only while a suite file is collected (in `tests/plugin/test_collect.py`).
+- An agent's middleware and tool hooks are looked up once (the SDK keeps them): a failed one stays out.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ast
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -170,3 +172,32 @@ def test_a_registered_string_constructor_is_honoured() -> None:
         assert _Builder(loader).build(loader.get_single_node(), (), 0) == {"A": "B"}
     finally:
         loader.dispose()
+
+
+# ------------------------------------------------------------- middleware and hooks lookups
+
+
+def test_middleware_and_hooks_are_looked_up_once_per_agent_and_a_failed_one_stays_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked per invocation and per tool call, answered from the first lookup (the SDK keeps
+    what it loaded too); a kind later marked as failed to load (``adopt``) is None from then on."""
+    from pytest_connic.project.loaded import LoadedProject
+
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "a.yaml").write_text("version: '1.0'\nname: a\ntype: tool\ntool_name: t.f\n")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "t.py").write_text("def f(payload: dict) -> dict:\n    return payload\n")
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "a.py").write_text("def before(tool_name, params, context):\n    return params\n")
+    project = LoadedProject(tmp_path, static=False)
+    asked: list[str] = []
+    for name in ("load_middleware", "load_tool_hooks"):
+        original = getattr(project.loader, name)
+        monkeypatch.setattr(project.loader, name, lambda agent, original=original, name=name: (
+            asked.append(name), original(agent))[1])
+    hooks = [project.hooks("a") for _ in range(3)]
+    middleware = [project.middleware("a") for _ in range(3)]
+    assert hooks[0] is not None and all(h is hooks[0] for h in hooks) and middleware == [None] * 3
+    assert asked == ["load_tool_hooks", "load_middleware"]
+    project._failed.add(("hooks", "a"))
+    assert project.hooks("a") is None

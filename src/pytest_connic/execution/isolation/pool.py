@@ -21,6 +21,8 @@ import atexit
 import contextlib
 import contextvars
 import itertools
+import os
+import signal
 import sys
 import threading
 import types
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_connic.errors import ConnicError
+from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.isolation import coverage_share
 from pytest_connic.execution.isolation.copyback import copy_back, snapshot
 from pytest_connic.execution.isolation.endpoint import Pending, Worker
@@ -55,7 +58,7 @@ from pytest_connic.execution.isolation.wire import (
 from pytest_connic.project.located import safe_text
 from pytest_connic.project.sdk import static_reference
 from pytest_connic.runtime.mocks import fresh_origin
-from pytest_connic.runtime.signals import UserCodeEnded
+from pytest_connic.runtime.signals import InfrastructureFailure, RunFailed, UserCodeEnded
 from pytest_connic.runtime.state import CURRENT
 
 __all__ = ["DEFAULT_MEMORY_MB", "Lease", "WorkerPool", "WorkerSpawnError", "WorkerStartError", "close_prestarted",
@@ -63,6 +66,10 @@ __all__ = ["DEFAULT_MEMORY_MB", "Lease", "WorkerPool", "WorkerSpawnError", "Work
 
 #: how long a fork of the template may take before the run that waits for it fails
 FORK_TIMEOUT_S = 30.0
+
+#: ends the workers of finished runs and asks the template for their successors, off the runs'
+#: path (a run's end and its next run's start pay neither a process group's kill nor a fork request)
+_KEEPER = ReusingDaemonExecutor("connic-pool-keeper", idle_s=30.0)
 
 
 class WorkerStartError(ConnicError):
@@ -86,6 +93,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._idle: list[Worker] = []
         self._leased: set[Worker] = set()
+        #: runs' workers being ended on the keeper thread (``retire``)
+        self._retiring: set[Worker] = set()
         self._starting = 0
         #: how many workers runs have needed at once (leased and waiting): kept forked ahead
         self._wanted = 1
@@ -173,11 +182,15 @@ class WorkerPool:
                 worker = self._idle.pop(0)
                 if not worker.dead:
                     self._leased.add(worker)
-                    self._top_up(template)
-                    return worker
-            future: asyncio.Future[Worker | str] = loop.create_future()
-            self._waiters.append((loop, future))
-            self._top_up(template)
+                    break
+            else:
+                worker = None
+                future: asyncio.Future[Worker | str] = loop.create_future()
+                self._waiters.append((loop, future))
+                self._top_up(template)
+        if worker is not None:  # one forked ahead: its successor is asked for off this run's path
+            self._keep(self._refill)
+            return worker
         try:
             got = await asyncio.wait_for(asyncio.shield(future), FORK_TIMEOUT_S)
         except asyncio.TimeoutError:
@@ -235,6 +248,40 @@ class WorkerPool:
         if template is not None and isinstance(template.outcome, Ready):
             template.preload(names, timeout_s)
 
+    def _refill(self) -> None:
+        """Fork what runs will need next (on the keeper thread)."""
+        with self._lock:
+            template = self._template
+            if template is not None:
+                self._top_up(template)
+
+    def _keep(self, job: Callable[[], None]) -> None:
+        """``job`` on the keeper thread, off the runs' path (here when no thread can start)."""
+        try:
+            _KEEPER.submit(job)
+        except RuntimeError:
+            job()
+
+    def retire(self, worker: Worker, reason: str) -> None:
+        """A run ended: its worker is killed now (``kill(2)`` of the worker alone: its threads, and
+        so what they print, end with it), its process group and the fork of its successor on the
+        keeper thread, off the run's path; the template reaps it and kills what is left of its tree."""
+        if worker.stopped is None:
+            worker.stopped = reason
+        with self._lock:
+            self._leased.discard(worker)
+            self._retiring.add(worker)
+        if not worker.process.ended.is_set():
+            with contextlib.suppress(OSError):
+                os.kill(worker.process.pid, signal.SIGKILL)
+
+        def end() -> None:
+            self.discard(worker, reason)
+            with self._lock:
+                self._retiring.discard(worker)
+
+        self._keep(end)
+
     def discard(self, worker: Worker, reason: str) -> None:
         """Kill ``worker`` (its run ended, timed out, was cancelled, or it crashed) and fork the
         next one runs need."""
@@ -255,9 +302,10 @@ class WorkerPool:
         """Kill every worker and end the template (the session ends; cleanup has run)."""
         self._closed = True
         with self._lock:
-            workers = [*self._leased, *self._idle]
+            workers = [*self._leased, *self._idle, *self._retiring]
             self._leased.clear()
             self._idle.clear()
+            self._retiring.clear()
             template, self._template = self._template, None
         for worker in workers:
             worker.kill("the session ended")
@@ -288,31 +336,51 @@ class Lease:
         #: a call of a child or a stage was cancelled (its own timeout) and left running: the
         #: worker is retired when the run ends
         self.abandoned = False
+        #: the acquisition in flight (``acquire``)
+        self._taking: asyncio.Future[Worker] | None = None
 
     def reference(self, func: Callable[..., object]) -> Ref | None:
         return self.pool.reference(func)
 
     async def acquire(self) -> Worker:
+        """The run's worker; calls that need it at once (a model turn's tool calls, the run's first)
+        share one acquisition, so they share the worker."""
         worker = self.worker
-        if worker is None or worker.dead or worker.stopped is not None:
-            if worker is not None:
-                self.pool.discard(worker, worker.stopped or "it died")
-            self.worker = None
-            if self.failed is not None:
-                raise type(self.failed)(str(self.failed))
-            try:
-                worker = self.worker = await self.pool.acquire(self.timeout_s)
-            except WorkerStartError as exc:
-                self.failed = exc
-                raise
+        if worker is not None and not worker.dead and worker.stopped is None:
+            return worker
+        taking = self._taking
+        if taking is None or taking.done():
+            taking = self._taking = asyncio.ensure_future(self._take())
+            taking.add_done_callback(_retrieved)
+        return await asyncio.shield(taking)
+
+    async def _take(self) -> Worker:
+        worker = self.worker
+        if worker is not None:  # dead, or stopped (killed after a timeout): a fresh one
+            self.pool.discard(worker, worker.stopped or "it died")
+        self.worker = None
+        if self.failed is not None:
+            raise type(self.failed)(str(self.failed))
+        try:
+            worker = self.worker = await self.pool.acquire(self.timeout_s)
+        except WorkerStartError as exc:
+            self.failed = exc
+            raise
         return worker
 
     async def call(self, ref: Ref, label: str, args: tuple[object, ...], kwargs: dict[str, object],
                    world: tuple[str | None, int | None] | None = None) -> object:
         """Call ``ref`` in the run's worker with ``args`` and ``kwargs`` as data; ``world``: the
         run's recorded world for this call (``RunWorld.for_call``), of which the worker takes the
-        seed for ``random`` (user code reads the real clock)."""
-        worker = await self.acquire()
+        seed for ``random`` (user code reads the real clock). The run's first call takes its
+        worker: one that cannot start ends the run, an infrastructure error when no process could
+        start (``WorkerSpawnError``), else a failure (the project did not load)."""
+        try:
+            worker = await self.acquire()
+        except WorkerSpawnError as exc:
+            raise InfrastructureFailure(str(exc)) from None
+        except WorkerStartError as exc:
+            raise RunFailed(str(exc)) from None
         loop = asyncio.get_running_loop()
         cid = next(self._ids)
         future: asyncio.Future[object] = loop.create_future()
@@ -349,6 +417,9 @@ class Lease:
     async def release(self) -> None:
         """The run ended: its worker is killed (a fresh one serves the next run); when coverage
         is measured it saves its data first."""
+        taking, self._taking = self._taking, None
+        if taking is not None and not taking.done():  # a worker it gets goes back to the pool
+            taking.cancel()
         worker, self.worker = self.worker, None
         if worker is None:
             return
@@ -363,9 +434,17 @@ class Lease:
                 pass
             finally:
                 worker.released = None
-        reason = "a call was left running" if self.abandoned else "its run ended"
-        self.pool.discard(worker, worker.stopped or reason)
+        if self.abandoned or worker.stopped is not None:  # a call was left running, or it was stopped: at once
+            self.pool.discard(worker, worker.stopped or "a call was left running")
+        else:
+            self.pool.retire(worker, "its run ended")
 
+
+
+def _retrieved(taking: asyncio.Future[Worker]) -> None:
+    """An acquisition's failure is its callers' (retrieved here when they all stopped waiting)."""
+    if not taking.cancelled():
+        taking.exception()
 
 
 def _reference(func: object, root: Path) -> Ref | None:
