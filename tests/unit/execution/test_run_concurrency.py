@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from pytest_connic.execution.case import CaseTarget, ProjectRuntime, RuntimeOptions, resolve_case
+from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
 from pytest_connic.execution.concurrency import case_concurrency, run_cap
 from pytest_connic.execution.models import ModelSource
 from pytest_connic.execution.outcomes import new_outcome
+from pytest_connic.execution.target import CaseTarget, resolve_case
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.runtime import placeholders
