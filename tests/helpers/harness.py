@@ -16,6 +16,7 @@ from typing import Any
 from helpers.project import ProjectFiles
 from pytest_connic.execution.assembly import RunSettings, assemble, run_suite_case
 from pytest_connic.execution.case import ProjectRuntime
+from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.project.apispec import ApiRegistry
 from pytest_connic.records.outcome import CaseOutcome
 from pytest_connic.runtime import placeholders
@@ -24,20 +25,23 @@ from pytest_connic.secrets import Masker
 
 
 def runtime_for(root: Path, *, isolation: str = "none", masker: Masker | None = None,
-                **settings: Any) -> ProjectRuntime:
+                stop: StopSignal | None = None, **settings: Any) -> ProjectRuntime:
     """The project's runtime as a session builds it (``execution/assembly.py``); ``settings``:
-    fields of ``RunSettings`` (``mode``, ``replay``, ``match_rules``, ``live``, ...)."""
-    return assemble(root, RunSettings(isolation=isolation, **settings), masker=masker)
+    fields of ``RunSettings`` (``mode``, ``replay``, ``match_rules``, ``live``, ...); ``stop``: the
+    session's stop request (a Ctrl-C), set by the test."""
+    return assemble(root, RunSettings(isolation=isolation, **settings), masker=masker, stop=stop)
 
 
 @contextmanager
 def project_runtime(root: Path, **kwargs: Any) -> Iterator[ProjectRuntime]:
-    """``runtime_for``, closed afterwards."""
+    """``runtime_for``, closed afterwards and the SDK's ``connic.tools`` placeholders put back (as
+    ``CaseProject.runtime`` does: a test that checks them must not see another test's)."""
     runtime = runtime_for(root, **kwargs)
     try:
         yield runtime
     finally:
         runtime.close()
+        placeholders.uninstall()
 
 
 def run_case(runtime: ProjectRuntime, suite: str, case: str) -> CaseOutcome:
@@ -119,17 +123,36 @@ class HookHost(NullHost):
         return self._predefined_tool(name, params, context) if self._predefined_tool else None
 
 
+def conftest_hooks(source: str) -> HookHost:
+    """The ``HookHost`` of a project ``conftest.py``'s source (such as ``helpers.models.SCRIPTED_MODEL``):
+    its ``pytest_connic_make_model``, ``pytest_connic_guardrail`` and ``pytest_connic_predefined_tool``,
+    called as pytest would call them (``config`` is None: no snippet here reads it)."""
+    import textwrap
+
+    namespace: dict[str, Any] = {}
+    exec(compile(textwrap.dedent(source), "<conftest.py>", "exec"), namespace)  # noqa: S102  (the test's own text)
+
+    def hook(name: str) -> Callable[..., object] | None:
+        function = namespace.get(f"pytest_connic_{name}")
+        return None if function is None else (lambda *args: function(None, *args))
+
+    return HookHost(make_model=hook("make_model"), guardrail=hook("guardrail"), predefined_tool=hook("predefined_tool"))
+
+
 class CaseProject(ProjectFiles):
     """A Connic project in a temporary folder whose cases run below pytest: ``case`` returns the
     typed ``CaseOutcome`` (records, events, tool calls, failures) to assert on. ``settings`` are
     ``RunSettings`` fields every run here gets (``isolation="none"`` unless a test says otherwise:
     user code in this process, as most tests do not test the worker processes). ``host``: what the
-    project's ``pytest_connic_*`` hooks would answer (``HookHost``)."""
+    project's ``pytest_connic_*`` hooks would answer (``HookHost``). ``masker``: the secrets its runs
+    learnt (a sensitive approval input's response, ...), as the session's masker that its reports
+    are rendered with."""
 
     def __init__(self, root: Path, *, host: Host | None = None, **settings: Any) -> None:
         super().__init__(root)
         self.settings: dict[str, Any] = {"isolation": "none", **settings}
         self.host = host
+        self.masker = Masker()
         #: the project's OpenAPI specs as the session reads them (``project.apispec.load_registry``:
         #: ``--connic-api-spec``/``--connic-api-url``); None: no spec, so no ``api:`` tool resolves
         self.api: ApiRegistry | None = None
@@ -142,7 +165,8 @@ class CaseProject(ProjectFiles):
     def runtime(self, **settings: Any) -> Iterator[ProjectRuntime]:
         """A runtime of the project (closed afterwards, and the SDK's ``connic.tools`` placeholders
         put back, as a session's end does), with ``settings`` over the project's."""
-        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host, api=self.api)
+        runtime = assemble(self.root, RunSettings(**{**self.settings, **settings}), host=self.host, api=self.api,
+                           masker=self.masker)
         try:
             yield runtime
         finally:

@@ -88,9 +88,10 @@ class Arm:
         """One batch: never stopped by ``--connic-early-stop`` (which judges the case threshold,
         not the comparison), and without the ``-v`` per-run progress lines, which belong to the
         case's own runs."""
-        from pytest_connic.execution.case import CaseRun, CaseTarget
+        from pytest_connic.execution.case import CaseRun
         from pytest_connic.execution.executors import ReusingDaemonExecutor
         from pytest_connic.execution.outcomes import suite_outcome
+        from pytest_connic.execution.target import CaseTarget
 
         spec, suite = self.case.spec, self.case.suite
         assert spec.resolved is not None and spec.compiled is not None

@@ -2,7 +2,7 @@
 assertions, and the threshold verdict → ``CaseOutcome``.
 
 A case comes from a suite (``ProjectRuntime.run_case``) or from Python (the ``connic``
-fixture, ``ProjectRuntime.execute``); both become a ``CaseTarget`` (the resolved record Connic's SDK produces, compiled
+fixture, ``ProjectRuntime.execute``); both become a ``CaseTarget`` (``execution/target.py``) (the resolved record Connic's SDK produces, compiled
 expressions, the models) and run through the same ``CaseRun``.
 """
 
@@ -17,16 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_connic.checks.compiled import CompiledCase, ResolvedCase, compile_case
+from pytest_connic.checks.compiled import CompiledCase, ResolvedCase
 from pytest_connic.checks.evaluate import evaluate_run
-from pytest_connic.errors import ConnicError
 from pytest_connic.execution import builders
 from pytest_connic.execution.concurrency import RunGate, Ticket, case_concurrency, gate_for
 from pytest_connic.execution.executors import ReusingDaemonExecutor
 from pytest_connic.execution.interruption import StopSignal
 from pytest_connic.execution.loop import CaseLoop
 from pytest_connic.execution.outcomes import suite_outcome
-from pytest_connic.expressions.values import ExpressionError
+from pytest_connic.execution.target import CaseTarget
 from pytest_connic.models.base import RunModelSource
 from pytest_connic.project.load import ProjectError
 from pytest_connic.project.loaded import LoadedProject
@@ -53,8 +52,7 @@ if TYPE_CHECKING:
     from pytest_connic.secrets import Masker
     from pytest_connic.suite.loader import CaseSpec, Suite
 
-__all__ = ["CaseDefinitionError", "CaseRun", "CaseTarget", "ProjectRuntime", "ReusingDaemonExecutor",
-           "RunListener", "RuntimeOptions", "resolve_case"]
+__all__ = ["CaseRun", "ProjectRuntime", "ReusingDaemonExecutor", "RunListener", "RuntimeOptions"]
 
 STRICT_FLAGS = ("strict_mocks", "strict_hook_mocks", "strict_middleware_mocks", "strict_guardrail_mocks")
 
@@ -80,56 +78,6 @@ class RuntimeOptions:
     mcp_urls: Mapping[str, str] = field(default_factory=dict)
     #: ``--connic-budget-tokens`` / ``--connic-budget-cost``: the session's shared ledger
     budget: Budget | None = None
-
-
-class CaseDefinitionError(ConnicError):
-    """A case built from Python arguments that Connic's schema refuses (the message lists why)."""
-
-
-def resolve_case(fields: dict[str, object], agent_name: str) -> tuple[ResolvedCase, CompiledCase]:
-    """Validate one case with the SDK's own models and resolve it exactly as a suite case is
-    (``TestFile.resolved``), then compile its expressions.
-
-    ``fields`` are the keys of a suite case (``name``, ``payload``, ``runs``, ...), no defaults.
-    Raises ``CaseDefinitionError`` with Connic's messages.
-    """
-    from pydantic import ValidationError
-
-    from pytest_connic.project.sdk import TestCase, TestDefaults, TestFile
-
-
-    try:
-        model = TestCase.model_validate(fields)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "case"
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"{where}: {msg}")
-        raise CaseDefinitionError("; ".join(problems)) from None
-    resolved: ResolvedCase = TestFile.model_construct(
-        version="1.0", agent=agent_name, defaults=TestDefaults(), tests=[model]
-    ).resolved(model)
-    try:
-        compiled = compile_case(resolved)
-    except ExpressionError as exc:
-        where = ".".join(str(p) for p in getattr(exc, "key_path", ()))
-        raise CaseDefinitionError(f"{where}: {exc}" if where else str(exc)) from None
-    return resolved, compiled
-
-
-@dataclass
-class CaseTarget:
-    """Everything one case needs to run, wherever it was defined."""
-
-    agent_name: str
-    case: ResolvedCase  #: the resolved record (``TestFile.resolved``)
-    compiled: CompiledCase
-    models: RunModelSource  #: optionally ``save()``
-    outcome: CaseOutcome
-    #: evaluate the ``expected_*`` checks (and the implicit ``status == "completed"``);
-    #: the connic fixture without expectations leaves the verdict to the Python test
-    evaluate: bool = True
 
 
 #: what a worker runs to import a module of the project, and to describe an agent as the SDK

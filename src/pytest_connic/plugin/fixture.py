@@ -176,8 +176,8 @@ class ConnicRunner:
         and, when any ``expected_*`` is given, on those checks exactly as in a suite. A
         case that cannot start (a missing fixture, builder or mocks module) always fails.
         """
-        from pytest_connic.execution.case import CaseDefinitionError, CaseTarget, resolve_case
         from pytest_connic.execution.outcomes import new_outcome
+        from pytest_connic.execution.target import CaseDefinitionError, CaseTarget, resolve_case
 
         runtime = self.runtime(project_root)
         self._check_agent(runtime, agent)

@@ -19,12 +19,14 @@ from typing import Any
 
 import pytest
 
-from pytest_connic.execution.case import CaseTarget, ProjectRuntime, RuntimeOptions, resolve_case
+from pytest_connic.execution.case import ProjectRuntime, RuntimeOptions
 from pytest_connic.execution.concurrency import case_concurrency, run_cap
 from pytest_connic.execution.models import ModelSource
 from pytest_connic.execution.outcomes import new_outcome
+from pytest_connic.execution.target import CaseTarget, resolve_case
 from pytest_connic.project.loaded import LoadedProject
 from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.runtime import placeholders
 from pytest_connic.runtime.ports import NullHost
 from pytest_connic.secrets import Masker
 
@@ -123,6 +125,7 @@ def runtime_of(tmp_path: Path) -> Iterator[Callable[..., ProjectRuntime]]:
     yield make
     for runtime in made:
         runtime.close()
+    placeholders.uninstall()  # a runtime installed them: put back, as a session's end does
 
 
 def run_case(runtime: ProjectRuntime, runs: int, **payload: Any) -> CaseOutcome:

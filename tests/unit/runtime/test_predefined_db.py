@@ -25,6 +25,7 @@ from pytest_connic.runtime.predefined import (
     PredefinedToolError,
     tool_schema,
 )
+from pytest_connic.runtime.predefined.db import insert_seed, merge
 
 run = asyncio.run
 
@@ -690,3 +691,31 @@ def test_tool_schema_comes_from_the_sdk() -> None:
     assert tool_schema("db_find")["parameters"]["required"] == ["collection"]
     with pytest.raises(ValueError, match="not a predefined Connic tool"):
         tool_schema("os_system")
+
+
+# --------------------------------------------------------------------------- the merge of an update, as values
+
+
+@pytest.mark.parametrize(("update", "remove_none", "merged"), [
+    ({"a": 2, "n.x": 1}, False, {"a": 2, "keep": True, "n": {"x": 1, "y": 0}}),
+    ({"n.z.deep": "v"}, False, {"a": 1, "keep": True, "n": {"x": 0, "y": 0, "z": {"deep": "v"}}}),
+    ({"a": None, "n.y": None}, True, {"keep": True, "n": {"x": 0}}),  # null removes, as db_update does
+    ({"a": None}, False, {"a": None, "keep": True, "n": {"x": 0, "y": 0}}),  # null stored, as an upsert inserts
+    ({"missing.x": None}, True, {"a": 1, "keep": True, "n": {"x": 0, "y": 0}}),  # removing below nothing: no-op
+    ({"a.x": None}, True, {"a": 1, "keep": True, "n": {"x": 0, "y": 0}}),
+])
+def test_merge_sets_dot_paths_and_null_removes(update: dict[str, Any], remove_none: bool,
+                                               merged: dict[str, Any]) -> None:
+    document = {"a": 1, "keep": True, "n": {"x": 0, "y": 0}}
+    assert merge(document, update, remove_none=remove_none) == merged
+    assert document == {"a": 1, "keep": True, "n": {"x": 0, "y": 0}}  # a copy: the stored one is untouched
+
+
+def test_merge_refuses_a_path_through_a_value() -> None:
+    with pytest.raises(PredefinedToolError, match="cannot set 'a.x': 'a' is not an object"):
+        merge({"a": 1}, {"a.x": 2}, remove_none=True)
+
+
+def test_an_upsert_seeds_a_new_document_with_the_filters_literal_equalities() -> None:
+    assert insert_seed({"sku": "k1", "qty": {"$gt": 1}, "$or": [{"a": 1}], "address.city": "Berlin",
+                        "meta": {"kind": "x"}}) == {"sku": "k1", "meta": {"kind": "x"}}

@@ -17,6 +17,8 @@ from connic import tools as sdk_tools
 from connic.core import FilesAccessConfig, FolderPermissions
 
 from pytest_connic.runtime.predefined import FILE_TOOL_NAMES, LocalFiles, PredefinedToolError
+from pytest_connic.runtime.predefined.access import files_access
+from pytest_connic.runtime.predefined.files import Caller
 
 run = asyncio.run
 
@@ -448,3 +450,20 @@ def test_concurrent_writes_from_threads_all_land(files: LocalFiles) -> None:
     assert listing["total"] == 20
     contents = {run(files.file_read(m["_path"]))["content"] for m in listing["files"]}
     assert contents == {str(i).encode() for i in range(20)}
+
+
+# --------------------------------------------------------------------------- who sees a file, as values
+
+
+def test_a_caller_sees_a_file_in_its_folders_and_a_session_only_file_of_its_session() -> None:
+    config = FilesAccessConfig(folders={"shared": FolderPermissions(session_only=False),
+                                        "private": FolderPermissions(session_only=True)})
+    access = files_access(config, "clerk")
+    mine = Caller(access, agent="clerk", session_id="s1")
+    stranger, sessionless = Caller(access, session_id="s2"), Caller(access)
+    private = {"_path": "private/notes.txt", "_session_id": "s1"}
+    shared = {"_path": "shared/a.txt", "_session_id": "s2"}
+    outside = {"_path": "elsewhere/b.txt", "_session_id": "s1"}
+    by_hand = {"_path": "private/placed-by-hand.txt"}  # no session wrote it: no caller's session owns it
+    assert [(mine.sees(m), stranger.sees(m), sessionless.sees(m)) for m in (private, shared, outside, by_hand)] == [
+        (True, False, False), (True, True, True), (False, False, False), (False, False, False)]

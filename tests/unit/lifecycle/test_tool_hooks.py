@@ -1,13 +1,14 @@
-"""Tool hooks (spec §9.6): ``before`` returns a dict merged into the params or None for
+"""Tool hooks below pytest (spec §9.6): ``before`` returns a dict merged into the params or None for
 unchanged, ``after`` a replacement result or None to keep it; sync or async, with or without
-``context``; an ordinary hook exception fails only that call."""
+``context``; an ordinary hook exception fails only that call (``ToolCallRecord.error``)."""
 
 from __future__ import annotations
 
 import json
 
+from helpers.harness import CaseProject, conftest_hooks
 from helpers.models import SCRIPTED_MODEL
-from helpers.project import ConnicProject
+from pytest_connic.records.events import HookEvent
 
 TOOLS = '''
 def greet(name: str, greeting: str = "hello", punctuation: str = ".") -> dict:
@@ -43,39 +44,42 @@ def after(tool_name, params, result):  # no context parameter: it is optional
 '''
 
 
-def test_hook_return_values_and_errors(project: ConnicProject) -> None:
-    project.tool("words", TOOLS)
-    project.agent("greeter", tools=["words.greet"])
-    project.write("hooks/greeter.py", HOOKS)
-    project.write("conftest.py", SCRIPTED_MODEL)
+def test_hook_return_values_and_errors(case_project: CaseProject) -> None:
+    case_project.tool("words", TOOLS)
+    case_project.agent("greeter", tools=["words.greet"])
+    case_project.write("hooks/greeter.py", HOOKS)
+    case_project.host = conftest_hooks(SCRIPTED_MODEL)
     names = ["unchanged", "merged", "in place", "replaced", "bad return", "raises", "after raises"]
     payload = json.dumps({"calls": [["greet", {"name": n}] for n in names]})
-    project.suite("greeter", f'''
+    case_project.suite("greeter", f'''
         tests:
           - name: every hook contract
             payload: {json.dumps(payload)}
-            expected_result: >-
-              output.read[0].text == "hello unchanged." and output.read[1].text == "hi merged."
-              and output.read[2].text == "hello in place!"
-              and output.read[3] == {{"text": "replaced by the after hook", "seen": "hello replaced."}}
-              and output.read[4] == "Error: before hook returned list; expected a dict of params or None"
-              and output.read[5] == "Error: before hook failed: PermissionError: not allowed"
-              and output.read[6] == "Error: after hook failed: ValueError: after broke"
             expected_tool_calls:
               - words.greet: 'params == {{"name": "merged", "greeting": "hi"}}'
               - greet: params.name == "replaced" and result.seen == "hello replaced."
               - words.greet: invocations == 7
     ''')
-
-    result = project.run("--connic-json", "report.json")
-
-    result.assert_outcomes(passed=1)
-    (run,) = json.loads((project.root / "report.json").read_text())["cases"][0]["runs_detail"]
+    outcome = case_project.case("greeter", "every hook contract")
+    assert outcome.verdict_passed, outcome.failure_reason
+    (run,) = outcome.records
+    # what the model read back of each call
+    assert run.output == {"read": [
+        {"text": "hello unchanged."}, {"text": "hi merged."}, {"text": "hello in place!"},
+        {"text": "replaced by the after hook", "seen": "hello replaced."},
+        "Error: before hook returned list; expected a dict of params or None",
+        "Error: before hook failed: PermissionError: not allowed",
+        "Error: after hook failed: ValueError: after broke",
+    ]}
     # hooks receive the short tool name; an error fails only its own call
-    assert run["run_context"]["hooked"] == ["greet"] * 7
-    errors = [(c["params"]["name"], c["error"]) for c in run["tool_calls"] if c["error"]]
+    assert run.run_context["hooked"] == ["greet"] * 7
+    errors = [(c.params["name"], c.error) for c in run.tool_calls if c.error]
     assert errors == [
         ("bad return", "before hook returned list; expected a dict of params or None"),
         ("raises", "before hook failed: PermissionError: not allowed"),
         ("after raises", "after hook failed: ValueError: after broke"),
     ]
+    assert [c.params for c in run.tool_calls[:3]] == [
+        {"name": "unchanged"}, {"name": "merged", "greeting": "hi"}, {"name": "in place", "punctuation": "!"}]
+    phases = [e.phase for e in run.events if isinstance(e, HookEvent)]
+    assert (phases.count("before"), phases.count("after")) == (7, 5)  # no after hook once the before hook failed

@@ -1,5 +1,7 @@
-"""Connic's lifecycle around the agent (spec §9.3–9.6): the order of the phases, the run
-context each phase sees, and the middleware contracts (sync/async, None, exceptions)."""
+"""Connic's lifecycle around the agent, below pytest (spec §9.3–9.6): the order of the phases, the
+run context each phase sees, and the middleware contracts (sync/async, None, exceptions). The
+context travels to and from a worker process for each phase: the phase tests also run
+process-isolated."""
 
 from __future__ import annotations
 
@@ -8,7 +10,14 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from helpers.project import ConnicProject
+import pytest
+
+from helpers.harness import CaseProject, conftest_hooks
+from pytest_connic.records.events import HookEvent, MiddlewareEvent
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
+from pytest_connic.reports.failure import failure_text
+from pytest_connic.secrets import Masker
 
 #: every user file below appends one line per phase to lifecycle.log (the cwd is the project)
 NOTE = '''
@@ -26,9 +35,10 @@ def dump(name, value):
 '''
 
 
-def _shop(project: ConnicProject) -> None:
+@pytest.fixture
+def shop(case_project: CaseProject) -> CaseProject:
     """An agent with every lifecycle phase: guardrails, middleware, hooks, a tool, a builder."""
-    project.tool("shop", NOTE + '''
+    case_project.tool("shop", NOTE + '''
 
 def add(a: int, b: int, context: dict) -> dict:
     """Add two numbers."""
@@ -36,7 +46,7 @@ def add(a: int, b: int, context: dict) -> dict:
     dump("tool", sorted(context))
     return {"sum": a + b}
 ''')
-    project.agent(
+    case_project.agent(
         "shop",
         tools=["shop.add"],
         system_prompt="Serve {user}.",
@@ -45,7 +55,7 @@ def add(a: int, b: int, context: dict) -> dict:
             "output": [{"type": "custom", "name": "gate_out", "mode": "block"}],
         },
     )
-    project.write("guardrails/gate.py", NOTE + '''
+    case_project.write("guardrails/gate.py", NOTE + '''
 from connic import GuardrailResult
 
 
@@ -54,7 +64,7 @@ async def check(content, context):
     dump("input guardrail", sorted(context))
     return GuardrailResult(passed=True)
 ''')
-    project.write("guardrails/gate_out.py", NOTE + '''
+    case_project.write("guardrails/gate_out.py", NOTE + '''
 from connic import GuardrailResult
 
 
@@ -63,7 +73,7 @@ def check(content, context):
     dump("output guardrail", {"content": content, "keys": sorted(context)})
     return GuardrailResult(passed=True)
 ''')
-    project.write("middleware/shop.py", NOTE + '''
+    case_project.write("middleware/shop.py", NOTE + '''
 
 async def before(content, context):
     note("middleware before")
@@ -82,7 +92,7 @@ async def cleanup(run, context):
     note("middleware cleanup", run["status"])
     dump("cleanup", {"run": run, "user": context.get("user")})
 ''')
-    project.write("hooks/shop.py", NOTE + '''
+    case_project.write("hooks/shop.py", NOTE + '''
 
 def before(tool_name, params, context):
     note("hook before", tool_name)
@@ -94,7 +104,7 @@ async def after(tool_name, params, result, context):
     note("hook after", tool_name)
     return None
 ''')
-    project.write("tests/builders/seed.py", NOTE + '''
+    case_project.write("tests/builders/seed.py", NOTE + '''
 
 def build(context, builder_args, test_name, payload, files):
     note("build")
@@ -105,7 +115,7 @@ async def cleanup(run, context, builder_args):
     note("builder cleanup")
     dump("builder cleanup", {"run_id": run["context"]["run_id"], "output": run["output"]})
 ''')
-    project.suite("shop", '''
+    case_project.suite("shop", '''
         tests:
           - name: order
             builder: seed
@@ -113,7 +123,13 @@ async def cleanup(run, context, builder_args):
             expected_tool_calls:
               - shop.add: result.sum == 5
     ''')
-    project.replies("shop", "order", [("add", {"a": 2, "b": 3})], "done")
+    case_project.replies("shop", "order", [("add", {"a": 2, "b": 3})], "done")
+    return case_project
+
+
+def only(outcome: CaseOutcome) -> RunRecord:
+    (record,) = outcome.records
+    return record
 
 
 def _context_dumps(root: Path) -> dict[str, object]:
@@ -121,13 +137,11 @@ def _context_dumps(root: Path) -> dict[str, object]:
     return {entry["at"]: entry["value"] for entry in map(json.loads, lines)}
 
 
-def test_phases_run_in_connics_order(project: ConnicProject) -> None:
-    _shop(project)
-
-    result = project.run()
-
-    result.assert_outcomes(passed=1)
-    assert (project.root / "lifecycle.log").read_text().splitlines() == [
+@pytest.mark.parametrize("isolation", ["none", "process"])
+def test_phases_run_in_connics_order(shop: CaseProject, isolation: str) -> None:
+    outcome = shop.case("shop", "order", isolation=isolation)
+    assert outcome.verdict_passed, outcome.failure_reason
+    assert (shop.root / "lifecycle.log").read_text().splitlines() == [
         "build",
         "guardrail input gate",
         "middleware before",
@@ -139,14 +153,20 @@ def test_phases_run_in_connics_order(project: ConnicProject) -> None:
         "middleware cleanup completed",
         "builder cleanup",
     ]
+    record = only(outcome)
+    assert [(e.kind, e.phase) for e in record.events if isinstance(e, (HookEvent, MiddlewareEvent))] == [
+        ("middleware", "before"), ("hook", "before"), ("hook", "after"), ("middleware", "after"),
+        ("middleware", "cleanup")]
+    assert [(g.direction, g.name, g.status) for g in record.guardrails] == [
+        ("input", "gate", "passed"), ("output", "gate_out", "passed")]
 
 
-def test_each_phase_sees_the_run_context_of_connic(project: ConnicProject) -> None:
-    _shop(project)
+@pytest.mark.parametrize("isolation", ["none", "process"])
+def test_each_phase_sees_the_run_context_of_connic(shop: CaseProject, isolation: str) -> None:
+    outcome = shop.case("shop", "order", isolation=isolation)
+    assert outcome.verdict_passed, outcome.failure_reason
 
-    project.run().assert_outcomes(passed=1)
-
-    seen = _context_dumps(project.root)
+    seen = _context_dumps(shop.root)
     before = seen["before"]
     assert isinstance(before, dict)
     # pre-filled keys (spec §9.4); connector_id only exists for connector-triggered runs
@@ -154,6 +174,7 @@ def test_each_phase_sees_the_run_context_of_connic(project: ConnicProject) -> No
     assert before["agent_name"] == "shop"
     assert before["payload"] == {"item": "pencil"}
     uuid.UUID(str(before["run_id"]))
+    assert before["run_id"] == only(outcome).run_id
     assert datetime.fromisoformat(str(before["timestamp"])).utcoffset() is not None
     # input guardrails run before `before`: nothing it sets is visible yet
     assert seen["input guardrail"] == ["agent_name", "payload", "run_id", "timestamp"]
@@ -169,6 +190,7 @@ def test_each_phase_sees_the_run_context_of_connic(project: ConnicProject) -> No
     assert seen["cleanup"] == {"run": {"status": "completed", "error": None, "output": "done"}, "user": "ada"}
     # the builder's cleanup gets the same run context and the raw output
     assert seen["builder cleanup"] == {"run_id": before["run_id"], "output": "done"}
+    assert only(outcome).run_context["user"] == "ada"  # the record keeps the context the run ended with
 
 
 MIDDLEWARE_CONTRACTS = '''
@@ -214,70 +236,68 @@ def pytest_connic_make_model(config, agent, model, case, run_index):
 '''
 
 
-def test_middleware_contracts(project: ConnicProject) -> None:
-    project.agent("desk")
-    project.write("middleware/desk.py", MIDDLEWARE_CONTRACTS)
-    project.write("conftest.py", ECHO_MODEL)
-    project.suite("desk", '''
+@pytest.fixture
+def desk(case_project: CaseProject) -> CaseProject:
+    case_project.agent("desk")
+    case_project.write("middleware/desk.py", MIDDLEWARE_CONTRACTS)
+    case_project.host = conftest_hooks(ECHO_MODEL)
+    return case_project
+
+
+def test_middleware_contracts(desk: CaseProject) -> None:
+    desk.suite("desk", '''
         tests:
           - name: before returning None fails the run
             payload: before-none
-            expected_result: >-
-              status == "failed" and "middleware before of agent 'desk' returned None" in error
           - name: an exception in before fails the run
             payload: before-raises
-            expected_result: >-
-              error == "middleware before of agent 'desk' raised ValueError: no entry"
           - name: before may rewrite what the model reads
             payload: rewrite
-            expected_result: >-
-              output == '{"user": "rewritten by before"} (checked)'
           - name: after returning None fails the run
             payload: after-none
-            expected_result: >-
-              status == "failed" and "middleware after of agent 'desk' returned None" in error
           - name: an exception in after fails the run
             payload: after-raises
-            expected_result: >-
-              status == "failed" and error == "middleware after of agent 'desk' raised KeyError: 'lost'"
           - name: an exception in cleanup never changes the status
             payload: cleanup-raises
-            expected_result: status == "completed" and "(checked)" in output
           - name: an unexpected middleware error is an agent error
             payload: before-raises
           - name: before returning something other than the content fails the run
             payload: before-text
-            expected_result: >-
-              status == "failed" and error == "middleware before of agent 'desk' returned str; it must return
-              the content (a dict with role and parts)"
     ''')
+    outcomes = desk.cases("desk")
+    ended = {name: (only(o).status, only(o).error) for name, o in outcomes.items()}
+    assert ended == {
+        "before returning None fails the run": (
+            "failed", "middleware before of agent 'desk' returned None; it must return the content"),
+        "an exception in before fails the run": ("failed", "middleware before of agent 'desk' raised ValueError: no entry"),
+        "before may rewrite what the model reads": ("completed", None),
+        "after returning None fails the run": (
+            "failed", "middleware after of agent 'desk' returned None; it must return the response"),
+        "an exception in after fails the run": ("failed", "middleware after of agent 'desk' raised KeyError: 'lost'"),
+        "an exception in cleanup never changes the status": ("completed", None),
+        "an unexpected middleware error is an agent error": (
+            "failed", "middleware before of agent 'desk' raised ValueError: no entry"),
+        "before returning something other than the content fails the run": (
+            "failed", ("middleware before of agent 'desk' returned str; it must return the content (a dict with role "
+                      "and parts)")),
+    }
+    assert only(outcomes["before may rewrite what the model reads"]).output == (
+        '{"user": "rewritten by before"} (checked)')
+    assert only(outcomes["an exception in cleanup never changes the status"]).output == '{"user": "cleanup-raises"} (checked)'
+    unexpected = outcomes["an unexpected middleware error is an agent error"]
+    assert failure_text(unexpected, Masker()).split("\n")[:2] == [
+        "tests/desk.yaml:14: case 'an unexpected middleware error is an agent error' (desk) failed",
+        "    0/1 runs passed, threshold 100% needs 1: agent error: middleware before of agent 'desk' raised ValueError: no entry",
+    ]
 
-    result = project.run()
 
-    result.assert_outcomes(passed=7, failed=1)
-    result.stdout.fnmatch_lines([
-        "tests/desk.yaml:25: case 'an unexpected middleware error is an agent error'",  # folded at 80 columns,
-        "  (desk) failed",  # the name whole
-        "*: agent error: middleware before of agent 'desk' raised ValueError: no entry",
-    ])
-    result.stdout.no_fnmatch_line("*INTERNALERROR*")
-
-
-def test_cleanup_middleware_error_is_logged_in_the_trace(project: ConnicProject) -> None:
-    project.agent("desk")
-    project.write("middleware/desk.py", MIDDLEWARE_CONTRACTS)
-    project.write("conftest.py", ECHO_MODEL)
-    project.suite("desk", '''
-        tests:
-          - name: cleanup raises
-            payload: cleanup-raises
-    ''')
-
-    result = project.run("--connic-json", "report.json")
-
-    result.assert_outcomes(passed=1)
-    (run,) = json.loads((project.root / "report.json").read_text())["cases"][0]["runs_detail"]
-    assert run["status"] == "completed"
-    cleanup = [e for e in run["events"] if e.get("phase") == "cleanup"]
-    assert cleanup == [{"type": "middleware", "phase": "cleanup", "mock": None,
-                        "error": "RuntimeError: cleanup broke"}]
+def test_cleanup_middleware_error_is_logged_in_the_trace(desk: CaseProject) -> None:
+    desk.suite("desk", "tests:\n  - name: cleanup raises\n    payload: cleanup-raises\n")
+    outcome = desk.case("desk", "cleanup raises")
+    assert outcome.verdict_passed, outcome.failure_reason
+    record = only(outcome)
+    assert record.status == "completed"
+    cleanup = [e for e in record.events if isinstance(e, MiddlewareEvent) and e.phase == "cleanup"]
+    assert cleanup == [MiddlewareEvent(phase="cleanup", mock=None, error="RuntimeError: cleanup broke")]
+    assert cleanup[0].to_dict() == {"type": "middleware", "phase": "cleanup", "mock": None,
+                                    "error": "RuntimeError: cleanup broke"}

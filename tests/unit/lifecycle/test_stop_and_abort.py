@@ -1,14 +1,21 @@
 """``StopProcessing`` and ``AbortTool`` from every place they may come from (spec §9.5, §9.6),
-and vendor projects whose cases end in middleware, which pass unchanged without a cassette."""
+below pytest (``StopProcessingEvent``s, aborted ``ToolCallRecord``s), and vendor projects whose
+cases end in middleware, which pass unchanged without a cassette."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
+import pytest
+
+from helpers.harness import CaseProject, conftest_hooks
 from helpers.models import SCRIPTED_MODEL
-from helpers.project import ConnicProject, esc
+from helpers.project import esc
+from pytest_connic.records.events import StopProcessingEvent
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import RunRecord
+from pytest_connic.reports.failure import failure_text
+from pytest_connic.reports.terminal import summary_line
 
 OPS = '''
 from connic import AbortTool, StopProcessing
@@ -133,12 +140,16 @@ def _yaml_str(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid YAML double-quoted scalar
 
 
-def _stop_project(project: ConnicProject) -> None:
+@pytest.fixture
+def stops(case_project: CaseProject) -> CaseProject:
+    """Agent ``desk``: its tool, hooks, middleware and mocks stop or abort by the numbers passed
+    (``STOPS``, ``ABORTS``: a case each in ``tests/desk.yaml``)."""
+    project = case_project
     project.tool("ops", OPS)
     project.agent("desk", tools=["ops.add"])
     project.write("hooks/desk.py", HOOKS)
     project.write("middleware/desk.py", MIDDLEWARE)
-    project.write("conftest.py", SCRIPTED_MODEL)
+    project.host = conftest_hooks(SCRIPTED_MODEL)
     for name, source in MOCKS.items():
         project.write(f"tests/mocks/{name}.py", source)
     lines = ["tests:"]
@@ -156,51 +167,45 @@ def _stop_project(project: ConnicProject) -> None:
         lines.append(f"    expected_result: {_yaml_str('output.after.read == ' + json.dumps([read]))}")
         lines += ["    expected_tool_calls:", "      - ops.add: invocations == 1"]
     project.write("tests/desk.yaml", "\n".join(lines) + "\n")
+    return project
 
 
-def _runs(report: Path) -> dict[str, dict[str, Any]]:
-    cases = json.loads(report.read_text())["cases"]
-    return {c["test_name"]: c["runs_detail"][0] for c in cases}
+def only(outcome: CaseOutcome) -> RunRecord:
+    (record,) = outcome.records
+    return record
 
 
-def test_stop_processing_from_every_place_completes_the_run(project: ConnicProject) -> None:
-    _stop_project(project)
-
-    result = project.run("--connic-json", "report.json", "-k", "stop")
-
-    result.assert_outcomes(passed=len(STOPS))
-    runs = _runs(project.root / "report.json")
+def test_stop_processing_from_every_place_completes_the_run(stops: CaseProject) -> None:
+    outcomes = stops.cases("desk", *(name for name, *_ in STOPS))
+    assert {n: o.failure_reason for n, o in outcomes.items()} == dict.fromkeys(outcomes)
     for name, _, _, output in STOPS:
-        run = runs[name]
-        assert (run["status"], run["output"], run["error"]) == ("completed", output, None), name
-        stops = [e["response"] for e in run["events"] if e["type"] == "stop_processing"]
-        assert stops == [output], name
+        run = only(outcomes[name])
+        assert (run.status, run.output_raw, run.error) == ("completed", output, None), name
+        stopped = [e.response for e in run.events if isinstance(e, StopProcessingEvent)]
+        assert stopped == [output], name
     # the tool never ran when a hook or a mock stopped the run first
-    assert sorted((project.root / "tool-ran.log").read_text().split()) == ["50", "99"]
+    assert sorted((stops.root / "tool-ran.log").read_text().split()) == ["50", "99"]
     # cleanup middleware ran last for every run, with the response as the output
-    cleanups = (project.root / "cleanup.log").read_text().splitlines()
+    cleanups = (stops.root / "cleanup.log").read_text().splitlines()
     assert sorted(cleanups) == sorted(f"completed {output}" for *_, output in STOPS)
 
 
-def test_abort_tool_from_every_place_skips_the_call(project: ConnicProject) -> None:
-    _stop_project(project)
-
-    result = project.run("--connic-json", "report.json", "-k", "abort")
-
-    result.assert_outcomes(passed=len(ABORTS))
-    runs = _runs(project.root / "report.json")
+def test_abort_tool_from_every_place_skips_the_call(stops: CaseProject) -> None:
+    outcomes = stops.cases("desk", *(name for name, *_ in ABORTS))
+    assert {n: o.failure_reason for n, o in outcomes.items()} == dict.fromkeys(outcomes)
     for name, _, _, read, error in ABORTS:
-        (call,) = runs[name]["tool_calls"]
+        run = only(outcomes[name])
+        (call,) = run.tool_calls
         # the model read the abort result as the tool's answer; the trace marks an error,
         # and no result is recorded (result predicates never match an aborted call)
-        assert (call["aborted"], call["error"], call["has_result"]) == (True, error, False), name
+        assert (call.aborted, call.error, call.has_result) == (True, error, False), name
+        assert run.output == {"after": {"read": [read]}}, name
     # a before hook (or its mock) skips the tool; the tool itself and the after hook come later
-    assert sorted((project.root / "tool-ran.log").read_text().split()) == ["100", "77"]
+    assert sorted((stops.root / "tool-ran.log").read_text().split()) == ["100", "77"]
 
 
-def test_an_aborted_call_fails_a_result_predicate_and_the_trace_says_why(project: ConnicProject) -> None:
-    _stop_project(project)
-    project.suite("aborts", '''
+def test_an_aborted_call_fails_a_result_predicate_and_the_trace_says_why(stops: CaseProject) -> None:
+    stops.suite("aborts", '''
         agent: desk
         tests:
           - name: result of an aborted call
@@ -208,14 +213,11 @@ def test_an_aborted_call_fails_a_result_predicate_and_the_trace_says_why(project
             expected_tool_calls:
               - ops.add: result.error == "unlucky"
     ''')
-
-    result = project.run("tests/aborts.yaml")
-
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*expected tool call ops.add: result.error == \"unlucky\" not satisfied*",
-        esc('*✗ add(a=13, b=1) [aborted]* — aborted by before hook (AbortTool): {"error": "unlucky"}'),
-    ])
+    outcome = stops.case("aborts", "result of an aborted call")
+    (failure,) = only(outcome).failures
+    assert failure.startswith('expected tool call ops.add: result.error == "unlucky" not satisfied')
+    pytest.LineMatcher(failure_text(outcome, stops.masker).split("\n")).fnmatch_lines([
+        esc('*✗ add(a=13, b=1) [aborted]* — aborted by before hook (AbortTool): {"error": "unlucky"}')])
 
 
 # --------------------------------------------------------------------------- vendor projects
@@ -391,7 +393,8 @@ tests:
 '''
 
 
-def test_vendor_cases_that_end_in_middleware_pass_without_a_cassette(project: ConnicProject) -> None:
+def test_vendor_cases_that_end_in_middleware_pass_without_a_cassette(case_project: CaseProject) -> None:
+    project = case_project
     project.write("agents/order-validator.yaml", '''
         version: "1.0"
         name: order-validator
@@ -436,17 +439,26 @@ def test_vendor_cases_that_end_in_middleware_pass_without_a_cassette(project: Co
     # only the case that reaches the model has a cassette
     project.replies("support-triager", "classifies_billing_issue", '{"category": "billing"}')
 
-    result = project.run()
+    outcomes = [*project.cases("order-validator").values(), *project.cases("support-triager").values()]
 
-    result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["*4/4 cases passed.*"])
+    assert summary_line(outcomes) == "4/4 cases passed."
+    stopped = {o.case_name: [e.response for e in only(o).events if isinstance(e, StopProcessingEvent)]
+               for o in outcomes}
+    assert stopped == {
+        "rejects_empty_order_in_middleware": ['{"error": "Order has no items", "status": "rejected", "order_id": "A125"}'],
+        "rejects_malformed_order_in_middleware": ['{"error": "Missing order_id", "status": "rejected"}'],
+        "classifies_billing_issue": [],
+        "blocks_spam_domain": [("This message has been automatically filtered. Please contact support through our "
+                                "official channels.")],
+    }
     assert sorted(p.name for p in (project.root / "cassettes").rglob("*.yaml")) == ["classifies_billing_issue.yaml"]
 
 
-def test_a_tool_stop_with_recorded_turns_left_over_is_no_divergence(project: ConnicProject) -> None:
+def test_a_tool_stop_with_recorded_turns_left_over_is_no_divergence(case_project: CaseProject) -> None:
     """A run that a tool's ``StopProcessing`` ends completes early for its own reason: the turns a
     cassette still holds after it are no "fewer steps than recorded" (docs/models.md "Replay is
     strict"), as after a middleware stop; a run that simply completes early still diverges."""
+    project = case_project
     project.tool("ops", OPS)
     project.agent("desk", tools=["ops.add"])
     project.suite("desk", '''
@@ -462,8 +474,9 @@ def test_a_tool_stop_with_recorded_turns_left_over_is_no_divergence(project: Con
         {"tool_calls": [{"name": "add", "arguments": {"a": 99, "b": 1}}]}, leftover]}])
     project.cassette("desk", "ends early", [{"turns": [{"content": "done"}, leftover]}])
 
-    result = project.run()
+    outcomes = project.cases("desk")
 
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*ends early*", "*took fewer steps than recorded*"])
-    result.stdout.no_fnmatch_line("*stopped*fewer steps*")
+    assert only(outcomes["stopped"]).failures == []
+    assert only(outcomes["stopped"]).stopped
+    (failure,) = only(outcomes["ends early"]).failures
+    assert failure.endswith("took fewer steps than recorded")

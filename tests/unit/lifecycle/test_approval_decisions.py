@@ -1,5 +1,6 @@
-"""Approvals (spec §6): the agent's ``approval:`` config answered by ``approval_decisions``,
-through real pytest runs of small Connic projects."""
+"""Approvals below pytest (spec §6): the agent's ``approval:`` config answered by
+``approval_decisions``; asserted on ``RunRecord.approvals``, the calls' ``approval`` marks, the
+runs' status, errors and failures."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from typing import Any
 
 import pytest
 
-from helpers.project import ConnicProject, assert_failure_reasons
-
-pytestmark = pytest.mark.isolation_none  # user code in pytest's process: the subject is not isolation (tests/conftest.py)
+from helpers.harness import CaseProject, conftest_hooks
+from pytest_connic.records.events import NoteEvent
+from pytest_connic.records.outcome import CaseOutcome
+from pytest_connic.records.run import ApprovalRecord, RunRecord
+from pytest_connic.reports.json_report import build_json_report
+from pytest_connic.runtime.approvals import ApprovalInputError
 
 OPS_TOOLS = '''
 def delete_order(order_id: str) -> dict:
@@ -47,14 +51,14 @@ APPROVAL = {
 
 
 @pytest.fixture
-def ops(project: ConnicProject) -> ConnicProject:
+def ops(case_project: CaseProject) -> CaseProject:
     """Agent ``ops`` (on_rejection: fail) and ``ops-lenient`` (on_rejection: continue)."""
-    project.tool("ops", OPS_TOOLS)
-    project.write("middleware/ops.py", OPS_MIDDLEWARE)
-    project.agent("ops", tools=["ops.delete_order", "ops.refund"], approval=APPROVAL)
-    project.agent("ops-lenient", tools=["ops.delete_order", "ops.refund"],
-                  approval={**APPROVAL, "on_rejection": "continue"})
-    return project
+    case_project.tool("ops", OPS_TOOLS)
+    case_project.write("middleware/ops.py", OPS_MIDDLEWARE)
+    case_project.agent("ops", tools=["ops.delete_order", "ops.refund"], approval=APPROVAL)
+    case_project.agent("ops-lenient", tools=["ops.delete_order", "ops.refund"],
+                       approval={**APPROVAL, "on_rejection": "continue"})
+    return case_project
 
 
 def delete(order_id: str = "A1") -> list[tuple[str, dict[str, Any]]]:
@@ -68,13 +72,16 @@ def refund(amount: Any = None) -> list[tuple[str, dict[str, Any]]]:
     return [("refund", args)]
 
 
-def runs(project: ConnicProject, report: str = "report.json") -> dict[str, dict[str, Any]]:
-    """The first run of every case in a --connic-json report, by case name."""
-    cases = json.loads((project.root / report).read_text())["cases"]
-    return {c["test_name"]: c["runs_detail"][0] for c in cases}
+def only(outcome: CaseOutcome) -> RunRecord:
+    (record,) = outcome.records
+    return record
 
 
-def test_approve_reject_and_timeout_with_on_rejection_fail(ops: ConnicProject) -> None:
+def runs(outcomes: dict[str, CaseOutcome]) -> dict[str, RunRecord]:
+    return {name: only(outcome) for name, outcome in outcomes.items()}
+
+
+def test_approve_reject_and_timeout_with_on_rejection_fail(ops: CaseProject) -> None:
     ops.suite("ops", """
         version: "1.0"
         tests:
@@ -102,21 +109,21 @@ def test_approve_reject_and_timeout_with_on_rejection_fail(ops: ConnicProject) -
     """)
     for case in ("approve", "reject", "timeout", "reject unexpected"):
         ops.replies("ops", case, delete(), "deleted")
-    result = ops.run("--connic-json", "report.json")
-    result.assert_outcomes(passed=3, failed=1)
-    assert_failure_reasons(result, {
-        "reject unexpected": "*agent error: tool call ops.delete_order was rejected by a human approver: nope*"})
-    detail = runs(ops)
-    (approved,) = detail["approve"]["tool_calls"]
-    assert approved["approval"] == "approved" and approved["result"] == {"deleted": "A1"}
-    assert detail["approve"]["approvals"] == [
-        {"tool": "ops.delete_order", "params": {"order_id": "A1"}, "decision": "approve",
-         "decision_index": 0, "reason": "checked"}
-    ]
+    outcomes = ops.cases("ops")
+    assert [o.verdict_passed for o in outcomes.values()] == [True, True, True, False]
+    assert outcomes["reject unexpected"].failure_reason == (
+        "agent error: tool call ops.delete_order was rejected by a human approver: nope")
+    detail = runs(outcomes)
+    (approved,) = detail["approve"].tool_calls
+    assert (approved.approval, approved.result) == ("approved", {"deleted": "A1"})
+    assert detail["approve"].approvals == [ApprovalRecord(tool="ops.delete_order", params={"order_id": "A1"},
+                                                          decision="approve", decision_index=0, reason="checked")]
     for case, mark in (("reject", "rejected"), ("timeout", "timeout")):
-        (call,) = detail[case]["tool_calls"]
-        assert (call["approval"], call["has_result"], call["error"]) == (mark, False, f"approval {mark}")
-        assert detail[case]["status"] == "failed"
+        (call,) = detail[case].tool_calls
+        assert (call.approval, call.has_result, call.error) == (mark, False, f"approval {mark}")
+        assert detail[case].status == "failed"
+    assert detail["reject"].error == "tool call ops.delete_order was rejected by a human approver: not today"
+    assert detail["timeout"].error == "tool call ops.delete_order was not approved in time (approval timeout)"
 
 
 CONTINUE_MODEL = '''
@@ -135,8 +142,8 @@ def pytest_connic_make_model(config, agent, model, case, run_index):
 '''
 
 
-def test_on_rejection_continue_returns_the_rejection_to_the_model(ops: ConnicProject) -> None:
-    ops.write("conftest.py", CONTINUE_MODEL)
+def test_on_rejection_continue_returns_the_rejection_to_the_model(ops: CaseProject) -> None:
+    ops.host = conftest_hooks(CONTINUE_MODEL)
     ops.suite("lenient", """
         version: "1.0"
         agent: ops-lenient
@@ -145,16 +152,12 @@ def test_on_rejection_continue_returns_the_rejection_to_the_model(ops: ConnicPro
             payload: delete A1
             approval_decisions:
               - {tool: ops.delete_order, decision: reject, reason: too risky}
-            expected_result: >-
-              status == "completed" and "rejected by a human approver: too risky" in output.seen[0]
-              and "did not run" in output.seen[0]
             expected_tool_calls:
               - ops.delete_order: invocations == 1
           - name: timeout
             payload: delete A1
             approval_decisions:
               - {tool: ops.delete_order, decision: timeout}
-            expected_result: '"not approved in time" in output.seen[0]'
           - name: a rejected call has no result
             payload: delete A1
             approval_decisions:
@@ -162,12 +165,22 @@ def test_on_rejection_continue_returns_the_rejection_to_the_model(ops: ConnicPro
             expected_tool_calls:
               - ops.delete_order: result.deleted == "A1"
     """)
-    result = ops.run()
-    result.assert_outcomes(passed=2, failed=1)
-    assert_failure_reasons(result, {"a rejected call has no result": "*expected tool call ops.delete_order*"})
+    outcomes = ops.cases("lenient")
+    detail = runs(outcomes)
+    assert {name: (r.status, r.output) for name, r in detail.items()} == {
+        "reject": ("completed", {"seen": [
+            "The tool call was rejected by a human approver: too risky. The tool did not run."]}),
+        "timeout": ("completed", {"seen": [
+            "The tool call was not approved in time (approval timeout). The tool did not run."]}),
+        "a rejected call has no result": ("completed", {"seen": [
+            "The tool call was rejected by a human approver. The tool did not run."]}),
+    }
+    assert [o.verdict_passed for o in outcomes.values()] == [True, True, False]
+    (failure,) = detail["a rejected call has no result"].failures
+    assert failure.startswith("expected tool call ops.delete_order: result.deleted == \"A1\" not satisfied")
 
 
-def test_unanswered_requests_and_unused_entries_strict_and_not(ops: ConnicProject) -> None:
+def test_unanswered_requests_and_unused_entries_strict_and_not(ops: CaseProject) -> None:
     ops.suite("ops", """
         version: "1.0"
         tests:
@@ -202,23 +215,28 @@ def test_unanswered_requests_and_unused_entries_strict_and_not(ops: ConnicProjec
     for case in ("pending", "pending unexpected", "unused entry ignored", "strict pending", "strict unused",
                  "strict all used"):
         ops.replies("ops", case, delete(), "deleted")
-    result = ops.run("--connic-json", "report.json")
-    result.assert_outcomes(passed=3, failed=3)
-    assert_failure_reasons(result, {
-        "pending unexpected": ("*agent error: approval request for ops.delete_order with params "
-                               "{'order_id': 'A1'} has no matching approval_decisions entry: no approval_decisions "
-                               "entry has tool 'ops.delete_order'*"),
-        "strict pending": "*strict_approval_decisions: approval request for ops.delete_order*(entries exist for: ops.refund)*",
-        "strict unused": "*strict_approval_decisions: 1 approval decision(s) were never used: #1 ops.refund (reject)*",
-    })
-    detail = runs(ops)
-    assert detail["pending"]["status"] == "awaiting_approval"
-    assert detail["pending"]["tool_calls"][0]["approval"] == "pending"
-    assert detail["pending"]["approvals"][0]["decision"] is None
-    assert detail["strict pending"]["status"] == "failed"
+    outcomes = ops.cases("ops")
+    assert {name: o.verdict_passed for name, o in outcomes.items()} == {
+        "pending": True, "pending unexpected": False, "unused entry ignored": True, "strict pending": False,
+        "strict unused": False, "strict all used": True}
+    reasons = {name: o.failure_reason or "" for name, o in outcomes.items()}
+    assert reasons["pending unexpected"] == (
+        "agent error: approval request for ops.delete_order with params {'order_id': 'A1'} has no matching "
+        "approval_decisions entry: no approval_decisions entry has tool 'ops.delete_order'")
+    assert reasons["strict pending"] == (
+        "strict_approval_decisions: approval request for ops.delete_order with params {'order_id': 'A1'} has no "
+        "matching approval_decisions entry: no approval_decisions entry has tool 'ops.delete_order' (entries exist "
+        "for: ops.refund)")
+    assert reasons["strict unused"] == (
+        "strict_approval_decisions: 1 approval decision(s) were never used: #1 ops.refund (reject)")
+    detail = runs(outcomes)
+    assert detail["pending"].status == "awaiting_approval"
+    assert detail["pending"].tool_calls[0].approval == "pending"
+    assert detail["pending"].approvals[0].decision is None
+    assert detail["strict pending"].status == "failed"
 
 
-def test_first_unused_matching_entry_with_params_and_builder_context(ops: ConnicProject) -> None:
+def test_first_unused_matching_entry_with_params_and_builder_context(ops: CaseProject) -> None:
     ops.write("tests/builders/limits.py", '''
         def build(context, builder_args, test_name, payload, files):
             context["limit"] = 100
@@ -268,20 +286,18 @@ def test_first_unused_matching_entry_with_params_and_builder_context(ops: Connic
     ops.replies("ops", "condition false needs no approval", refund(10), "ok")
     ops.replies("ops", "condition error requires approval", refund(), "ok")
     ops.replies("ops", "short name does not match", delete(), "ok")
-    result = ops.run("--connic-json", "report.json")
-    result.assert_outcomes(passed=6)
-    detail = runs(ops)
-    picked = [(a["params"]["amount"], a["decision_index"], a["reason"])
-              for a in detail["params pick the entry"]["approvals"]]
+    outcomes = ops.cases("ops")
+    assert all(o.verdict_passed for o in outcomes.values()), {n: o.failure_reason for n, o in outcomes.items()}
+    detail = runs(outcomes)
+    picked = [(a.params["amount"], a.decision_index, a.reason) for a in detail["params pick the entry"].approvals]
     assert picked == [(80, 1, "any"), (120, 0, "big")]
-    one = detail["one entry answers one request"]
-    assert [c["approval"] for c in one["tool_calls"]] == ["approved", "pending"]
-    assert detail["condition false needs no approval"]["approvals"] == []
-    notes = [e["text"] for e in detail["condition error requires approval"]["events"] if e["type"] == "note"]
+    assert [c.approval for c in detail["one entry answers one request"].tool_calls] == ["approved", "pending"]
+    assert detail["condition false needs no approval"].approvals == []
+    notes = [e.text for e in detail["condition error requires approval"].events if isinstance(e, NoteEvent)]
     assert any("could not be evaluated" in n and "approval required" in n for n in notes), notes
 
 
-def test_input_tools_are_answered_with_the_response(ops: ConnicProject) -> None:
+def test_input_tools_are_answered_with_the_response(ops: CaseProject) -> None:
     ops.suite("ops", """
         version: "1.0"
         tests:
@@ -314,15 +330,51 @@ def test_input_tools_are_answered_with_the_response(ops: ConnicProject) -> None:
     for case in ("response", "rejected input", "unanswered input", "approve without response"):
         ops.replies("ops", case, mfa, "in")
     ops.replies("ops", "params are checked", [("get_mfa", {"why": "login"})], "in")
-    result = ops.run("--connic-json", "report.json")
-    result.assert_outcomes(passed=4, failed=1)
-    assert_failure_reasons(result, {
-        "approve without response": "*approval_decisions[[]0[]] approves input tool 'get_mfa' without a resp*"})
-    detail = runs(ops)
-    (call,) = detail["response"]["tool_calls"]
+    outcomes = ops.cases("ops")
+    assert [o.verdict_passed for o in outcomes.values()] == [True, True, True, False, True]
+    assert "approval_decisions[0] approves input tool 'get_mfa' without a resp" in (
+        outcomes["approve without response"].failure_reason or "")
+    detail = runs(outcomes)
+    (call,) = detail["response"].tool_calls
+    assert (call.ref, call.approval, call.result) == ("get_mfa", "approved", "123456")
     # get_mfa is `sensitive: true`: its response is masked in the report (docs/fidelity.md)
-    assert (call["ref"], call["approval"], call["result"]) == ("get_mfa", "approved", "***")
-    (bad,) = detail["params are checked"]["tool_calls"]
-    assert "missing required parameter 'reason'" in bad["error"]
-    assert "unexpected parameter 'why'" in bad["error"]
-    assert detail["params are checked"]["approvals"] == []
+    report = build_json_report([outcomes["response"]], masker=ops.masker)
+    assert "123456" not in json.dumps(report)
+    (shown,) = report["cases"][0]["runs_detail"][0]["tool_calls"]  # type: ignore[index]
+    assert shown["result"] == "***"
+    (bad,) = detail["params are checked"].tool_calls
+    assert "missing required parameter 'reason'" in (bad.error or "")
+    assert "unexpected parameter 'why'" in (bad.error or "")
+    assert detail["params are checked"].approvals == []
+
+
+def test_an_input_tools_arguments_must_have_their_declared_scalar_types(case_project: CaseProject) -> None:
+    """JSON Schema's types (1.0 is an integer, 3 a number, True no integer), every problem said at once;
+    a refused call consumes no decision and its error goes back to the model."""
+    params = [{"digits": "int"}, {"amount": "float"}, {"urgent": "bool"}, {"note": "str"}]
+    case_project.agent("desk", tools=[], approval={
+        "inputs": [{"get_pin": {"prompt": "Ask for the PIN.", "label": "PIN", "params": params}}]})
+    case_project.suite("desk", """
+        tests:
+          - name: typed
+            payload: pay
+            approval_decisions:
+              - {tool: get_pin, decision: approve, response: "1234"}
+          - name: mistyped
+            payload: pay
+            approval_decisions:
+              - {tool: get_pin, decision: approve, response: "1234"}
+    """)
+    case_project.replies("desk", "typed", [("get_pin", {"digits": 4.0, "amount": 3, "urgent": False, "note": "x"})],
+                         "paid")
+    case_project.replies("desk", "mistyped", [("get_pin", {"digits": True, "amount": "3", "urgent": 1, "note": 5})],
+                         "paid")
+    detail = runs(case_project.cases("desk"))
+    (typed,) = detail["typed"].tool_calls
+    assert (typed.approval, typed.result, typed.error) == ("approved", "1234", None)
+    (mistyped,) = detail["mistyped"].tool_calls
+    refused = ApprovalInputError("get_pin: parameter 'digits' must be integer, got bool; parameter 'amount' must be "
+                                 "number, got str; parameter 'urgent' must be boolean, got int; parameter 'note' must "
+                                 "be string, got int")
+    assert str(refused) in (mistyped.error or ""), mistyped.error
+    assert (mistyped.approval, detail["mistyped"].approvals, detail["mistyped"].status) == (None, [], "completed")
