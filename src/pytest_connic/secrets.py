@@ -285,7 +285,7 @@ class Masker:
         self._encoded = Encodings()
         self._pattern: re.Pattern[str] | None = None
         #: the heads of the forms a cut can leave (``_cut_heads``), made when first needed
-        self._heads: set[str] | None = None
+        self._heads: tuple[set[str], int] | None = None
         #: the longest form: a window this wide around a cut is masked before cutting
         self.longest = 0
         self.report_limit = report_limit
@@ -335,8 +335,10 @@ class Masker:
         marks the cut) leaves its head before the mark: the longest head of a form, at least
         ``_MIN_HEAD`` characters, that ends at a mark is masked too."""
         if self._heads is None:
-            self._heads = {form[:k] for form in self._forms for k in range(_MIN_HEAD, len(form))}
-        heads, longest = self._heads, self.longest
+            heads = {form[:k] for form in self._forms for k in range(_MIN_HEAD, len(form))}
+            # the longest head of a literal form, not the window of an encoded one (``longest``)
+            self._heads = (heads, max(map(len, heads), default=0))
+        heads, longest = self._heads
         out: list[str] = []
         start = 0
         for mark in re.finditer(ELLIPSIS, text):
